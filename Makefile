@@ -1,0 +1,43 @@
+# The course's commands. The first two are all a newcomer needs:
+#   make lab    set up .venv and open the lessons in JupyterLab
+#   make test   set up .venv and run every test
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+# nbgrader shells out to alembic: the venv's bin/ must be on PATH even when the venv is not activated.
+export PATH := $(abspath $(BIN)):$(PATH)
+export PYTHONPATH := $(abspath .)
+export MPLBACKEND := Agg
+PYTEST_ARGS ?=
+
+.PHONY: help venv lab test test-fast lessons check-lessons bench grade clean
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(BIN)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+venv: $(BIN)/.installed ## create .venv with everything the course and its tests need
+
+lab: venv ## open the lessons in JupyterLab
+	cd lessons && ../$(BIN)/jupyter lab
+
+test: venv ## run the whole test suite (what CI runs)
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+
+test-fast: venv ## the tests that do not run nbgrader or notebooks
+	$(PY) -m pytest -n 2 -m "not grading" $(PYTEST_ARGS)
+
+lessons: venv ## rebuild lessons/ from solutions/ (the single source)
+	$(PY) -m autograder.build
+
+check-lessons: venv ## fail if lessons/ differs from what solutions/ builds
+	$(PY) -m autograder.build --check
+
+clean:
+	rm -rf build .pytest_cache .hypothesis

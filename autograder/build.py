@@ -1,0 +1,96 @@
+"""Build the student notebooks in ``lessons/`` from their single source in ``solutions/``.
+
+    python -m autograder.build            # rebuild lessons/ (what `make lessons` runs)
+    python -m autograder.build --check    # rebuild into a temporary folder; exit 1 if lessons/ differs
+
+The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
+(which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
+test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from autograder import course
+
+FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
+                        "autograder")
+
+
+def leaks(nb) -> list:
+    """What a student notebook must never contain: solutions, hidden tests, the grading package, outputs."""
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        for marker in FORBIDDEN_IN_LESSONS:
+            if marker in cell.source:
+                problems.append(f"cell {i + 1} contains {marker!r}")
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+            problems.append(f"cell {i + 1} carries outputs")
+    return problems
+
+
+def build(dest: Path) -> list:
+    """Write every lesson's student notebook and the helper modules into ``dest``; return the files written."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory(prefix="mha-build-") as tmp:
+        root = course.make_course(Path(tmp) / "course")
+        for name in course.lesson_names():
+            nb = nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
+            problems = leaks(nb)
+            if problems:
+                raise course.SourceError(f"the student notebook built from solutions/{name}.py would leak: "
+                                         + "; ".join(problems))
+            target = dest / f"{name}.ipynb"
+            course.write_notebook(nb, target)
+            written.append(target)
+    course.copy_helpers(dest)
+    written += [dest / h for h in course.HELPERS]
+    return written
+
+
+def drift(built_dir: Path, committed_dir: Path) -> list:
+    """Unified diffs between freshly built files and the committed ones (empty when in sync)."""
+    diffs = []
+    built = {p.name for p in Path(built_dir).iterdir() if p.suffix in (".ipynb", ".py")}
+    committed = {p.name for p in Path(committed_dir).iterdir() if p.suffix in (".ipynb", ".py")}
+    for name in sorted(built | committed):
+        a = (Path(committed_dir) / name).read_text().splitlines() if name in committed else []
+        b = (Path(built_dir) / name).read_text().splitlines() if name in built else []
+        if a != b:
+            diffs.append("\n".join(difflib.unified_diff(a, b, f"lessons/{name} (committed)",
+                                                        f"lessons/{name} (built from solutions/)", lineterm="",
+                                                        n=1)))
+    return diffs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if lessons/ differs from a fresh build")
+    args = parser.parse_args(argv)
+    if args.check:
+        with tempfile.TemporaryDirectory(prefix="mha-check-") as tmp:
+            build(Path(tmp))
+            diffs = drift(Path(tmp), course.LESSONS)
+        if diffs:
+            print("\n\n".join(diffs)[:20000])
+            print("\nlessons/ is out of date with solutions/: run `make lessons` and commit the result.",
+                  file=sys.stderr)
+            return 1
+        print(f"lessons/ matches solutions/ ({len(course.lesson_names())} lessons)")
+        return 0
+    for path in build(course.LESSONS):
+        print(f"wrote {path.relative_to(course.ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Tamper-resistant comparison of a learner's result with the reference.
+
+A learner's code runs in the same kernel as the hidden tests, before them. It may rebind ``numpy.allclose``,
+``numpy.testing``, builtins, or return an object whose ``__eq__`` always says True. So nothing here calls a
+numpy module function or ``==`` on a learner object: arrays are read through methods of the built-in
+``numpy.ndarray`` type (``ravel``, ``tolist``, ``shape``, ``dtype``), whose attributes cannot be rebound, and
+the numbers are compared as Python floats with arithmetic operators.
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+_NDARRAY = type(_np.empty(0))  # the real type, even if ``numpy.ndarray`` was rebound
+
+
+def is_array(x) -> bool:
+    return type(x) is _NDARRAY
+
+
+def shape_of(x) -> tuple:
+    return tuple(int(n) for n in _NDARRAY.__dict__["shape"].__get__(x))
+
+
+def flat_floats(x) -> list:
+    """The entries of a real ndarray as a flat list of Python floats (or complex, for a complex array)."""
+    return _NDARRAY.tolist(_NDARRAY.ravel(x))
+
+
+def snapshot(x):
+    """An independent copy of an input array, to prove later that a function did not modify it."""
+    return _NDARRAY.copy(x)
+
+
+def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result"):
+    """Why ``got`` is not ``expected`` (a sentence), or None when they agree.
+
+    ``expected`` is a real ndarray produced by the reference. ``got`` is whatever the learner returned.
+    """
+    if not is_array(got):
+        return (f"{what} should be a numpy array, but it is a {type(got).__name__}; "
+                "return the array itself (not a list, a tuple or a wrapper object)")
+    gs, es = shape_of(got), shape_of(expected)
+    if gs != es:
+        return f"{what} has shape {gs}, expected {es}"
+    kind = got.dtype.kind
+    if kind not in "fiu":
+        return f"{what} has dtype {got.dtype}, expected a floating-point array"
+    g, e = flat_floats(got), flat_floats(expected)
+    worst, worst_i = -1.0, -1
+    for i in range(len(e)):
+        a, b = g[i], e[i]
+        if a != a:  # NaN
+            return (f"{what} contains NaN at flat index {i}; NaN usually comes from exp() overflowing "
+                    "(subtract the row maximum before exp) or from 0/0 in a fully blocked row")
+        diff = a - b if a >= b else b - a
+        if diff > atol + rtol * (b if b >= 0 else -b):
+            if diff > worst:
+                worst, worst_i = diff, i
+    if worst_i >= 0:
+        return (f"{what} differs from the expected values: largest difference {worst:.3g} at flat index "
+                f"{worst_i} (got {g[worst_i]:.6g}, expected {e[worst_i]:.6g})")
+    return None
+
+
+def same_values(a, b, *, rtol=1e-6, atol=1e-9) -> bool:
+    return mismatch(a, b, rtol=rtol, atol=atol) is None
+
+
+def unchanged(before, after) -> bool:
+    """True when ``after`` holds exactly the values of the snapshot ``before`` (NaN-aware, exact)."""
+    if not is_array(after) or shape_of(after) != shape_of(before):
+        return False
+    x, y = flat_floats(before), flat_floats(after)
+    for i in range(len(x)):
+        if x[i] != y[i] and not (x[i] != x[i] and y[i] != y[i]):
+            return False
+    return True

@@ -1,0 +1,103 @@
+"""Hidden tests of lesson 01 (warm-up): ``softmax`` and ``scaled_dot_product_attention``.
+
+One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
+are all different (B, T_q, T_k, d_k, d_v), unbatched and batched, float64 and float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder import reference
+from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims
+
+_SDPA = "scaled_dot_product_attention"
+
+
+def _rng(test_id: str):
+    return np.random.default_rng(sum(map(ord, test_id)) * 7919)
+
+
+def softmax_values(softmax):
+    """Values along every axis, 1-D to 3-D, float64 and float32."""
+    rng = _rng("softmax_values")
+    d = distinct_dims(rng, ("a", "b", "c"))
+    cases = [
+        Case((rng.normal(size=d["a"]) * 3,), label="1-D"),
+        Case((rng.normal(size=(d["a"], d["b"])) * 3,), label="2-D, default axis"),
+        Case((rng.normal(size=(d["a"], d["b"])) * 3,), {"axis": 0}, label="2-D, axis=0"),
+        Case((rng.normal(size=(d["a"], d["b"], d["c"])) * 3,), {"axis": 1}, label="3-D, axis=1"),
+        Case((rng.normal(size=(d["b"], d["c"])).astype(np.float32),), label="float32"),
+    ]
+    check("softmax", softmax, cases, rtol=1e-5, atol=1e-7)
+    out = softmax(rng.normal(size=(d["a"], d["b"])).astype(np.float32))
+    if getattr(out, "dtype", None) != np.float32:
+        raise WrongAnswer(f"softmax turned float32 input into {getattr(out, 'dtype', type(out))}; keep the "
+                          "input's dtype (use Python floats, not np.float64 constants)")
+
+
+def softmax_stable(softmax):
+    """No overflow or NaN for scores around +-1e4."""
+    rng = _rng("softmax_stable")
+    d = distinct_dims(rng, ("a", "b"))
+    big = 1e4 + rng.normal(size=(d["a"], d["b"])) * 5
+    cases = [
+        Case((big,), label="scores near 1e4"),
+        Case((-big,), label="scores near -1e4"),
+        Case((np.concatenate([big, -big], axis=-1),), label="mixed +-1e4"),
+    ]
+    check("softmax", softmax, cases, rtol=1e-6, atol=1e-9)
+
+
+def _qkv(rng, lead, d, dtype=np.float64):
+    Q = rng.normal(size=(*lead, d["T_q"], d["d_k"])).astype(dtype)
+    K = rng.normal(size=(*lead, d["T_k"], d["d_k"])).astype(dtype)
+    V = rng.normal(size=(*lead, d["T_k"], d["d_v"])).astype(dtype)
+    return Q, K, V
+
+
+def attention_values(scaled_dot_product_attention, softmax=None):
+    """Unmasked attention: unbatched, batched, batched with heads, float32. Graded with the reference softmax."""
+    rng = _rng("attention_values")
+    d = distinct_dims(rng, ("B", "H", "T_q", "T_k", "d_k", "d_v"))
+    cases = [
+        Case(_qkv(rng, (), d), label="unbatched"),
+        Case(_qkv(rng, (d["B"],), d), label="batched"),
+        Case(_qkv(rng, (d["B"], d["H"]), d), label="batch and heads"),
+        Case(_qkv(rng, (d["B"],), d, np.float32), label="float32"),
+    ]
+    check(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+          bind={"softmax": reference.softmax})
+
+
+def _mask(rng, shape):
+    """A random boolean mask (True = blocked) that leaves at least one key open in every row."""
+    mask = rng.random(shape) < 0.4
+    open_key = rng.integers(0, shape[-1], size=shape[:-1])
+    np.put_along_axis(mask, open_key[..., None], False, axis=-1)
+    return mask
+
+
+def attention_mask(scaled_dot_product_attention, softmax=None):
+    """Masked attention: a (T_q, T_k) mask broadcast over the batch, a per-example mask, a causal mask."""
+    rng = _rng("attention_mask")
+    d = distinct_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
+    T_q, T_k = d["T_q"], d["T_k"]
+    causal = np.triu(np.ones((T_q, T_q), dtype=bool), k=1)
+    sq = dict(d, T_k=T_q)
+    cases = [
+        Case(_qkv(rng, (), d), {"mask": _mask(rng, (T_q, T_k))}, label="unbatched, random mask"),
+        Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (T_q, T_k))}, label="batched, one (T_q, T_k) mask"),
+        Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (d["B"], T_q, T_k))}, label="batched, per-example mask"),
+        Case(_qkv(rng, (d["B"],), sq), {"mask": causal}, label="causal self-attention"),
+    ]
+    check(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+          bind={"softmax": reference.softmax})
+    # blocked weights must be exactly zero, not merely small
+    Q, K, V = _qkv(rng, (), d)
+    mask = _mask(rng, (T_q, T_k))
+    _, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
+    blocked = np.asarray(weights)[mask].tolist()
+    if any(w != 0.0 for w in blocked):
+        raise WrongAnswer("blocked weights are small but not exactly 0: give blocked scores -inf (np.where(mask, "
+                          "-np.inf, scores)) rather than a large negative number")

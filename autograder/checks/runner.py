@@ -1,0 +1,138 @@
+"""Run a learner's function beside the reference on seeded cases, and explain any difference.
+
+A hidden test is a list of ``Case`` objects and one call to ``check``. ``check`` raises ``WrongAnswer`` (an
+``AssertionError``, so nbgrader scores the cell 0) with a message that says which input exposed the problem
+and, when the learner's result equals the result of a known bug from ``autograder.bugs``, names that bug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autograder import bugs as bug_catalog
+from autograder import reference
+from autograder.checks import compare
+
+
+class WrongAnswer(AssertionError):
+    """A hidden test found a difference from the reference; the message is for the learner."""
+
+
+@dataclass
+class Case:
+    """One call: positional arguments, keyword arguments and a short description for messages."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        for a in self.args:
+            parts.append(f"array{compare.shape_of(a)} {a.dtype}" if compare.is_array(a) else repr(a))
+        for k, v in self.kwargs.items():
+            parts.append(f"{k}=" + (f"array{compare.shape_of(v)}" if compare.is_array(v) else repr(v)))
+        return (self.label + ": " if self.label else "") + "(" + ", ".join(parts) + ")"
+
+
+@contextlib.contextmanager
+def bound(fn, names: dict):
+    """Temporarily bind ``names`` in the module namespace ``fn`` looks its helpers up in.
+
+    Used so a learner's composite function is graded with the reference version of the helpers it calls:
+    an earlier bug must not cost points twice.
+    """
+    g = getattr(fn, "__globals__", None)
+    if not names or g is None:
+        yield
+        return
+    missing = object()
+    saved = {k: g.get(k, missing) for k in names}
+    g.update(names)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is missing:
+                g.pop(k, None)
+            else:
+                g[k] = v
+
+
+def _call(fn, case: Case, name: str):
+    try:
+        return fn(*case.args, **case.kwargs)
+    except NotImplementedError:
+        raise WrongAnswer(f"{name} is not implemented yet: replace `raise NotImplementedError()` in its cell "
+                          "with your code, run that cell, then run this one again.") from None
+    except WrongAnswer:
+        raise
+    except Exception as exc:  # the learner's code failed: say on what input
+        raise WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {case.describe()}") from None
+
+
+def _outputs(result, labels):
+    if len(labels) == 1:
+        return (result,)
+    if not isinstance(result, tuple) or len(result) != len(labels):
+        raise WrongAnswer(f"expected a tuple of {len(labels)} results ({', '.join(labels)}), "
+                          f"got {type(result).__name__}")
+    return result
+
+
+def known_bug(name: str, case: Case, got: tuple, labels, *, rtol, atol):
+    """The catalog bug of function ``name`` whose result on ``case`` equals ``got``, or None."""
+    for bug in bug_catalog.for_function(name):
+        try:
+            with np.errstate(all="ignore"):
+                wrong = _outputs(bug.make()(*[_fresh(a) for a in case.args], **case.kwargs), labels)
+        except Exception:
+            continue
+        if all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
+            return bug
+    return None
+
+
+def _fresh(a):
+    return compare.snapshot(a) if compare.is_array(a) else a
+
+
+def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None):
+    """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
+
+    ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
+    reference helpers used while ``fn`` runs.
+    """
+    if not callable(fn):
+        raise WrongAnswer(f"{name} should be a function, got {type(fn).__name__}")
+    ref = ref or getattr(reference, name)
+    for case in cases:
+        before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
+        with bound(fn, bind or {}), np.errstate(all="ignore"):
+            got = _outputs(_call(fn, case, name), outputs)
+        for i, snap in enumerate(before):
+            if snap is not None and not compare.unchanged(snap, case.args[i]):
+                raise WrongAnswer(f"{name} modified its input argument {i + 1} in place on {case.describe()}; "
+                                  "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
+        expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
+        for label, g, e in zip(outputs, got, expected):
+            why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
+            if why is None:
+                continue
+            bug = known_bug(name, case, got, outputs, rtol=rtol, atol=atol)
+            if bug is not None:
+                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
+            raise WrongAnswer(f"{why} on input {case.describe()}")
+
+
+def distinct_dims(rng, names, low=2, high=9):
+    """Draw one size per name, all different, so no two axes can be confused."""
+    pool = list(range(low, high + 1))
+    if len(pool) < len(names):
+        raise ValueError("not enough distinct sizes")
+    picked = rng.choice(pool, size=len(names), replace=False)
+    return {n: int(v) for n, v in zip(names, picked)}
+

@@ -1,0 +1,152 @@
+"""Guard the grading kernel against a submission that tampers with it.
+
+During ``nbgrader autograde`` the learner's cells and the hidden tests share one Python process, and the
+learner's cells run first. Each lesson's first cell is a locked, zero-point test cell whose hidden part calls
+``start()`` *before any learner code runs*; it records the genuine numpy functions, the IPython methods that
+report errors, and which grading modules are loaded. Every hidden test then calls ``verify(namespace)``, which
+raises ``Tampered`` (an ``AssertionError``: the test scores 0) when:
+
+* a numpy function or module attribute the checks rely on was rebound (``numpy.allclose = ...``);
+* IPython's error reporting was replaced (a failing test must not look like a passing one);
+* the notebook imported the course's reference or hidden checks, or holds an object taken from them.
+
+Hidden test cells reach their checks only through ``run()``, which verifies first and unloads the reference
+afterwards, so it is not importable from ``sys.modules`` by learner cells that run later.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as _np
+
+_WATCHED_NUMPY = (
+    "allclose", "isclose", "array_equal", "asarray", "array", "max", "sum", "exp", "where", "isfinite",
+    "swapaxes", "matmul", "sqrt", "divide", "zeros_like", "errstate", "random", "testing", "ndarray",
+)
+_WATCHED_IPYTHON = ("showtraceback", "_showtraceback", "showsyntaxerror", "run_cell", "run_code",
+                    "run_cell_async", "set_custom_exc")
+_OWN_MODULES = ("autograder", "autograder.checks", "autograder.checks.session")
+
+_baseline = None
+
+
+class Tampered(AssertionError):
+    """The notebook's own code changed the grading machinery; the message says what to remove."""
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _ipython_methods(ip):
+    if ip is None:
+        return {}
+    return {name: getattr(ip, name, None) for name in _WATCHED_IPYTHON}
+
+
+def start():
+    """Record the genuine state of the kernel. Called by each lesson's setup cell, before learner code."""
+    global _baseline
+    _baseline = {
+        "numpy": {name: getattr(_np, name, None) for name in _WATCHED_NUMPY},
+        "testing": dict(vars(_np.testing)),
+        "ipython": _ipython_methods(_ipython()),
+        "modules": {m for m in sys.modules if m.startswith("autograder")},
+    }
+
+
+def _from_grading_package(obj) -> bool:
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__.startswith("autograder")
+    mod = getattr(obj, "__module__", None)
+    if isinstance(mod, str) and mod.startswith("autograder"):
+        return True
+    code = getattr(obj, "__code__", None)
+    if code is not None and "/autograder/" in code.co_filename.replace("\\", "/"):
+        return True
+    return False
+
+
+def _borrowed(namespace) -> list:
+    """Names in the learner's namespace that hold (or close over) something from the grading package."""
+    found = []
+    for name, value in list(namespace.items()):
+        if name.startswith("_hidden") or name.startswith("__"):
+            continue
+        suspects = [value]
+        suspects += [c.cell_contents for c in (getattr(value, "__closure__", None) or ()) if _has_contents(c)]
+        suspects += list(getattr(value, "__defaults__", None) or ())
+        if any(_from_grading_package(s) for s in suspects):
+            found.append(name)
+    return found
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def verify(namespace=None):
+    """Raise ``Tampered`` if the kernel can no longer be trusted to grade. ``namespace``: the notebook's globals."""
+    problems = []
+    if _baseline is None:
+        problems.append("the lesson's first (setup) cell did not run before the tests; keep it and run it first")
+    else:
+        for name, original in _baseline["numpy"].items():
+            if getattr(_np, name, None) is not original:
+                problems.append(f"numpy.{name} was reassigned; remove the line that assigns it")
+        for name, original in _baseline["testing"].items():
+            if not name.startswith("_") and getattr(_np.testing, name, None) is not original:
+                problems.append(f"numpy.testing.{name} was reassigned; remove the line that assigns it")
+        ip = _ipython()
+        for name, original in _baseline["ipython"].items():
+            if getattr(ip, name, None) != original:
+                problems.append(f"IPython's {name} was replaced; the grader needs errors to be reported")
+        if ip is not None and getattr(ip, "custom_exceptions", ()):
+            problems.append("a custom IPython exception handler was installed with set_custom_exc; remove it")
+        extra = sorted(m for m in sys.modules if m.startswith("autograder") and m not in _baseline["modules"])
+        if extra:
+            problems.append("the notebook imported the course's grading code (" + ", ".join(extra)
+                            + "); submit your own implementation")
+    if namespace is not None:
+        borrowed = _borrowed(namespace)
+        if borrowed:
+            problems.append("these names hold code from the course's grading package: " + ", ".join(borrowed)
+                            + "; submit your own implementation")
+    if problems:
+        raise Tampered("Grading stopped, this notebook changed the grader: " + "; ".join(problems) + ".")
+
+
+def run(lesson: str, test: str, *learner_functions, **learner_helpers):
+    """Run the hidden test ``test`` of ``lesson`` (e.g. ``"lesson01"``) on the learner's functions.
+
+    Hidden test cells call this. It checks the kernel first, then imports the checks and the reference, and
+    removes them from ``sys.modules`` again afterwards, so learner cells that run later cannot import or find
+    them there.
+    """
+    import importlib
+
+    namespace = {}
+    for fn in (*learner_functions, *learner_helpers.values()):
+        namespace.update(getattr(fn, "__globals__", {}))
+    verify(namespace)
+    before = set(sys.modules)
+    try:
+        module = importlib.import_module(f"autograder.checks.{lesson}")
+        getattr(module, test)(*learner_functions, **learner_helpers)
+    finally:
+        for name in set(sys.modules) - before:
+            if name.startswith("autograder"):
+                del sys.modules[name]
+                parent, _, child = name.rpartition(".")
+                if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+                    delattr(sys.modules[parent], child)

@@ -1,0 +1,151 @@
+"""The lessons' single source (``solutions/*.py``) read into notebooks, and nbgrader course folders built from it.
+
+``solutions/NN_name.py`` is a jupytext percent script whose cell headers carry nbgrader's metadata. This module
+reads it, refuses a source with a malformed header, gives every cell a stable id, and writes nbgrader course
+folders (``source/NN_name/NN_name.ipynb`` plus an ``nbgrader_config.py`` that loads ours) for the build and for
+grading.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+LESSONS = ROOT / "lessons"
+NBGRADER_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
+HELPERS = ("selfcheck.py",)  # learner-side modules, copied from solutions/ to lessons/
+LESSON_PATTERN = re.compile(r"^\d\d_[a-z0-9_]+\.py$")
+
+
+class SourceError(ValueError):
+    """A lesson source cannot be built; the message names the file, the cell and the fix."""
+
+
+def lesson_sources():
+    return sorted(p for p in SOLUTIONS.iterdir() if LESSON_PATTERN.match(p.name))
+
+
+def lesson_names():
+    return [p.stem for p in lesson_sources()]
+
+
+def _header_cell(name: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(
+        f"<small>Built from `solutions/{name}.py` by `make lessons`; edit that file, not this notebook.</small>")
+    cell["id"] = "generated_from"
+    cell.metadata["nbgrader"] = {"grade": False, "grade_id": "generated_from", "locked": True,
+                                 "schema_version": 3, "solution": False, "task": False}
+    return cell
+
+
+def read_source(path) -> nbformat.NotebookNode:
+    """The instructor notebook of one lesson source, validated, with deterministic cell ids."""
+    path = Path(path)
+    nb = jupytext.read(path, fmt="py:percent")
+    seen = {}
+    for i, cell in enumerate(nb.cells):
+        where = f"{path.name}, cell {i + 1} ({cell.source.strip().splitlines()[0][:50] if cell.source.strip() else 'empty'})"
+        if "incorrectly_encoded_metadata" in cell.metadata:
+            raise SourceError(f"{where}: its `# %%` header is not valid JSON metadata "
+                              f"({cell.metadata['incorrectly_encoded_metadata']!r}); fix the header, or a model "
+                              "answer could be published")
+        meta = cell.metadata.get("nbgrader")
+        if meta:
+            for key in ("grade", "solution", "locked", "grade_id", "schema_version"):
+                if key not in meta:
+                    raise SourceError(f"{where}: nbgrader metadata lacks {key!r}")
+            gid = meta["grade_id"]
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", gid):
+                raise SourceError(f"{where}: grade_id {gid!r} must be 1-64 letters, digits, '_' or '-'")
+            if gid in seen:
+                raise SourceError(f"{where}: grade_id {gid!r} is used twice (also cell {seen[gid] + 1})")
+            seen[gid] = i
+            if meta["solution"] and cell.cell_type == "code" and "### BEGIN SOLUTION" not in cell.source:
+                raise SourceError(f"{where}: a solution cell needs ### BEGIN SOLUTION / ### END SOLUTION")
+            if meta["grade"] and "points" not in meta:
+                raise SourceError(f"{where}: a graded cell needs points")
+        elif "### BEGIN SOLUTION" in cell.source or "### BEGIN HIDDEN TESTS" in cell.source:
+            raise SourceError(f"{where}: it holds a solution or hidden tests but has no nbgrader metadata, so it "
+                              "would be given to learners as it is")
+        cell.metadata.pop("lines_to_next_cell", None)
+        cell.metadata.pop("jupyter", None)
+    for i, cell in enumerate(nb.cells):
+        meta = cell.metadata.get("nbgrader")
+        cell["id"] = meta["grade_id"] if meta else f"{path.stem[:2]}-cell-{i:03d}"
+    nb.cells.insert(0, _header_cell(path.stem))
+    nb.metadata = nbformat.from_dict({
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    })
+    nb.nbformat, nb.nbformat_minor = 4, 5
+    nbformat.validate(nb)
+    return nb
+
+
+def write_notebook(nb, path):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+
+
+def nbgrader_env(extra_path=()):
+    """Environment for nbgrader and its kernels: our venv's bin/ on PATH (nbgrader runs ``alembic``), and
+    PYTHONPATH with the course root (hidden checks) and ``lessons/`` (the learners' helper module)."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    paths = [str(ROOT), str(LESSONS), *map(str, extra_path)]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def nbgrader(args, course_root, check=True, **kwargs):
+    """Run one nbgrader command in ``course_root``; raise with nbgrader's own output when it fails."""
+    cmd = [sys.executable, "-m", "nbgrader", *args]
+    proc = subprocess.run(cmd, cwd=course_root, env=nbgrader_env(), capture_output=True, text=True, **kwargs)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"`nbgrader {' '.join(args)}` failed in {course_root}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_course(course_root, lessons=None, *, generate=True):
+    """Create an nbgrader course folder with the given lessons' sources and release them.
+
+    Returns the course root. ``generate`` runs ``nbgrader generate_assignment`` once for all lessons, which
+    records every cell in the gradebook (needed by ``autograde``) and writes ``release/``.
+    """
+    course_root = Path(course_root)
+    course_root.mkdir(parents=True, exist_ok=True)
+    (course_root / "nbgrader_config.py").write_text(
+        "# Course folder created by autograder/course.py; settings live in the file it loads.\n"
+        f"c = get_config()  # noqa: F821\nload_subconfig({str(NBGRADER_CONFIG)!r})  # noqa: F821\n"
+        f"c.CourseDirectory.root = {str(course_root)!r}\n")
+    names = lessons or lesson_names()
+    for name in names:
+        write_notebook(read_source(SOLUTIONS / f"{name}.py"), course_root / "source" / name / f"{name}.ipynb")
+    if generate:
+        nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], course_root)
+        missing = [n for n in names if not (course_root / "release" / n / f"{n}.ipynb").exists()]
+        if missing:
+            raise RuntimeError(f"nbgrader did not release {missing} in {course_root}")
+    return course_root
+
+
+def copy_helpers(dest):
+    for helper in HELPERS:
+        text = (SOLUTIONS / helper).read_text(encoding="utf-8")
+        banner = f"# Built from solutions/{helper} by `make lessons`; edit that file, not this one.\n"
+        (Path(dest) / helper).write_text(banner + text, encoding="utf-8")
+
+
+def remove_tree(path):
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,21 @@
+"""nbgrader settings shared by every course folder the build and the grading tools create.
+
+Each such folder gets an ``nbgrader_config.py`` that loads this file (``load_subconfig``), so instructors and
+tests grade with the same settings.
+"""
+
+c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads a config file
+
+# A test cell that runs longer than this is stopped and scores 0 (infinite loops, runaway code).
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+# Kernel start-up can collide on a TCP port when several graders run at once: retry.
+c.Execute.execute_retries = 2
+# A submission that deleted a test cell gets it back (and graded) instead of silently losing it.
+c.OverwriteCells.add_missing_cells = True
+# Keep at most this much printed output per cell in the graded notebook and feedback.
+c.LimitOutput.max_lines = 200
+c.LimitOutput.max_traceback = 60
+# What a learner sees in place of a solution.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
