@@ -11,7 +11,7 @@ export PYTHONPATH := $(abspath .)
 export MPLBACKEND := Agg
 PYTEST_ARGS ?=
 
-.PHONY: help venv lab test test-fast lessons check-lessons bench grade clean
+.PHONY: help venv lab test test-fast lessons check-lessons bench clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -41,3 +41,6 @@ check-lessons: venv ## fail if lessons/ differs from what solutions/ builds
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
+
+bench: venv ## print speed and memory figures (every script in bench/)
+	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done

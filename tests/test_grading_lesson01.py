@@ -20,6 +20,8 @@ def results(tmp_path_factory):
         "seq_len_scale": submissions.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_scaled_by_seq_len").source}),
         "overflow": submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
+        "hard_coded": submissions.fill(LESSON, {
+            "scaled_dot_product_attention": by_id("attention_hard_coded").source}),
     })
 
 
@@ -52,3 +54,9 @@ def test_softmax_overflow_costs_only_the_stability_test(results):
     assert lost(r) == {"softmax_stable"}, r["errors"]
     assert r["total"] == (7.0, 8.0)
     assert "overflows" in r["feedback"]
+
+
+def test_values_hard_coded_for_the_visible_example_fail_the_hidden_tests(results):
+    r = results["hard_coded"]
+    assert lost(r) == {"attention_values", "attention_mask"}
+    assert "[attention_hard_coded]" in r["feedback"]

@@ -1,62 +1,10 @@
-"""The catalog of realistic learner bugs: data, not prose.
+"""Catalogued learner bugs of lesson 01: softmax and scaled dot-product attention."""
 
-Each entry is the wrong function a learner writes, the lesson and contract function it belongs to, and the
-diagnosis the learner should read. The hidden tests use the catalog to name a bug (a learner's result that
-equals a catalogued bug's result on the same input gets that bug's diagnosis); the mutation tests build one
-submission per entry and prove, through ``nbgrader autograde``, that it loses points with that diagnosis.
+import math  # noqa: F401 - used inside the bug sources' namespace
 
-``source`` is executed with ``np``, ``math`` and the reference functions in scope, so a bug in a composite
-function (``multi_head_attention``) calls correct helpers and differs only by its own mistake.
-"""
+import numpy as np  # noqa: F401
 
-from __future__ import annotations
-
-import math
-import textwrap
-from dataclasses import dataclass
-
-import numpy as np
-
-
-@dataclass(frozen=True)
-class Bug:
-    id: str
-    lesson: str
-    function: str
-    diagnosis: str
-    source: str
-    # grade_ids of the test cells that must lose points (the broken function's tests); () = derive from lesson
-    tests: tuple = ()
-    # False when only the hidden tests can see the bug (e.g. values hard-coded for the visible inputs)
-    visible: bool = True
-
-    def make(self):
-        """The wrong function itself, defined with correct reference helpers around it."""
-        from autograder import reference
-        namespace = {"np": np, "math": math}
-        namespace.update({n: getattr(reference, n) for n in reference.__all__})
-        exec(compile(textwrap.dedent(self.source), f"<bug {self.id}>", "exec"), namespace)
-        return namespace[self.function]
-
-
-CATALOG: list = []
-
-
-def bug(id, lesson, function, diagnosis, source, tests=(), visible=True):
-    CATALOG.append(Bug(id, lesson, function, " ".join(diagnosis.split()), textwrap.dedent(source).strip() + "\n",
-                       tuple(tests), visible))
-
-
-def for_function(name: str) -> list:
-    return [b for b in CATALOG if b.function == name]
-
-
-def by_id(bug_id: str) -> Bug:
-    for b in CATALOG:
-        if b.id == bug_id:
-            return b
-    raise KeyError(f"no bug {bug_id!r} in the catalog; known: {', '.join(b.id for b in CATALOG)}")
-
+from autograder.bugs import bug
 
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 01: softmax and scaled dot-product attention
@@ -212,11 +160,28 @@ bug("attention_in_place", "01", "scaled_dot_product_attention",
         return weights @ V, weights
     """, tests=_SDPA_TESTS)
 
-bug("attention_hard_coded", "01", "scaled_dot_product_attention",
-    """The function returns values that only fit the visible check's example. It must compute the attention
-    of whatever Q, K, V it is given.""",
-    """
+
+
+def _hard_coded_source():
+    """A function that returns the numbers the visible self-check's example produces, whatever its input."""
+    import importlib.util
+
+    from autograder import course, reference
+
+    spec = importlib.util.spec_from_file_location("_selfcheck_example", course.SOLUTIONS / "selfcheck.py")
+    selfcheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(selfcheck)
+    out, weights = reference.scaled_dot_product_attention(*selfcheck.attention_example())
+    return f"""
     def scaled_dot_product_attention(Q, K, V, mask=None):
-        import selfcheck
-        return selfcheck.EXAMPLE_ATTENTION_OUT.copy(), selfcheck.EXAMPLE_ATTENTION_WEIGHTS.copy()
-    """, tests=_SDPA_TESTS, visible=False)
+        # numbers copied from a run on the self-check's example
+        out = np.array({out.tolist()!r})
+        weights = np.array({weights.tolist()!r})
+        return out, weights
+    """
+
+
+bug("attention_hard_coded", "01", "scaled_dot_product_attention",
+    """The function returns fixed numbers that only fit the self-check's example. It must compute the
+    attention of whatever Q, K, V it is given.""",
+    _hard_coded_source(), tests=_SDPA_TESTS, visible=False)
