@@ -11,7 +11,7 @@ export PYTHONPATH := $(abspath .)
 export MPLBACKEND := Agg
 PYTEST_ARGS ?=
 
-.PHONY: help venv lab test test-fast lessons check-lessons bench clean
+.PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,3 +44,9 @@ clean:
 
 bench: venv ## print speed and memory figures (every script in bench/)
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+docs: venv ## rebuild docs/bug-catalog.md from the bug catalog
+	$(PY) -m autograder.bug_table
+
+mutants: venv ## grade every catalogued bug for real and print the mutation score
+	$(PY) -m autograder.mutation

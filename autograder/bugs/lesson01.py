@@ -35,7 +35,7 @@ bug("softmax_no_keepdims", "01", "softmax",
     def softmax(x, axis=-1):
         e = np.exp(x - x.max(axis=axis, keepdims=True))
         return e / np.expand_dims(e.sum(axis=axis), 0)
-    """, tests=("softmax_values",))
+    """, tests=("softmax_values", "softmax_stable"))
 
 _SDPA_TESTS = ("attention_values", "attention_mask")
 

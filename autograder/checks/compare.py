@@ -32,10 +32,11 @@ def snapshot(x):
     return _NDARRAY.copy(x)
 
 
-def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result"):
+def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=False):
     """Why ``got`` is not ``expected`` (a sentence), or None when they agree.
 
     ``expected`` is a real ndarray produced by the reference. ``got`` is whatever the learner returned.
+    ``nan_equal``: NaN in both at the same place counts as equal (used to recognise a known bug's output).
     """
     if not is_array(got):
         return (f"{what} should be a numpy array, but it is a {type(got).__name__}; "
@@ -50,6 +51,8 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result"):
     worst, worst_i = -1.0, -1
     for i in range(len(e)):
         a, b = g[i], e[i]
+        if nan_equal and a != a and b != b:
+            continue
         if a != a:  # NaN
             return (f"{what} contains NaN at flat index {i}; NaN usually comes from exp() overflowing "
                     "(subtract the row maximum before exp) or from 0/0 in a fully blocked row")
@@ -64,7 +67,8 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result"):
 
 
 def same_values(a, b, *, rtol=1e-6, atol=1e-9) -> bool:
-    return mismatch(a, b, rtol=rtol, atol=atol) is None
+    """Equal shapes and values, NaN matching NaN (to recognise a known bug's output, NaN and all)."""
+    return mismatch(a, b, rtol=rtol, atol=atol, nan_equal=True) is None
 
 
 def unchanged(before, after) -> bool:

@@ -70,8 +70,22 @@ def _call(fn, case: Case, name: str):
                           "with your code, run that cell, then run this one again.") from None
     except WrongAnswer:
         raise
-    except Exception as exc:  # the learner's code failed: say on what input
-        raise WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {case.describe()}") from None
+    except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
+        bug = _bug_raising(name, case, exc)
+        hint = f" {bug.diagnosis} [{bug.id}]" if bug else ""
+        raise WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {case.describe()}.{hint}") from None
+
+
+def _bug_raising(name: str, case: Case, exc: Exception):
+    """The catalog bug of ``name`` that raises the same error as the learner's code on ``case``, or None."""
+    for bug in bug_catalog.for_function(name):
+        try:
+            with np.errstate(all="ignore"):
+                bug.make()(*[_fresh(a) for a in case.args], **case.kwargs)
+        except Exception as other:
+            if type(other) is type(exc) and str(other) == str(exc):
+                return bug
+    return None
 
 
 def _outputs(result, labels):
@@ -83,13 +97,19 @@ def _outputs(result, labels):
     return result
 
 
-def known_bug(name: str, case: Case, got: tuple, labels, *, rtol, atol):
-    """The catalog bug of function ``name`` whose result on ``case`` equals ``got``, or None."""
+def known_bug(name: str, case: Case, got: tuple, labels, *, rtol, atol, modified=None):
+    """The catalog bug of function ``name`` whose result on ``case`` equals ``got``, or None.
+
+    ``modified``: index of an input the learner's function changed in place; the bug must change it too.
+    """
     for bug in bug_catalog.for_function(name):
+        args = [_fresh(a) for a in case.args]
         try:
             with np.errstate(all="ignore"):
-                wrong = _outputs(bug.make()(*[_fresh(a) for a in case.args], **case.kwargs), labels)
+                wrong = _outputs(bug.make()(*args, **case.kwargs), labels)
         except Exception:
+            continue
+        if modified is not None and compare.unchanged(case.args[modified], args[modified]):
             continue
         if all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
             return bug
@@ -115,6 +135,11 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
             got = _outputs(_call(fn, case, name), outputs)
         for i, snap in enumerate(before):
             if snap is not None and not compare.unchanged(snap, case.args[i]):
+                pristine = Case(tuple(before[j] if before[j] is not None else a for j, a in enumerate(case.args)),
+                                case.kwargs, case.label)
+                bug = known_bug(name, pristine, got, outputs, rtol=rtol, atol=atol, modified=i)
+                if bug is not None:
+                    raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
                 raise WrongAnswer(f"{name} modified its input argument {i + 1} in place on {case.describe()}; "
                                   "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
         expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)

@@ -77,7 +77,7 @@ def _borrowed(namespace) -> list:
     """Names in the learner's namespace that hold (or close over) something from the grading package."""
     found = []
     for name, value in list(namespace.items()):
-        if name.startswith("_hidden") or name.startswith("__"):
+        if name.startswith("__") or value is judged_by_hidden_tests:  # placed there by ``run`` itself
             continue
         suspects = [value]
         suspects += [c.cell_contents for c in (getattr(value, "__closure__", None) or ()) if _has_contents(c)]
@@ -126,12 +126,22 @@ def verify(namespace=None):
         raise Tampered("Grading stopped, this notebook changed the grader: " + "; ".join(problems) + ".")
 
 
-def run(lesson: str, test: str, *learner_functions, **learner_helpers):
+def judged_by_hidden_tests(*args, **kwargs):
+    """Stands in for a visible self-check once the hidden tests of its cell have passed (grading only)."""
+    print("\u2714 passed the hidden tests of this cell")
+
+
+def run(lesson: str, test: str, *learner_functions, visible_check=None, **learner_helpers):
     """Run the hidden test ``test`` of ``lesson`` (e.g. ``"lesson01"``) on the learner's functions.
 
     Hidden test cells call this. It checks the kernel first, then imports the checks and the reference, and
     removes them from ``sys.modules`` again afterwards, so learner cells that run later cannot import or find
     them there.
+
+    ``visible_check``: the name of the self-check that follows in the same cell. When the hidden test passes,
+    that name is bound to ``judged_by_hidden_tests`` in the notebook's namespace: the hidden test, which grades
+    with reference helpers bound, is the judge, so a bug in an earlier function (which the visible check, run
+    on the learner's own helpers, would also see) does not cost this cell's points a second time.
     """
     import importlib
 
@@ -143,6 +153,9 @@ def run(lesson: str, test: str, *learner_functions, **learner_helpers):
     try:
         module = importlib.import_module(f"autograder.checks.{lesson}")
         getattr(module, test)(*learner_functions, **learner_helpers)
+        ip = _ipython()
+        if visible_check and ip is not None:
+            ip.user_ns[visible_check] = judged_by_hidden_tests
     finally:
         for name in set(sys.modules) - before:
             if name.startswith("autograder"):

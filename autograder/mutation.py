@@ -1,0 +1,157 @@
+"""Mutation testing of the hidden tests: every catalogued learner bug, graded for real.
+
+    python -m autograder.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
+
+For each bug in ``autograder.bugs.CATALOG`` a submission is made from the completed student notebook with that
+one function replaced by the bug's source. All of a lesson's mutants (plus one unmutated control) are graded in
+one nbgrader course with one ``nbgrader autograde`` call, lessons in parallel. A bug is *caught* when
+
+* its total is below full marks,
+* exactly the tests listed in ``bug.tests`` lose points (no more, no fewer),
+* the feedback page contains the bug's diagnosis, and
+* (for bugs a visible check can see) the learner's visible self-check of a broken test fails as well.
+
+Prints the mutation score (caught / total) and the time taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import bugs as catalog
+from autograder import course, gradebook, submissions
+
+CONTROL = "control-complete"
+
+
+@dataclass
+class Verdict:
+    bug: catalog.Bug
+    total: tuple = (0.0, 0.0)
+    lost: set = field(default_factory=set)
+    diagnosis_shown: bool = False
+    visible_failed: bool | None = None  # None: not applicable (bug.visible is False)
+    problems: list = field(default_factory=list)
+
+    @property
+    def caught(self) -> bool:
+        return not self.problems
+
+
+def lesson_of(bug) -> str:
+    for name in course.lesson_names():
+        if name.startswith(bug.lesson + "_"):
+            return name
+    raise KeyError(f"bug {bug.id} names lesson {bug.lesson}, which has no source in solutions/")
+
+
+def _visible_check_fails(lesson: str, bug) -> bool:
+    """Run the lesson's visible self-checks of the bug's tests on the mutant, in this process.
+
+    Emulates a learner who runs the setup cell, every answer cell (the bug in its place) and then the
+    self-check cells: True when one of those self-checks raises an AssertionError.
+    """
+    nb = submissions.fill(lesson, {bug.function: bug.source})
+    namespace = {"__name__": "__mutant__"}
+    sys.path.insert(0, str(course.LESSONS))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta:
+                continue
+            if meta.get("grade_id") == "setup" or meta.get("solution"):
+                exec(compile(cell.source, f"<{lesson}:{meta['grade_id']}>", "exec"), namespace)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade_id") in bug.tests and meta.get("grade"):
+                try:
+                    exec(compile(cell.source, f"<{lesson}:{meta['grade_id']}>", "exec"), namespace)
+                except AssertionError:
+                    return True
+                except Exception:  # the mutant crashed inside the self-check: it fails visibly too
+                    return True
+        return False
+    finally:
+        sys.path.remove(str(course.LESSONS))
+
+
+def grade_lesson(lesson: str, bug_list, workdir: Path) -> list:
+    root = course.make_course(workdir / lesson, [lesson])
+    submissions.write_submission(root, CONTROL, lesson, submissions.fill(lesson))
+    for b in bug_list:
+        submissions.write_submission(root, b.id, lesson, submissions.fill(lesson, {b.function: b.source}))
+    gradebook.autograde(root, lesson)
+    gradebook.generate_feedback(root, lesson)
+    control = gradebook.total(root, lesson, CONTROL)
+    verdicts = []
+    for b in bug_list:
+        v = Verdict(b)
+        if control[0] != control[1]:
+            v.problems.append(f"the unmutated control scored {control}, so nothing can be concluded")
+        v.total = gradebook.total(root, lesson, b.id)
+        scores = gradebook.test_scores(root, lesson, b.id)
+        v.lost = {gid for gid, (s, m) in scores.items() if s < m}
+        if v.total[0] >= v.total[1]:
+            v.problems.append("full marks: the hidden tests missed it")
+        if v.lost != set(b.tests):
+            v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(b.tests)}")
+        feedback = gradebook.feedback_text(root, lesson, b.id)
+        v.diagnosis_shown = b.diagnosis[:60] in " ".join(feedback.split())
+        if not v.diagnosis_shown:
+            v.problems.append("the feedback does not show the bug's diagnosis")
+        if b.visible:
+            v.visible_failed = _visible_check_fails(lesson, b)
+            if not v.visible_failed:
+                v.problems.append("the learner's visible self-check passes this bug")
+        verdicts.append(v)
+    return verdicts
+
+
+def run(lessons=None, workers=2, keep=None) -> list:
+    by_lesson = {}
+    for b in catalog.CATALOG:
+        by_lesson.setdefault(lesson_of(b), []).append(b)
+    if lessons:
+        by_lesson = {k: v for k, v in by_lesson.items() if k in lessons}
+    with tempfile.TemporaryDirectory(prefix="mha-mutants-") as tmp:
+        workdir = Path(keep or tmp)
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            results = list(pool.map(lambda item: grade_lesson(item[0], item[1], workdir), by_lesson.items()))
+    return [v for lesson_verdicts in results for v in lesson_verdicts]
+
+
+def report(verdicts, seconds) -> str:
+    lines = []
+    for v in verdicts:
+        mark = "caught" if v.caught else "MISSED"
+        lines.append(f"{mark:7} {v.bug.lesson} {v.bug.id:38} {v.total[0]:g}/{v.total[1]:g}"
+                     + ("" if v.caught else "  <- " + "; ".join(v.problems)))
+    caught = sum(v.caught for v in verdicts)
+    lines.append(f"mutation score: {caught}/{len(verdicts)} bugs caught, named and costed exactly, "
+                 f"in {seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lessons", nargs="*", help="lesson names (default: every lesson with bugs)")
+    parser.add_argument("--workers", type=int, default=2, help="lessons graded at once")
+    parser.add_argument("--keep", help="grade in this folder and keep it (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    verdicts = run(args.lessons, args.workers, args.keep)
+    print(report(verdicts, time.perf_counter() - t0))
+    return 0 if all(v.caught for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
