@@ -19,3 +19,21 @@ c.LimitOutput.max_traceback = 60
 # What a learner sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Every passed hidden test is re-checked outside the learner's kernel (autograder/verify.py), and the
+# hidden-test inputs are salted afresh for each grading process so results cannot be prepared in advance.
+import os as _os  # noqa: E402
+import secrets as _secrets  # noqa: E402
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+
+from autograder.verify import ClearRecords, VerifyHiddenTests  # noqa: E402
+
+_os.environ.setdefault("MHA_GRADING_SALT", str(_secrets.randbits(63)))
+c.Autograde.autograde_preprocessors = [
+    ClearRecords, Execute, VerifyHiddenTests, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+]

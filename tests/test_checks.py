@@ -70,3 +70,48 @@ def test_verify_detects_rebinding_and_imports(monkeypatch):
     from autograder import reference
     with pytest.raises(session.Tampered, match="hold code from the course's grading package"):
         session.verify({"split_heads": reference.split_heads})
+
+
+def _record_softmax_values(tmp_path, monkeypatch, softmax):
+    """Run a hidden test in this process the way the kernel does, leaving its record in tmp_path."""
+    from autograder.checks import lesson01, record
+
+    monkeypatch.chdir(tmp_path)
+    rec = record.Recorder(softmax)
+    try:
+        lesson01.softmax_values(rec)
+    except AssertionError:
+        pass
+    return record.save("softmax_values", [rec])
+
+
+def test_recheck_accepts_a_correct_record_and_rejects_a_forged_one(tmp_path, monkeypatch):
+    from autograder import reference
+    from autograder.verify import VerifyHiddenTests
+
+    _record_softmax_values(tmp_path, monkeypatch, reference.softmax)
+    assert VerifyHiddenTests.recheck(tmp_path, "lesson01", "softmax_values", ["softmax"]) is None
+
+    _record_softmax_values(tmp_path, monkeypatch, lambda x, axis=-1: np.zeros_like(x))
+    problem = VerifyHiddenTests.recheck(tmp_path, "lesson01", "softmax_values", ["softmax"])
+    assert problem and "recorded results are wrong" in problem
+
+
+def test_recheck_refuses_a_missing_or_pickled_record(tmp_path):
+    from autograder.checks import record
+    from autograder.verify import VerifyHiddenTests
+
+    assert "left no record" in VerifyHiddenTests.recheck(tmp_path, "lesson01", "softmax_values", ["softmax"])
+    path = record.record_path("softmax_values", tmp_path)
+    path.parent.mkdir()
+    np.savez(path, **{"p0:calls": np.array([object()], dtype=object)})
+    assert "could not be re-checked" in VerifyHiddenTests.recheck(tmp_path, "lesson01", "softmax_values",
+                                                                   ["softmax"])
+
+
+def test_hidden_inputs_depend_on_the_grading_salt(monkeypatch):
+    monkeypatch.setenv("MHA_GRADING_SALT", "1")
+    a = runner.rng_for("softmax_values").normal(size=3)
+    monkeypatch.setenv("MHA_GRADING_SALT", "2")
+    b = runner.rng_for("softmax_values").normal(size=3)
+    assert not np.array_equal(a, b)

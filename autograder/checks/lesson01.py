@@ -9,18 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from autograder import reference
-from autograder.checks.runner import Case, WrongAnswer, bound, check, distinct_dims
+from autograder.checks.runner import Case, WrongAnswer, bound, check, distinct_dims, rng_for
 
 _SDPA = "scaled_dot_product_attention"
 
 
-def _rng(test_id: str):
-    return np.random.default_rng(sum(map(ord, test_id)) * 7919)
-
-
 def softmax_values(softmax):
     """Values along every axis, 1-D to 3-D, float64 and float32."""
-    rng = _rng("softmax_values")
+    rng = rng_for("softmax_values")
     d = distinct_dims(rng, ("a", "b", "c"))
     cases = [
         Case((rng.normal(size=d["a"]) * 3,), label="1-D"),
@@ -38,7 +34,7 @@ def softmax_values(softmax):
 
 def softmax_stable(softmax):
     """No overflow or NaN for scores around +-1e4."""
-    rng = _rng("softmax_stable")
+    rng = rng_for("softmax_stable")
     d = distinct_dims(rng, ("a", "b"))
     big = 1e4 + rng.normal(size=(d["a"], d["b"])) * 5
     cases = [
@@ -58,7 +54,7 @@ def _qkv(rng, lead, d, dtype=np.float64):
 
 def attention_values(scaled_dot_product_attention, softmax=None):
     """Unmasked attention: unbatched, batched, batched with heads, float32. Graded with the reference softmax."""
-    rng = _rng("attention_values")
+    rng = rng_for("attention_values")
     d = distinct_dims(rng, ("B", "H", "T_q", "T_k", "d_k", "d_v"))
     cases = [
         Case(_qkv(rng, (), d), label="unbatched"),
@@ -80,7 +76,7 @@ def _mask(rng, shape):
 
 def attention_mask(scaled_dot_product_attention, softmax=None):
     """Masked attention: a (T_q, T_k) mask broadcast over the batch, a per-example mask, a causal mask."""
-    rng = _rng("attention_mask")
+    rng = rng_for("attention_mask")
     d = distinct_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
     T_q, T_k = d["T_q"], d["T_k"]
     causal = np.triu(np.ones((T_q, T_q), dtype=bool), k=1)

@@ -1,0 +1,142 @@
+"""Record what a learner's functions returned during a hidden test, so the grader can re-check it outside the
+learner's kernel (``autograder.verify``).
+
+Inside the kernel, ``session.run`` wraps every learner function in a ``Recorder`` and saves, after the test,
+each call's results (and its array arguments as they were after the call, to see in-place edits) to
+``.mha-grading/<test>.npz`` in the notebook's folder. The file holds plain numeric and text arrays only and is
+read back with ``allow_pickle=False``: a hostile file cannot run code in the grader.
+
+Outside the kernel, ``replay_arguments`` turns the file back into stand-ins that return the recorded results,
+call by call, and the very same hidden-test function grades them against the reference. A submission that
+tampered with the in-kernel checks gains nothing: to pass the re-check, its functions must have returned the
+reference's results on inputs drawn with a seed it could not know in advance.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+RECORD_DIR = ".mha-grading"
+_SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str"}
+
+
+def record_path(test: str, folder=None) -> Path:
+    return Path(folder or os.getcwd()) / RECORD_DIR / f"{test}.npz"
+
+
+class Recorder:
+    """Calls the learner's function and remembers what each call returned."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.calls = []  # [(outputs, is_tuple, [args after the call])]
+        self.__name__ = getattr(fn, "__name__", "function")
+
+    @property
+    def __globals__(self):  # so ``runner.bound`` binds helpers in the learner's namespace
+        return getattr(self.fn, "__globals__", None)
+
+    def __call__(self, *args, **kwargs):
+        result = self.fn(*args, **kwargs)
+        is_tuple = isinstance(result, tuple)
+        outputs = list(result) if is_tuple else [result]
+        after = [np.array(a, copy=True) if type(a) is np.ndarray else None for a in args]
+        self.calls.append((outputs, is_tuple, after))
+        return result
+
+
+def _encode(store: dict, key: str, value):
+    if type(value) is np.ndarray and value.dtype.kind in "biufcUS":
+        store[key] = value
+        store[key + ":kind"] = np.array("array")
+    elif type(value) in _SCALAR_KINDS:
+        store[key] = np.array(value)
+        store[key + ":kind"] = np.array(_SCALAR_KINDS[type(value)])
+    elif isinstance(value, (np.integer, np.floating, np.bool_)):
+        store[key] = np.array(value)
+        store[key + ":kind"] = np.array("numpy-scalar")
+    else:  # anything else cannot be re-checked, and so cannot pass
+        store[key + ":kind"] = np.array("unrecordable:" + type(value).__name__)
+
+
+def save(test: str, arguments) -> Path:
+    """Write the record of one hidden test: each argument's value or, for a Recorder, its calls."""
+    store = {}
+    for p, arg in enumerate(arguments):
+        if isinstance(arg, Recorder):
+            store[f"p{p}:calls"] = np.array(len(arg.calls))
+            for i, (outputs, is_tuple, after) in enumerate(arg.calls):
+                store[f"p{p}c{i}:n"] = np.array(len(outputs) if is_tuple else -1)
+                for j, out in enumerate(outputs):
+                    _encode(store, f"p{p}c{i}o{j}", out)
+                for k, a in enumerate(after):
+                    if a is not None:
+                        store[f"p{p}c{i}a{k}"] = a
+        else:
+            _encode(store, f"p{p}:value", arg)
+    path = record_path(test)
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez(fh, **store)
+    return path
+
+
+def _decode(data, key):
+    kind = str(data[key + ":kind"]) if key + ":kind" in data else "missing"
+    if kind == "array":
+        return data[key]
+    if kind in ("bool", "int", "float", "str"):
+        return {"bool": bool, "int": int, "float": float, "str": str}[kind](data[key][()])
+    if kind == "numpy-scalar":
+        return data[key][()]
+    return _Unrecordable(kind)
+
+
+class _Unrecordable:
+    """Stands in for a result that could not be recorded; it never equals a reference result."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __repr__(self):
+        return f"<{self.kind}>"
+
+
+class Replay:
+    """Returns the recorded results of one learner function, call by call, and re-applies in-place edits."""
+
+    def __init__(self, data, p, name):
+        self.data, self.p, self.i = data, p, 0
+        self.__name__ = name
+        self.n_calls = int(data[f"p{p}:calls"])
+
+    def __call__(self, *args, **kwargs):
+        from autograder.checks.runner import WrongAnswer
+
+        if self.i >= self.n_calls:
+            raise WrongAnswer(f"{self.__name__} was called fewer times during the test than the test needs: "
+                              "the test did not run as written")
+        d, key = self.data, f"p{self.p}c{self.i}"
+        for k, a in enumerate(args):
+            if type(a) is np.ndarray and f"{key}a{k}" in d and d[f"{key}a{k}"].shape == a.shape:
+                a[...] = d[f"{key}a{k}"]
+        n = int(d[f"{key}:n"])
+        outputs = [_decode(d, f"{key}o{j}") for j in range(max(n, 1))]
+        self.i += 1
+        return tuple(outputs) if n >= 0 else outputs[0]
+
+
+def replay_arguments(path, names) -> list:
+    """The stand-ins for a hidden test's arguments, read from the record at ``path``."""
+    with np.load(path, allow_pickle=False) as npz:
+        data = {k: npz[k] for k in npz.files}
+    args = []
+    for p, name in enumerate(names):
+        if f"p{p}:calls" in data:
+            args.append(Replay(data, p, name))
+        else:
+            args.append(_decode(data, f"p{p}:value"))
+    return args
