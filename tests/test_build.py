@@ -89,3 +89,11 @@ def test_check_command_reports_drift(tmp_path, monkeypatch):
     nb.write_text(nb.read_text().replace("Lesson", "Lessen", 1))
     monkeypatch.setattr(course, "LESSONS", target)
     assert build.main(["--check"]) == 1
+
+
+def test_graded_cell_without_hidden_check_fails_the_build(tmp_path):
+    bad = tmp_path / "99_bad.py"
+    bad.write_text('# %% nbgrader={"grade": true, "grade_id": "t", "locked": true, "points": 1, '
+                   '"schema_version": 3, "solution": false}\nassert f() == 42\n')
+    with pytest.raises(course.SourceError, match="session.run"):
+        course.read_source(bad)
