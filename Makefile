@@ -8,7 +8,6 @@ PY     := $(BIN)/python
 # nbgrader shells out to alembic: the venv's bin/ must be on PATH even when the venv is not activated.
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONPATH := $(abspath .)
-export MPLBACKEND := Agg
 PYTEST_ARGS ?=
 
 .PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
