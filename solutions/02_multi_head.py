@@ -50,6 +50,14 @@ from selfcheck import (check_attention, check_attention_mask, check_concat_heads
                        check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
                        check_softmax_stable, check_split_heads, check_sum_over_heads)
 
+
+def figure_png(fig):
+    """A matplotlib figure as a PNG image, shown the same whatever the plotting backend; closes the figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return Image(buffer.getvalue())
+
 # %% [markdown] nbgrader={"grade": false, "grade_id": "lesson01_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. Bring your attention from lesson 01
 #
@@ -207,12 +215,14 @@ for ax, (title, grid) in zip(axes, panels):
 for ax in axes[1:]:
     for h in range(1, n_heads_pic):
         ax.axhline(h * T_pic - 0.5, color="red", linewidth=2)
-    ax.set_ylabel("head 0 | head 1 | head 2  (rows = tokens)")
+    ax.set_yticks([h * T_pic + (T_pic - 1) / 2 for h in range(n_heads_pic)],
+                  [f"head {h}" for h in range(n_heads_pic)])
+    ax.set_xlabel("column within the head")
 axes[0].set_xlabel("column of x (colour = owning head)")
 axes[0].set_ylabel("token")
 fig.suptitle("Labels are token,column: reshape then transpose keeps each head's columns together")
 fig.tight_layout()
-plt.show()
+display(figure_png(fig))
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "concat_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 4. Putting the heads back side by side
@@ -498,13 +508,15 @@ def draw_head(ax, weights, head, title=None):
 
 # %%
 weights_s = sentence_weights()  # (n_heads, T, T)
-fig, axes = plt.subplots(1, 4, figsize=(17, 4.6))
+fig, axes = plt.subplots(1, 4, figsize=(18, 5), constrained_layout=True)
 names = ["previous token", "same word", "random", "random"]
 for head, ax in enumerate(axes):
     im = draw_head(ax, weights_s, head, f"head {head}: {names[head]}")
+    if head > 0:
+        ax.set_ylabel("")
 fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
 fig.suptitle("Your multi_head_attention on hand-built weights")
-plt.show()
+display(figure_png(fig))
 print("second 'bank' (query 8) in head 1 puts", round(float(weights_s[1, 8, 1]), 3), "on the first 'bank'")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "widget_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
@@ -527,10 +539,7 @@ def head_picture(head=0, kind="hand-built", causal=False, sharpness=4.0):
     im = draw_head(ax, weights, head, f"head {head} · {kind}" + (" · causal" if causal else ""))
     fig.colorbar(im, ax=ax, label="attention weight")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=80)
-    plt.close(fig)
-    return Image(buffer.getvalue())
+    return figure_png(fig)
 
 
 controls = {
