@@ -162,8 +162,7 @@ def split_heads(x, n_heads):
     *lead, T, d_model = x.shape
     if d_model % n_heads != 0:
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
-    d_head = d_model // n_heads
-    pieces = x.reshape(*lead, T, n_heads, d_head)  # (..., T, n_heads, d_head)
+    pieces = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
     return np.swapaxes(pieces, -3, -2)  # (..., n_heads, T, d_head)
     ### END SOLUTION
 
