@@ -5,11 +5,14 @@ points of the function it breaks, with the bug named in the feedback), and one w
 do not fit together (only the composition test may charge it).
 """
 
+import importlib.util
 import time
 
 import pytest
 
-from autograder import bugs, submissions
+from autograder import bugs, course, reference, submissions
+from autograder.checks import lesson02 as hidden
+from autograder.checks.runner import WrongAnswer
 from grading_helpers import grade, lost
 
 LESSON = "02_multi_head"
@@ -45,9 +48,73 @@ MISFIT = {
     """,
 }
 
-pytestmark = pytest.mark.grading
+GRADED = {"split_heads": ("split_heads_values",), "concat_heads": ("concat_heads_values",),
+          "output_projection": ("output_projection_values",),
+          "multi_head_attention": ("mha_values", "mha_mask")}
 
 
+def _selfcheck():
+    spec = importlib.util.spec_from_file_location("_selfcheck02", course.SOLUTIONS / "selfcheck.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ------------------------------------------------------------------ fast: the checks on their own, no kernel
+def test_reference_passes_every_hidden_check():
+    for function, tests in GRADED.items():
+        for test in tests:
+            getattr(hidden, test)(getattr(reference, function))
+    hidden.mha_composition(reference.multi_head_attention, split_heads=reference.split_heads,
+                           concat_heads=reference.concat_heads, output_projection=reference.output_projection)
+
+
+@pytest.mark.parametrize("bug_id", sorted(b.id for b in LESSON02_BUGS))
+def test_hidden_checks_fail_exactly_the_bugs_tests(bug_id):
+    b = bugs.by_id(bug_id)
+    for test in GRADED[b.function]:
+        if test in b.tests:
+            with pytest.raises(WrongAnswer):
+                getattr(hidden, test)(b.make())
+        else:
+            getattr(hidden, test)(b.make())
+
+
+def test_visible_self_checks_pass_the_reference():
+    sc = _selfcheck()
+    sc.check_split_heads(reference.split_heads)
+    sc.check_concat_heads(reference.concat_heads)
+    sc.check_round_trip(reference.split_heads, reference.concat_heads)
+    sc.check_output_projection(reference.output_projection)
+    sc.check_multi_head_attention(reference.multi_head_attention)
+    sc.check_mha_mask(reference.multi_head_attention)
+
+
+@pytest.mark.parametrize("bug_id", sorted(b.id for b in LESSON02_BUGS))
+def test_visible_self_checks_catch_every_bug(bug_id):
+    sc = _selfcheck()
+    b = bugs.by_id(bug_id)
+    checks = {"split_heads": [sc.check_split_heads], "concat_heads": [sc.check_concat_heads],
+              "output_projection": [sc.check_output_projection],
+              "multi_head_attention": [sc.check_multi_head_attention, sc.check_mha_mask]}[b.function]
+    failures = []
+    for check in checks:
+        try:
+            check(b.make())
+        except sc.SelfCheckFailed as exc:
+            failures.append(str(exc))
+    assert failures, f"no visible self-check notices {bug_id}"
+
+
+def test_split_self_check_names_the_strided_and_no_transpose_layouts():
+    sc = _selfcheck()
+    with pytest.raises(sc.SelfCheckFailed, match=r"head 0 holds columns \[0, 4, 8\].*\(T, d_head, n_heads\)"):
+        sc.check_split_heads(bugs.by_id("split_strided_heads").make())
+    with pytest.raises(sc.SelfCheckFailed, match="row 1 holds columns \\[3, 4, 5\\] of token 0"):
+        sc.check_split_heads(bugs.by_id("split_no_transpose").make())
+
+
+# ------------------------------------------------------------------ real grading: one course, one autograde
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
@@ -72,12 +139,14 @@ def test_every_required_bug_is_catalogued_with_its_function_tests():
         assert b.tests and set(b.tests) <= set(POINTS), (b.id, b.tests)
 
 
+@pytest.mark.grading
 def test_completed_notebook_gets_full_marks(results):
     r = results["complete"]
     assert r["total"] == (FULL, FULL), r["errors"]
     assert lost(r) == set()
 
 
+@pytest.mark.grading
 def test_untouched_notebook_gets_zero(results):
     r = results["untouched"]
     assert r["total"] == (0.0, FULL)
@@ -85,6 +154,7 @@ def test_untouched_notebook_gets_zero(results):
     assert "not implemented yet" in r["feedback"]
 
 
+@pytest.mark.grading
 @pytest.mark.parametrize("bug_id", sorted(b.id for b in LESSON02_BUGS))
 def test_bug_loses_exactly_its_functions_points_and_is_named(results, bug_id):
     b = bugs.by_id(bug_id)
@@ -99,11 +169,13 @@ def test_bug_loses_exactly_its_functions_points_and_is_named(results, bug_id):
         assert b.diagnosis[:40] in r["feedback"]
 
 
+@pytest.mark.grading
 def test_a_helper_bug_is_not_charged_again_by_the_composition_test(results):
     r = results["split_no_transpose"]
     assert "Composition not charged: split_heads" in r["feedback"]
 
 
+@pytest.mark.grading
 def test_pieces_that_do_not_fit_together_lose_only_the_composition_point(results):
     r = results["misfit"]
     assert lost(r) == {"mha_composition"}, r["errors"]
