@@ -400,7 +400,7 @@ def _uniform(w, tol=1e-9):
 
 
 def check_multi_head_attention(multi_head_attention):
-    """Shapes, per-head projections, the per-head scale, the mask on every head, batches, inputs kept.
+    """Shapes, per-head projections, the per-head scale, batches, inputs kept (the mask: check_mha_mask).
 
     Uses your scaled_dot_product_attention from lesson 01 (through your multi_head_attention): run that
     lesson's checks first if this one reports something odd about softmax or the weights.
