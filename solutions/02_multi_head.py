@@ -1,0 +1,615 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# # Lesson 02 · The multi-head mechanism
+#
+# **Goals.** By the end of this lesson you can
+# 1. say what one attention misses and what $h$ heads in $d_\text{model}/h$-wide subspaces add;
+# 2. implement `split_heads` and `concat_heads` (reshape, *then* transpose) and see what goes wrong without the
+#    transpose;
+# 3. explain why the output projection $W^O$ is needed, and show that $\mathrm{Concat}(\text{heads})\,W^O$ is a
+#    sum of one term per head;
+# 4. implement `multi_head_attention` for one sequence or a batch, with a mask that reaches every head;
+# 5. watch a previous-token head and a same-word head appear on a real sentence from weights you can read.
+#
+# **Time needed:** about 60 minutes. **You need:** lesson 01 (softmax and scaled dot-product attention) and numpy's
+# `reshape` and `swapaxes`.
+#
+# Cells that say `raise NotImplementedError()` are yours to fill in; run the self-check cell after each one.
+# When the notebook is graded, hidden tests run your functions on other, random inputs.
+#
+# Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2.
+#
+# **Names used in every lesson.** `B` batch, `T` tokens, `d_model` the width of a token vector, `n_heads` the
+# number of heads, `d_head = d_model // n_heads` the width of one head (the paper's $d_k = d_v$), `W_Q, W_K, W_V,
+# W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask` in which
+# **True marks a blocked (query, key) pair**.
+
+# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
+_sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
+__import__("autograder.checks.session").checks.session.start()
+### END HIDDEN TESTS
+import io
+import math
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import Image, display
+from matplotlib.colors import ListedColormap
+
+from selfcheck import (check_attention, check_attention_mask, check_concat_heads, check_mha_mask,
+                       check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
+                       check_softmax_stable, check_split_heads, check_sum_over_heads)
+
+
+def figure_png(fig):
+    """A matplotlib figure as a PNG image, shown the same whatever the plotting backend; closes the figure."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return Image(buffer.getvalue())
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson01_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 1. Bring your attention from lesson 01
+#
+# Every head runs the attention you wrote in lesson 01. Paste your `softmax` and `scaled_dot_product_attention`
+# bodies into the cell below (same names, same arguments), then run the lesson-01 self-checks after it.
+#
+# Your grade in this lesson never depends on this cell: the hidden tests of this lesson run your new functions with
+# a correct attention in place of yours, so a slip left over from lesson 01 is not charged twice. The pictures
+# and self-checks in this notebook do use your versions, so make the checks pass first.
+
+# %% nbgrader={"grade": false, "grade_id": "lesson01_functions", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def softmax(x, axis=-1):
+    """Softmax of x along `axis`, stable for large scores (your lesson-01 version)."""
+    ### BEGIN SOLUTION
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+    ### END SOLUTION
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) get weight 0. Returns (out, weights)."""
+    ### BEGIN SOLUTION
+    d_k = Q.shape[-1]
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T_q, T_k)
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    weights = softmax(scores, axis=-1)  # (..., T_q, T_k)
+    return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+    ### END SOLUTION
+
+
+# %%
+# Lesson 01's self-checks, run on the functions you pasted above.
+check_softmax(softmax)
+check_softmax_stable(softmax)
+check_attention(scaled_dot_product_attention)
+check_attention_mask(scaled_dot_product_attention)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "why_heads", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 2. One attention, one view
+#
+# Attention gives each query a single set of weights over the keys, and its output is one weighted average of
+# the value vectors. A token often needs several different things from its context at once: the word just before
+# it, the earlier word it repeats, the verb that governs it. One set of weights has to blend all of these into a
+# single average, and what it gains on one relation it loses on the others.
+#
+# Multi-head attention runs $h$ attentions side by side. Head $i$ has its own projections
+# $W^Q_i, W^K_i, W^V_i$, each $d_\text{model} \times d_\text{head}$ with $d_\text{head} = d_\text{model}/h$, and
+# applies lesson 01's equation in its own small subspace:
+#
+# $$\text{head}_i = \mathrm{Attention}(x W^Q_i,\; x W^K_i,\; x W^V_i), \qquad
+#   \mathrm{MultiHead}(x) = \mathrm{Concat}(\text{head}_1, \dots, \text{head}_h)\, W^O .$$
+#
+# Because the projections are separate, each head can learn its own notion of "which key matches this query".
+# Nothing assigns roles: in trained models some heads end up tracking position, others repeated words or syntax.
+#
+# In code the $h$ narrow projections are not stored separately. $W^Q_i$ is simply columns
+# $i\,d_\text{head} : (i+1)\,d_\text{head}$ of one `(d_model, d_model)` matrix `W_Q`, so `x @ W_Q` computes every
+# head's queries in one product, and **splitting the columns** hands each head its share. That is why the total
+# cost stays close to one full-width attention (the paper's section 3.2.2, with $h = 8$ and
+# $d_k = d_v = 512/8 = 64$).
+#
+# **Q1.** A layer has $d_\text{model} = 512$ and 8 heads. What is $d_\text{head}$, and by what is each head's
+# score divided?
+#
+# <details><summary>Check</summary>
+#
+# $d_\text{head} = 512/8 = 64$, and each head divides its scores by $\sqrt{64} = 8$. The scale follows the
+# width the dot product actually sums over, which inside a head is $d_\text{head}$, not $d_\text{model}$:
+# dividing by $\sqrt{512}$ would make every head's softmax too flat.
+# </details>
+#
+# **Q2.** If all heads apply the same equation, what lets them attend differently?
+#
+# <details><summary>Check</summary>
+#
+# Their projections. Each head reads its own columns of `W_Q`, `W_K` and `W_V`, so its queries and keys are
+# different linear views of the same tokens, and the same equation then produces different weights.
+# </details>
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "split_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 3. Splitting the columns into heads
+#
+# `split_heads(x, n_heads)` takes `x` of shape `(..., T, d_model)` and returns `(..., n_heads, T, d_head)` in which
+# **head i holds columns `i*d_head:(i+1)*d_head` of every token**. Two steps, in this order:
+#
+# 1. `reshape` to `(..., T, n_heads, d_head)`: each token's row of `d_model` numbers is cut into `n_heads`
+#    consecutive pieces. A reshape never moves numbers in memory, it only regroups them, so this is the only
+#    reshape that keeps "token t, columns of head i" together.
+# 2. swap the `T` and `n_heads` axes, so the heads come first: `(..., n_heads, T, d_head)`.
+#
+# Reshaping straight to `(..., n_heads, T, d_head)` has the right shape but the wrong content (the picture below
+# shows it). Count axes from the end (`-3`, `-2`) so any leading batch axes pass through untouched, and raise a
+# `ValueError` when `n_heads` does not divide `d_model`. Do not copy or convert the data: a reshape and a swap
+# keep the dtype.
+
+# %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def split_heads(x, n_heads):
+    """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
+    ### BEGIN SOLUTION
+    *lead, T, d_model = x.shape
+    if d_model % n_heads != 0:
+        raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
+    pieces = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
+    return np.swapaxes(pieces, -3, -2)  # (..., n_heads, T, d_head)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "split_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run("lesson02", "split_heads_values", split_heads)
+### END HIDDEN TESTS
+# Self-check: which columns land in which head, one sequence and a batch, ValueError, dtype kept.
+check_split_heads(split_heads)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "split_picture_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### See it: where each column goes
+#
+# Take 4 tokens with `d_model = 12` and 3 heads (`d_head = 4`). Every cell below is labelled `token,column` and
+# coloured by the head that column belongs to. The middle panel is *your* `split_heads`, drawn head after head;
+# the right panel is what a plain `x.reshape(n_heads, T, d_head)` produces. With the transpose, each head is one
+# colour and holds all 4 tokens. Without it, "head 0" is token 0's columns for heads 0, 1 and 2 followed by
+# token 1's first columns: pieces of different heads of the first tokens, and the last tokens are not in head 0
+# at all.
+#
+# *Figure (alt text): three grids. Left, the 4 by 12 input with columns 0-3, 4-7 and 8-11 in three viridis
+# colours, each cell labelled with its token and column. Middle, the correct split drawn as three stacked 4 by 4
+# blocks, each block a single colour with tokens 0 to 3 down its rows. Right, the reshape without transpose:
+# the same blocks hold mixed colours, and block 0 contains only tokens 0 and 1.*
+
+# %%
+T_pic, n_heads_pic, d_head_pic = 4, 3, 4
+d_model_pic = n_heads_pic * d_head_pic
+tok, col = np.indices((T_pic, d_model_pic))
+x_pic = 100.0 * tok + col  # (T, d_model): entry (t, c) = 100 t + c names its token and column
+
+panels = [
+    ("input x  (T, d_model)", x_pic),
+    ("your split_heads  (n_heads, T, d_head)", split_heads(x_pic, n_heads_pic).reshape(-1, d_head_pic)),
+    ("reshape, no transpose (the bug)", x_pic.reshape(n_heads_pic, T_pic, d_head_pic).reshape(-1, d_head_pic)),
+]
+head_colors = ListedColormap(plt.cm.viridis(np.linspace(0.0, 0.85, n_heads_pic)))
+fig, axes = plt.subplots(1, 3, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 1.3, 1.3]})
+for ax, (title, grid) in zip(axes, panels):
+    owner = (grid % 100) // d_head_pic  # which head each entry's column belongs to
+    ax.imshow(owner, cmap=head_colors, vmin=-0.5, vmax=n_heads_pic - 0.5, aspect="auto")
+    for (r, c), v in np.ndenumerate(grid):
+        ax.text(c, r, f"{int(v // 100)},{int(v % 100)}", ha="center", va="center", fontsize=7,
+                color="white" if owner[r, c] == 0 else "black")
+    ax.set_title(title, fontsize=10)
+    ax.set_xticks([])
+    ax.set_yticks([])
+for ax in axes[1:]:
+    for h in range(1, n_heads_pic):
+        ax.axhline(h * T_pic - 0.5, color="red", linewidth=2)
+    ax.set_yticks([h * T_pic + (T_pic - 1) / 2 for h in range(n_heads_pic)],
+                  [f"head {h}" for h in range(n_heads_pic)])
+    ax.set_xlabel("column within the head")
+axes[0].set_xlabel("column of x (colour = owning head)")
+axes[0].set_ylabel("token")
+fig.suptitle("Labels are token,column: reshape then transpose keeps each head's columns together")
+fig.tight_layout()
+display(figure_png(fig))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "concat_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 4. Putting the heads back side by side
+#
+# `concat_heads(x)` is the exact inverse: `(..., n_heads, T, d_head)` in, `(..., T, n_heads * d_head)` out, with
+# row `t` made of head 0, head 1, ... of token `t` side by side. Undo the steps in reverse order: swap the heads
+# axis back behind `T`, then reshape. (The swap leaves a non-contiguous view; `reshape` copies when it has to, so
+# the result is right either way.)
+
+# %% nbgrader={"grade": false, "grade_id": "concat_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def concat_heads(x):
+    """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); the exact inverse of split_heads."""
+    ### BEGIN SOLUTION
+    *lead, n_heads, T, d_head = x.shape
+    tokens_first = np.swapaxes(x, -3, -2)  # (..., T, n_heads, d_head)
+    return tokens_first.reshape(*lead, T, n_heads * d_head)  # (..., T, d_model)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "concat_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run("lesson02", "concat_heads_values", concat_heads)
+### END HIDDEN TESTS
+# Self-check: row t is every head of token t, on one sequence and on a batch.
+check_concat_heads(concat_heads)
+
+# %%
+# Your two helpers together: the split and the concatenation undo each other exactly.
+check_round_trip(split_heads, concat_heads)
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "output_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 5. The output projection $W^O$
+#
+# After concatenation, columns `i*d_head:(i+1)*d_head` of each token's row come from head $i$ and from nothing
+# else. Heads never meet: if the layer stopped here, whatever head 2 found could never change the numbers head 0
+# wrote. The output projection mixes them. Every output column is a weighted sum over *all* concatenated columns,
+# so each one can combine what several heads found.
+#
+# $W^O$ is **linear**. It mixes heads by adding weighted copies of them, nothing more; the nonlinearity in a
+# transformer comes later (the feed-forward layer after attention). A sum also has a useful reading: cut $W^O$
+# into row blocks $W^O_i = W^O[i\,d_\text{head}:(i+1)\,d_\text{head}]$, one per head, and
+#
+# $$\mathrm{Concat}(\text{head}_1, \dots, \text{head}_h)\, W^O \;=\; \sum_i \text{head}_i\, W^O_i ,$$
+#
+# because multiplying a row that was glued from pieces is the same as multiplying each piece by its own rows and
+# adding. Each head writes its own contribution into the full `d_model` width, and the contributions add up.
+#
+# Implement `output_projection(heads, W_O)`: heads `(..., n_heads, T, d_head)`, `W_O` `(n_heads*d_head, d_model)`,
+# result `(..., T, d_model)`. Use your `concat_heads`.
+
+# %% nbgrader={"grade": false, "grade_id": "output_projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def output_projection(heads, W_O):
+    """Concat(heads) @ W_O: (..., n_heads, T, d_head), W_O (n_heads*d_head, d_model) -> (..., T, d_model)."""
+    ### BEGIN SOLUTION
+    joined = concat_heads(heads)  # (..., T, n_heads*d_head)
+    return joined @ W_O  # (..., T, d_model)
+    ### END SOLUTION
+
+
+# %%
+# Self-check: an identity W_O, a W_O that only reads head 1, W_O not transposed, batches.
+# (It calls your concat_heads through your output_projection: make the checks above pass first.)
+check_output_projection(output_projection)
+
+# %% nbgrader={"grade": true, "grade_id": "output_projection_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run(
+    "lesson02", "output_projection_values", output_projection, concat_heads=concat_heads)
+### END HIDDEN TESTS
+# Hidden tests of output_projection run here when your notebook is graded, with a correct concat_heads in place
+# of yours, so a slip in concat_heads costs points only once. Your self-check is the cell above.
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "mixing_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### See it: without $W^O$ the heads cannot mix
+#
+# Change only head 1 and look at which output columns move. After plain concatenation only head 1's own 4
+# columns change; after `output_projection` every column does.
+
+# %%
+rng = np.random.default_rng(0)
+n_heads_mix, T_mix, d_head_mix = 3, 5, 4
+d_model_mix = n_heads_mix * d_head_mix
+heads_mix = rng.normal(size=(n_heads_mix, T_mix, d_head_mix))  # (n_heads, T, d_head)
+W_O_mix = rng.normal(size=(d_model_mix, d_model_mix)) / math.sqrt(d_model_mix)
+nudged = heads_mix.copy()
+nudged[1] += 1.0  # change head 1 only
+
+moved_concat = np.abs(concat_heads(nudged) - concat_heads(heads_mix)).max(axis=0) > 1e-12  # (d_model,)
+moved_proj = np.abs(output_projection(nudged, W_O_mix) - output_projection(heads_mix, W_O_mix)).max(axis=0) > 1e-12
+print("columns changed by Concat alone:  ", np.flatnonzero(moved_concat))
+print("columns changed by Concat then W_O:", np.flatnonzero(moved_proj))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "sum_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Your turn: $W^O$ as a sum over heads
+#
+# Write `output_projection_per_head(heads, W_O)` that never concatenates: loop over the heads and add up
+# `head_i @ W_O[i*d_head:(i+1)*d_head]`. The check after it compares your sum with the concatenated form on
+# random numbers. (This cell is not graded; it is the equation above, made concrete.)
+
+# %% nbgrader={"grade": false, "grade_id": "output_projection_per_head", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def output_projection_per_head(heads, W_O):
+    """sum over i of heads[..., i, :, :] @ W_O[i*d_head:(i+1)*d_head], without concatenating."""
+    ### BEGIN SOLUTION
+    n_heads, d_head = heads.shape[-3], heads.shape[-1]
+    total = 0.0
+    for i in range(n_heads):
+        rows_of_head_i = W_O[i * d_head:(i + 1) * d_head]  # (d_head, d_model)
+        total = total + heads[..., i, :, :] @ rows_of_head_i  # (..., T, d_model)
+    return total
+    ### END SOLUTION
+
+
+# %%
+check_sum_over_heads(output_projection_per_head)
+# The same map with W_O stored per head, (n_heads, d_head, d_model), and the sum written as one einsum:
+W_O_per_head = W_O_mix.reshape(n_heads_mix, d_head_mix, d_model_mix)  # (n_heads, d_head, d_model)
+summed = np.einsum("htd,hdm->tm", heads_mix, W_O_per_head)  # sum over heads h and head columns d
+print("einsum over per-head W_O matches output_projection:",
+      np.allclose(summed, output_projection(heads_mix, W_O_mix)))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "mha_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# Some codebases store $W^O$ as `(n_heads, d_head, d_model)` and sum over heads, others concatenate and multiply
+# by a `(d_model, d_model)` matrix. You have just shown that these are the same map, with the same numbers in a
+# different shape.
+#
+# ## 6. The whole layer
+#
+# Implement `multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None)` returning `(out, weights)`:
+#
+# | argument | shape |
+# |---|---|
+# | `x` | `(..., T, d_model)` |
+# | `W_Q`, `W_K`, `W_V`, `W_O` | `(d_model, d_model)`, applied as `x @ W` |
+# | `mask` | boolean, True = blocked; a `(T, T)` mask applies to **every** head |
+# | `out` (returned) | `(..., T, d_model)` |
+# | `weights` (returned) | `(..., n_heads, T, T)` |
+#
+# Project with the full matrices, split each result into heads, run your `scaled_dot_product_attention` once on
+# all heads together (its `...` covers the heads axis, and it scales by the last axis, which is now `d_head`),
+# then `output_projection`. A `(T, T)` mask needs no special handling: it broadcasts against
+# `(..., n_heads, T, T)`. Do not modify any input.
+
+# %% nbgrader={"grade": false, "grade_id": "multi_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    """Self-attention with n_heads heads. Returns (out (..., T, d_model), weights (..., n_heads, T, T))."""
+    ### BEGIN SOLUTION
+    Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
+    K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
+    V = split_heads(x @ W_V, n_heads)  # (..., n_heads, T, d_head)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask=mask)  # (..., n_heads, T, d_head), (..., n_heads, T, T)
+    return output_projection(heads, W_O), weights  # (..., T, d_model), (..., n_heads, T, T)
+    ### END SOLUTION
+
+
+# %%
+# Self-checks: shapes, each head reads its own columns of W_Q, the 1/sqrt(d_head) scale, batches; then the mask.
+# They run your layer with your own helpers and your lesson-01 attention: make the checks above pass first.
+check_multi_head_attention(multi_head_attention)
+check_mha_mask(multi_head_attention)
+
+# %% nbgrader={"grade": true, "grade_id": "mha_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run(
+    "lesson02", "mha_values", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
+    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
+    softmax=softmax)
+### END HIDDEN TESTS
+# Hidden tests of multi_head_attention without a mask. When graded, your layer runs with a correct split_heads,
+# concat_heads, output_projection and attention in place of yours: only the layer's own code is graded here.
+
+# %% nbgrader={"grade": true, "grade_id": "mha_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run(
+    "lesson02", "mha_mask", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
+    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
+    softmax=softmax)
+### END HIDDEN TESTS
+# Hidden tests of multi_head_attention with masks: a (T, T) mask, a causal mask, a (B, 1, T, T) mask.
+
+# %% nbgrader={"grade": true, "grade_id": "mha_composition", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+### BEGIN HIDDEN TESTS
+__import__("autograder.checks.session").checks.session.run(
+    "lesson02", "mha_composition", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
+    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
+    softmax=softmax)
+### END HIDDEN TESTS
+# Hidden test of the pieces together: your multi_head_attention calling *your* split_heads, concat_heads and
+# output_projection, as the contract names them. A piece that is wrong on its own is charged in its own test
+# only, not again here.
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "sentence_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 7. Heads in action: "The bank approved the loan after the river bank flooded."
+#
+# No trained model here: we build the weights by hand, so you can read why each head does what it does, and run
+# them through *your* `multi_head_attention`.
+#
+# Each token vector `x` (width `d_model = 80`) holds a one-hot code for its word (8 different words), a one-hot
+# code for its position (11 tokens), and some random "content" in the remaining columns. There are 4 heads of
+# width `d_head = 20`:
+#
+# - **head 0, previous token.** Its query columns of `W_Q` copy the position code of token $t$; its key columns
+#   of `W_K` copy the position code of token $s$ *shifted by one*. So $q_t \cdot k_s$ is large exactly when
+#   $s = t - 1$.
+# - **head 1, same word.** Its query and key columns both copy the word code, so $q_t \cdot k_s$ is large when the
+#   two tokens are the same word; a position term subtracts the token's match with itself, so the second "bank"
+#   looks back at the first one rather than at itself.
+# - **heads 2 and 3** get random weights.
+#
+# `W_V` and `W_O` are the identity. The `sharpness` is the score of a match after the division by
+# $\sqrt{d_\text{head}}$.
+
+# %%
+sentence = "The bank approved the loan after the river bank flooded ."
+tokens = sentence.split()
+words = list(dict.fromkeys(t.lower() for t in tokens))  # 8 distinct words, in order of appearance
+T_s, n_heads_s, d_head_s = len(tokens), 4, 20
+d_model_s = n_heads_s * d_head_s
+WORD, POS = 0, len(words)  # x's columns: word code at 0..7, position code at 8..18, content from 20 on
+
+x_s = np.zeros((T_s, d_model_s))  # (T, d_model)
+for t, token in enumerate(tokens):
+    x_s[t, WORD + words.index(token.lower())] = 1.0
+    x_s[t, POS + t] = 1.0
+x_s[:, d_head_s:] += np.random.default_rng(2017).normal(scale=0.3, size=(T_s, d_model_s - d_head_s))
+
+
+def random_weights(seed):
+    """W_Q, W_K, W_V, W_O drawn at random; W_Q and W_K large enough that the scores are not all near 0."""
+    rng = np.random.default_rng(seed)
+    W_Q, W_K = (rng.normal(scale=0.5, size=(d_model_s, d_model_s)) for _ in range(2))
+    W_V, W_O = (rng.normal(scale=1 / math.sqrt(d_model_s), size=(d_model_s, d_model_s)) for _ in range(2))
+    return W_Q, W_K, W_V, W_O
+
+
+def hand_built_weights(sharpness=4.0, seed=0):
+    """W_Q, W_K, W_V, W_O (each (d_model, d_model)): head 0 previous token, head 1 same word, 2 and 3 random."""
+    W_Q, W_K, _, _ = random_weights(seed)
+    strength = sharpness * math.sqrt(d_head_s)  # survives the division by sqrt(d_head)
+    h0, h1 = 0, d_head_s  # first column of head 0 and of head 1
+    W_Q[:, h0:h0 + d_head_s] = 0.0
+    W_K[:, h0:h0 + d_head_s] = 0.0
+    W_Q[:, h1:h1 + d_head_s] = 0.0
+    W_K[:, h1:h1 + d_head_s] = 0.0
+    for t in range(T_s):
+        W_Q[POS + t, h0 + t] = strength  # head 0 query of token t: "I am at position t"
+        W_K[POS + t, h0 + t + 1] = 1.0  # head 0 key of token s: "I am at position s + 1"
+    for w in range(len(words)):
+        W_Q[WORD + w, h1 + w] = strength  # head 1: the word code, in query and key
+        W_K[WORD + w, h1 + w] = 1.0
+    for t in range(T_s):
+        W_Q[POS + t, h1 + len(words) + t] = strength  # head 1: minus the match with itself
+        W_K[POS + t, h1 + len(words) + t] = -1.0
+    eye = np.eye(d_model_s)
+    return W_Q, W_K, eye, eye
+
+
+def sentence_weights(kind="hand-built", causal=False, sharpness=4.0):
+    """Attention weights (n_heads, T, T) of the sentence under the chosen settings, from your layer."""
+    Ws = hand_built_weights(sharpness) if kind == "hand-built" else random_weights(int(kind[-1]))
+    mask = np.triu(np.ones((T_s, T_s), dtype=bool), k=1) if causal else None
+    _, weights = multi_head_attention(x_s, *Ws, n_heads_s, mask=mask)
+    return weights
+
+
+def draw_head(ax, weights, head, title=None):
+    im = ax.imshow(weights[head], cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(T_s), tokens, rotation=60, fontsize=8)
+    ax.set_yticks(range(T_s), tokens, fontsize=8)
+    ax.set(xlabel="key", ylabel="query", title=title or f"head {head}")
+    return im
+
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "heads_figure_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# All four heads with the hand-built weights and no mask. Head 0 puts its weight one step left of the diagonal:
+# every token looks at the token before it ("The", with nothing before it, spreads its weight evenly). Head 1
+# links the repeated words: the second "bank" looks at the first, each "the" at the other two. Heads 2 and 3,
+# random, are diffuse and differ from each other.
+#
+# *Figure (alt text): four 11 by 11 heatmaps in the viridis colour map, queries down the side and keys along the
+# bottom, both labelled with the tokens of the sentence. Head 0 shows a bright line just below the diagonal; head
+# 1 shows bright cells linking "bank" to "bank" and "the" to "the"; heads 2 and 3 show faint, spread-out
+# patterns.*
+
+# %%
+weights_s = sentence_weights()  # (n_heads, T, T)
+fig, axes = plt.subplots(1, 4, figsize=(18, 5), constrained_layout=True)
+names = ["previous token", "same word", "random", "random"]
+for head, ax in enumerate(axes):
+    im = draw_head(ax, weights_s, head, f"head {head}: {names[head]}")
+    if head > 0:
+        ax.set_ylabel("")
+fig.colorbar(im, ax=axes, label="attention weight", shrink=0.8)
+fig.suptitle("Your multi_head_attention on hand-built weights")
+display(figure_png(fig))
+print("second 'bank' (query 8) in head 1 puts", round(float(weights_s[1, 8, 1]), 3), "on the first 'bank'")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "widget_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ### Explore: one head at a time
+#
+# Pick a head and the layer's settings: the weights (hand-built, or random with one of two seeds), a causal mask,
+# and the sharpness of the hand-built heads. Things to try: lower the sharpness and watch head 0's line blur into
+# its neighbours; turn on the causal mask and see that the first "bank" finds no earlier "bank" in head 1; switch
+# to random weights and compare heads 0 and 1, which are then just two more random heads.
+#
+# *Figure (alt text): one 11 by 11 heatmap of the chosen head's attention weights in viridis, tokens on both axes,
+# redrawn when a control changes; by default head 0 with hand-built weights, a bright line just below the
+# diagonal.*
+
+# %% tags=["nbval-ignore-output"]
+def head_picture(head=0, kind="hand-built", causal=False, sharpness=4.0):
+    """The chosen head's heatmap as a PNG image (works with or without a widget front end)."""
+    weights = sentence_weights(kind, causal, sharpness)
+    fig, ax = plt.subplots(figsize=(5.4, 4.8))
+    im = draw_head(ax, weights, head, f"head {head} · {kind}" + (" · causal" if causal else ""))
+    fig.colorbar(im, ax=ax, label="attention weight")
+    fig.tight_layout()
+    return figure_png(fig)
+
+
+controls = {
+    "head": widgets.IntSlider(value=0, min=0, max=n_heads_s - 1, description="head"),
+    "kind": widgets.Dropdown(options=["hand-built", "random, seed 1", "random, seed 2"], description="weights"),
+    "causal": widgets.Checkbox(value=False, description="causal mask"),
+    "sharpness": widgets.FloatSlider(value=4.0, min=0.5, max=10.0, step=0.5, description="sharpness"),
+}
+display(widgets.HBox(list(controls.values())))
+picture = display(head_picture(), display_id=True)  # the default view, drawn even without a front end
+
+
+def redraw(change):
+    picture.update(head_picture(**{name: c.value for name, c in controls.items()}))
+
+
+for control in controls.values():
+    control.observe(redraw, names="value")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "random_heads_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# With random weights, do the heads still differ? They do: each reads different columns of the same random
+# matrices, so their scores differ before anyone trains them. Training only has to pull them further apart.
+
+# %%
+random_w = sentence_weights("random, seed 1")  # (n_heads, T, T)
+for a, b in [(0, 1), (2, 3)]:
+    print(f"random heads {a} and {b}: largest difference in a weight {np.abs(random_w[a] - random_w[b]).max():.3f}")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "batched_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## 8. A batch at once, and fused Q, K, V
+#
+# Because every axis in your functions is counted from the end, the same code takes a batch `(B, T, d_model)` and
+# returns weights `(B, n_heads, T, T)`: one matmul per projection for the whole batch instead of a Python loop.
+# The cell checks that each batch element gets exactly what it gets on its own.
+
+# %%
+rng = np.random.default_rng(4)
+B_b = 3
+x_batch = np.stack([x_s, x_s[::-1], rng.normal(size=x_s.shape)])  # (B, T, d_model)
+Ws_b = random_weights(3)
+out_b, w_b = multi_head_attention(x_batch, *Ws_b, n_heads_s)  # (B, T, d_model), (B, n_heads, T, T)
+one_by_one = [multi_head_attention(x_batch[b], *Ws_b, n_heads_s)[0] for b in range(B_b)]
+print("out", out_b.shape, "weights", w_b.shape)
+print("batched equals one sequence at a time:", np.allclose(out_b, np.stack(one_by_one)))
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "fused_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# **Fused QKV.** Many implementations glue `W_Q`, `W_K` and `W_V` side by side into one `(d_model, 3*d_model)`
+# matrix and compute `x @ W_QKV` once, then cut the `(B, T, 3*d_model)` result into Q, K and V (in an order that
+# must be written down: here Q, then K, then V). What this buys is speed: `x` is read once, and one large
+# matmul replaces three (or, with per-head matrices, $3h$ small ones), which means fewer calls and better use of
+# the hardware. What it does **not** buy is memory: the fused output is exactly as large as the three separate
+# ones put together, as the cell prints. Lesson 06 measures the speed.
+
+# %%
+W_QKV = np.concatenate(Ws_b[:3], axis=1)  # (d_model, 3*d_model): columns [Q | K | V]
+qkv = x_batch @ W_QKV  # (B, T, 3*d_model)
+Q_f, K_f, V_f = np.split(qkv, 3, axis=-1)  # each (B, T, d_model), in the order Q, K, V
+separate = [x_batch @ W for W in Ws_b[:3]]
+print("fused Q, K, V equal the separate products:", all(np.allclose(f, s) for f, s in zip((Q_f, K_f, V_f), separate)))
+print(f"bytes: fused output {qkv.nbytes}, three separate outputs {sum(s.nbytes for s in separate)}")
+
+# %% [markdown] nbgrader={"grade": false, "grade_id": "summary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# ## Summary
+#
+# - Multi-head attention runs $h$ attentions in parallel, each on its own $d_\text{head} = d_\text{model}/h$
+#   columns of the projections; each head scales its scores by $\sqrt{d_\text{head}}$.
+# - `split_heads` reshapes to `(..., T, n_heads, d_head)` and *then* swaps `T` and `n_heads`; without the swap
+#   a "head" is a slab of the first tokens. `concat_heads` undoes both steps in reverse.
+# - Concatenation keeps heads apart; the linear map $W^O$ mixes them, and
+#   $\mathrm{Concat}(\text{heads})\,W^O = \sum_i \text{head}_i W^O_i$.
+# - A `(T, T)` mask broadcasts to every head; a batch is just more leading axes.
+# - Fusing Q, K, V into one matmul saves calls, not memory.
+#
+# **Next:** lesson 03 counts the parameters of this layer and shows why the count does not depend on $h$.
