@@ -27,10 +27,10 @@ lab: venv ## open the lessons in JupyterLab
 	cd lessons && ../$(BIN)/jupyter lab
 
 test: venv ## run the whole test suite (what CI runs)
-	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-fast: venv ## the tests that do not run nbgrader or notebooks
-	$(PY) -m pytest -n 2 -m "not grading" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -m "not grading" $(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
 	$(PY) -m autograder.build

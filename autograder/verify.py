@@ -31,11 +31,13 @@ _RUN_CALL = re.compile(r"session\.run\(\s*[\"'](\w+)[\"']\s*,\s*[\"'](\w+)[\"']\
 
 
 def hidden_calls(source: str) -> list:
-    """(lesson, test, [positional argument names]) of every ``session.run`` call in a cell's source."""
+    """(lesson, test, [positional argument names], [keyword names]) of every ``session.run`` call in a cell."""
     calls = []
     for m in _RUN_CALL.finditer(source):
-        names = [a.strip() for a in m.group(3).split(",") if a.strip() and "=" not in a]
-        calls.append((m.group(1), m.group(2), names))
+        parts = [a.strip() for a in m.group(3).split(",") if a.strip()]
+        names = [a for a in parts if "=" not in a]
+        keywords = [a.split("=")[0].strip() for a in parts if "=" in a]
+        calls.append((m.group(1), m.group(2), names, [k for k in keywords if k != "visible_check"]))
     return calls
 
 
@@ -62,8 +64,8 @@ class VerifyHiddenTests(Preprocessor):
                 continue
             if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
                 continue  # already scored 0 in the kernel
-            for lesson, test, names in hidden_calls(cell.source):
-                problem = self.recheck(folder, lesson, test, names)
+            for lesson, test, names, keywords in hidden_calls(cell.source):
+                problem = self.recheck(folder, lesson, test, names, keywords)
                 if problem:
                     cell.outputs.append(new_output("error", ename="NotVerified", evalue=problem,
                                                    traceback=[f"NotVerified: {problem}"]))
@@ -73,15 +75,15 @@ class VerifyHiddenTests(Preprocessor):
         return nb, resources
 
     @staticmethod
-    def recheck(folder: Path, lesson: str, test: str, names) -> str | None:
+    def recheck(folder: Path, lesson: str, test: str, names, keywords=()) -> str | None:
         path = record.record_path(test, folder)
         if not path.exists():
             return ("this hidden test reported success but left no record of the results it checked, so the "
                     "notebook must have interfered with the grading code; it scores 0 and is flagged for review")
         try:
-            arguments = record.replay_arguments(path, names)
+            arguments, keyword_arguments = record.replay_arguments(path, names, keywords)
             module = importlib.import_module(f"autograder.checks.{lesson}")
-            getattr(module, test)(*arguments)
+            getattr(module, test)(*arguments, **keyword_arguments)
         except AssertionError as exc:
             return f"re-checked outside the notebook, the recorded results are wrong: {exc}"
         except Exception as exc:  # a malformed record is the notebook's doing

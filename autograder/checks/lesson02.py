@@ -16,16 +16,12 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims
+from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
 
 _MHA = "multi_head_attention"
 _HELPERS = ("split_heads", "concat_heads", "output_projection", "scaled_dot_product_attention", "softmax")
 _REFERENCE_HELPERS = {name: getattr(reference, name) for name in _HELPERS}
 _LESSON01 = {name: getattr(reference, name) for name in ("scaled_dot_product_attention", "softmax")}
-
-
-def _rng(test_id: str):
-    return np.random.default_rng(sum(map(ord, test_id)) * 7919 + 2)
 
 
 def _dims(rng):
@@ -36,7 +32,7 @@ def _dims(rng):
 
 def split_heads_values(split_heads):
     """Columns i*d_head:(i+1)*d_head of every token land in head i; any leading axes; dtype kept; ValueError."""
-    rng = _rng("split_heads_values")
+    rng = rng_for("split_heads_values")
     d = _dims(rng)
     T, d_model, h = d["T"], d["d_model"], d["n_heads"]
     cases = [
@@ -65,7 +61,7 @@ def split_heads_values(split_heads):
 
 def concat_heads_values(concat_heads):
     """The exact inverse of split_heads, on any leading axes."""
-    rng = _rng("concat_heads_values")
+    rng = rng_for("concat_heads_values")
     d = _dims(rng)
     h, T, dh = d["n_heads"], d["T"], d["d_head"]
     cases = [
@@ -94,7 +90,7 @@ def _output_cases(rng, d):
 
 def output_projection_values(output_projection, concat_heads=None, split_heads=None):
     """Concat(heads) @ W_O, graded with the reference concat_heads bound in place of the learner's."""
-    rng = _rng("output_projection_values")
+    rng = rng_for("output_projection_values")
     d = _dims(rng)
     check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7,
           bind={"concat_heads": reference.concat_heads, "split_heads": reference.split_heads})
@@ -114,7 +110,7 @@ def _mask(rng, shape):
 
 def mha_values(multi_head_attention, **learner_helpers):
     """The whole layer without a mask, with the reference helpers and attention bound in place."""
-    rng = _rng("mha_values")
+    rng = rng_for("mha_values")
     d = _dims(rng)
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
     cases = [
@@ -129,7 +125,7 @@ def mha_values(multi_head_attention, **learner_helpers):
 
 def mha_mask(multi_head_attention, **learner_helpers):
     """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask."""
-    rng = _rng("mha_mask")
+    rng = rng_for("mha_mask")
     d = _dims(rng)
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
     causal = np.triu(np.ones((T, T), dtype=bool), k=1)
@@ -163,7 +159,7 @@ def mha_composition(multi_head_attention, split_heads=None, concat_heads=None, o
     Only lesson 01's attention is bound to the reference. A failure already charged by another test (a wrong
     helper, or a layer that is wrong even with the reference helpers) is reported but not charged again.
     """
-    rng = _rng("mha_composition")
+    rng = rng_for("mha_composition")
     d = _dims(rng)
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
     x = rng.normal(size=(B, T, dm))

@@ -14,6 +14,7 @@ reference's results on inputs drawn with a seed it could not know in advance.
 
 from __future__ import annotations
 
+import builtins
 import os
 from pathlib import Path
 
@@ -40,7 +41,11 @@ class Recorder:
         return getattr(self.fn, "__globals__", None)
 
     def __call__(self, *args, **kwargs):
-        result = self.fn(*args, **kwargs)
+        try:
+            result = self.fn(*args, **kwargs)
+        except Exception as exc:  # a test may expect an error (e.g. ValueError for a bad shape)
+            self.calls.append(([_Raised(type(exc).__name__, str(exc))], False, [None] * len(args)))
+            raise
         is_tuple = isinstance(result, tuple)
         outputs = list(result) if is_tuple else [result]
         after = [np.array(a, copy=True) if type(a) is np.ndarray else None for a in args]
@@ -48,8 +53,18 @@ class Recorder:
         return result
 
 
+class _Raised:
+    """A learner call that raised: the exception's type name and message."""
+
+    def __init__(self, name, message):
+        self.name, self.message = name, message
+
+
 def _encode(store: dict, key: str, value):
-    if type(value) is np.ndarray and value.dtype.kind in "biufcUS":
+    if isinstance(value, _Raised):
+        store[key] = np.array([value.name, value.message[:2000]])
+        store[key + ":kind"] = np.array("raised")
+    elif type(value) is np.ndarray and value.dtype.kind in "biufcUS":
         store[key] = value
         store[key + ":kind"] = np.array("array")
     elif type(value) in _SCALAR_KINDS:
@@ -62,21 +77,26 @@ def _encode(store: dict, key: str, value):
         store[key + ":kind"] = np.array("unrecordable:" + type(value).__name__)
 
 
-def save(test: str, arguments) -> Path:
-    """Write the record of one hidden test: each argument's value or, for a Recorder, its calls."""
+def save(test: str, arguments, keywords=None) -> Path:
+    """Write the record of one hidden test: each argument's value or, for a Recorder, its calls.
+
+    Positional arguments are stored under ``p0``, ``p1``, ...; keyword arguments under ``k:<name>``.
+    """
     store = {}
-    for p, arg in enumerate(arguments):
+    slots = [(f"p{p}", arg) for p, arg in enumerate(arguments)]
+    slots += [(f"k:{name}", arg) for name, arg in (keywords or {}).items()]
+    for slot, arg in slots:
         if isinstance(arg, Recorder):
-            store[f"p{p}:calls"] = np.array(len(arg.calls))
+            store[f"{slot}:calls"] = np.array(len(arg.calls))
             for i, (outputs, is_tuple, after) in enumerate(arg.calls):
-                store[f"p{p}c{i}:n"] = np.array(len(outputs) if is_tuple else -1)
+                store[f"{slot}c{i}:n"] = np.array(len(outputs) if is_tuple else -1)
                 for j, out in enumerate(outputs):
-                    _encode(store, f"p{p}c{i}o{j}", out)
+                    _encode(store, f"{slot}c{i}o{j}", out)
                 for k, a in enumerate(after):
                     if a is not None:
-                        store[f"p{p}c{i}a{k}"] = a
+                        store[f"{slot}c{i}a{k}"] = a
         else:
-            _encode(store, f"p{p}:value", arg)
+            _encode(store, f"{slot}:value", arg)
     path = record_path(test)
     path.parent.mkdir(exist_ok=True)
     with open(path, "wb") as fh:
@@ -108,10 +128,10 @@ class _Unrecordable:
 class Replay:
     """Returns the recorded results of one learner function, call by call, and re-applies in-place edits."""
 
-    def __init__(self, data, p, name):
-        self.data, self.p, self.i = data, p, 0
+    def __init__(self, data, slot, name):
+        self.data, self.slot, self.i = data, slot, 0
         self.__name__ = name
-        self.n_calls = int(data[f"p{p}:calls"])
+        self.n_calls = int(data[f"{slot}:calls"])
 
     def __call__(self, *args, **kwargs):
         from autograder.checks.runner import WrongAnswer
@@ -119,24 +139,33 @@ class Replay:
         if self.i >= self.n_calls:
             raise WrongAnswer(f"{self.__name__} was called fewer times during the test than the test needs: "
                               "the test did not run as written")
-        d, key = self.data, f"p{self.p}c{self.i}"
+        d, key = self.data, f"{self.slot}c{self.i}"
         for k, a in enumerate(args):
             if type(a) is np.ndarray and f"{key}a{k}" in d and d[f"{key}a{k}"].shape == a.shape:
                 a[...] = d[f"{key}a{k}"]
         n = int(d[f"{key}:n"])
         outputs = [_decode(d, f"{key}o{j}") for j in range(max(n, 1))]
         self.i += 1
+        if n < 0 and str(d.get(f"{key}o0:kind", "")) == "raised":
+            name, message = (str(v) for v in d[f"{key}o0"])
+            exc_type = getattr(builtins, name, None)
+            if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
+                exc_type = RuntimeError
+            raise exc_type(message)
         return tuple(outputs) if n >= 0 else outputs[0]
 
 
-def replay_arguments(path, names) -> list:
-    """The stand-ins for a hidden test's arguments, read from the record at ``path``."""
+def replay_arguments(path, names, keywords=()) -> tuple:
+    """Stand-ins for a hidden test's positional arguments ``names`` and keyword arguments ``keywords``, read
+    from the record at ``path``: ``(args, kwargs)``."""
     with np.load(path, allow_pickle=False) as npz:
         data = {k: npz[k] for k in npz.files}
-    args = []
-    for p, name in enumerate(names):
-        if f"p{p}:calls" in data:
-            args.append(Replay(data, p, name))
-        else:
-            args.append(_decode(data, f"p{p}:value"))
-    return args
+
+    def stand_in(slot, name):
+        if f"{slot}:calls" in data:
+            return Replay(data, slot, name)
+        return _decode(data, f"{slot}:value")
+
+    args = [stand_in(f"p{p}", name) for p, name in enumerate(names)]
+    kwargs = {name: stand_in(f"k:{name}", name) for name in keywords}
+    return args, kwargs

@@ -154,8 +154,9 @@ def run(lesson: str, test: str, *learner_functions, visible_check=None, **learne
         module = importlib.import_module(f"autograder.checks.{lesson}")
         record = importlib.import_module("autograder.checks.record")
         arguments = [record.Recorder(a) if callable(a) else a for a in learner_functions]
-        getattr(module, test)(*arguments, **learner_helpers)
-        record.save(test, arguments)  # re-checked outside this kernel by autograder.verify
+        keywords = {k: record.Recorder(v) if callable(v) else v for k, v in learner_helpers.items()}
+        getattr(module, test)(*arguments, **keywords)
+        record.save(test, arguments, keywords)  # re-checked outside this kernel by autograder.verify
         ip = _ipython()
         if visible_check and ip is not None:
             ip.user_ns[visible_check] = judged_by_hidden_tests
