@@ -498,7 +498,8 @@ check_choice(mc_answer)
 #
 # **False.** The heads are concatenated and multiplied by $W_O$, a learned matrix. That is a *linear* map that
 # mixes the heads, $\sum_i \mathrm{head}_i W_O^{(i)}$, with a different learned block $W_O^{(i)}$ for each head;
-# an average is only the special case where every block is the same scaled identity. And a statement you may
+# averaging the heads and then projecting is only the special case in which every block is the same matrix
+# divided by $n_{heads}$. And a statement you may
 # also read, "W_O combines the heads non-linearly", is false as well: $W_O$ itself is linear, and any nonlinear
 # use of the mixed signal comes from the layers after it (the feed-forward network), with the residual stream
 # carrying the result there.
@@ -515,8 +516,9 @@ check_choice(mc_answer)
 # </details>
 #
 # *Figure (alt text): a bar chart of BLEU on the development set against the number of heads, 1, 4, 8, 16 and
-# 32, from Vaswani et al. 2017, Table 3 rows (A), with the per-head width d_k written on each bar; the bars rise
-# from 24.9 at one head to 25.8 at 8 and 16 heads, then drop to 25.4 at 32 heads.*
+# 32, from Vaswani et al. 2017, Table 3 rows (A), with the per-head width d_k written on each bar; the y axis
+# starts at 24.5 to make the differences visible. The bars rise from 24.9 at one head to 25.8 at 8 and 16
+# heads, then drop to 25.4 at 32 heads.*
 
 # %%
 n_heads_tried = np.array([1, 4, 8, 16, 32])
@@ -544,16 +546,16 @@ plt.show()
 
 # %%
 models = [  # name, d_model, n_heads, layers
-    ("Transformer base", 512, 8, 6),
+    ("Transformer enc.", 512, 8, 6),  # the base model's encoder; its decoder has two attentions per layer
     ("BERT-base", 768, 12, 12),
     ("GPT-2 small", 768, 12, 12),
     ("GPT-3 175B", 12288, 96, 96),
     ("Llama-2 7B", 4096, 32, 32),
 ]
-print(f"{'model':<17}{'d_model':>8}{'n_heads':>8}{'d_head':>7}{'attn params/layer':>19}{'all layers':>14}")
+print(f"{'model':<17}{'d_model':>8}{'n_heads':>8}{'d_head':>7}{'attn params/layer':>19}{'all layers':>16}")
 for name, d_model, n_heads, layers in models:
     per_layer = 4 * d_model * d_model  # W_Q, W_K, W_V, W_O
-    print(f"{name:<17}{d_model:>8}{n_heads:>8}{d_model // n_heads:>7}{per_layer:>19,}{per_layer * layers:>14,}")
+    print(f"{name:<17}{d_model:>8}{n_heads:>8}{d_model // n_heads:>7}{per_layer:>19,}{per_layer * layers:>16,}")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "rep_paper", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # **Rep: read the paper's section 3.2.2 against your code.** Every symbol in its equations names something you
