@@ -189,8 +189,7 @@ def split_into_heads(x, n_heads):
     """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
-    d_head = d_model // n_heads
-    x = x.reshape(*lead, T, n_heads, d_head)  # (..., T, n_heads, d_head)
+    x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
     return np.swapaxes(x, -3, -2)  # (..., n_heads, T, d_head)
     ### END SOLUTION
 
