@@ -291,9 +291,11 @@ def check_split_merge(split_into_heads, merge_heads):
     heads = np.asarray(heads)
     token, column = heads // d_model, heads % d_model
     if not np.array_equal(token, np.broadcast_to(np.arange(T)[None, :, None], heads.shape)):
-        _fail("row t of a head should hold token t only, but one row of your head 0 holds columns of two "
-              f"different tokens ({heads[0].tolist()}): reshaping straight to (n_heads, T, d_head) cuts the "
-              "flat array in the wrong places. Reshape to (T, n_heads, d_head) first, then swap axes")
+        _fail(f"row t of every head should come from token t, but with x = np.arange({T * d_model}).reshape({T}, "
+              f"{d_model}) (entry = {d_model} * token + column) your head 0 is {heads[0].astype(int).tolist()}: "
+              f"its rows come from tokens {token[0, :, 0].astype(int).tolist()}. Reshaping straight to (n_heads, "
+              "T, d_head) cuts the flat array into consecutive chunks, whole tokens at a time. Reshape to "
+              "(T, n_heads, d_head) first, then swap the T and n_heads axes")
     if np.array_equal(column[0, 0], np.arange(0, d_model, n_heads)):
         _fail(f"head 0 holds columns {column[0, 0].tolist()} of token 0 (every n_heads-th column): you reshaped to "
               "(T, d_head, n_heads). Head i must hold the contiguous block of columns i*d_head:(i+1)*d_head, "
