@@ -163,14 +163,14 @@ check_head_width(d_head_2_heads, 32, 2, name="d_head_2_heads")
 check_head_width(d_head_8_heads, 32, 8, name="d_head_8_heads")
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "sizes_after", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **P3.** With biases, each of the four projections also has a bias vector. How many parameters does the
-# $d_{model} = 512$, 8-head layer hold then, and does the answer depend on the head count?
+# **P3.** Real layers often add a bias vector to each of the four projections. How many parameters do the
+# biases add to a layer with $d_{model} = 768$ and 12 heads, and would the number change with 24 heads?
 #
 # <details><summary>Check</summary>
 #
-# Each bias has one entry per output column, $d_{model}$ entries, so four biases add $4 \cdot 512 = 2048$:
-# $4 d_{model}^2 + 4 d_{model}$ in total. Still no $h$ anywhere: the query bias of 8 heads is the same 512
-# numbers cut into 8 slices of 64.
+# A bias has one entry per output column of its projection, $d_{model}$ entries, so the four biases add
+# $4 \cdot 768 = 3072$. The head count does not appear: with 12 or 24 heads the query bias is the same 768
+# numbers, only cut into 12 or 24 equal slices, one per head.
 # </details>
 #
 # ## 3. Split into heads and merge back
@@ -412,18 +412,18 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # ### END SOLUTION
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "explain_scale_q", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 512$ and 8 heads, the scores are
-# divided by $\sqrt{64}$, not by $\sqrt{512}$. Why is the per-head $d_k$ the right number, and what would
-# happen to that head's attention if you divided by $\sqrt{d_{model}}$ instead?
+# **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 768$ and 12 heads (BERT-base),
+# the scores are divided by $\sqrt{64}$, not by $\sqrt{768}$. Why is the per-head $d_k$ the right number, and
+# what would happen to that head's attention if you divided by $\sqrt{d_{model}}$ instead?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_scale", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
 # **Model answer.** The scale exists to undo the growth of a dot product with its length: if the entries of $q$
 # and $k$ have mean 0 and variance 1, $q \cdot k$ is a sum of $d$ products and has variance $d$, standard
 # deviation $\sqrt{d}$ (the paper's footnote 4). Inside one head the dot product runs over that head's own
-# $d_k = d_{model}/h = 64$ columns, not over all 512, so its standard deviation is $\sqrt{64} = 8$ and dividing by
-# 8 brings the scores back to unit spread. Dividing by $\sqrt{512} \approx 22.6$ would shrink them by a further
-# factor $\sqrt{h} = \sqrt{8} \approx 2.8$: the softmax would be flatter than intended, each head's attention
+# $d_k = d_{model}/h = 64$ columns, not over all 768, so its standard deviation is $\sqrt{64} = 8$ and dividing by
+# 8 brings the scores back to unit spread. Dividing by $\sqrt{768} \approx 27.7$ would shrink them by a further
+# factor $\sqrt{h} = \sqrt{12} \approx 3.5$: the softmax would be flatter than intended, each head's attention
 # closer to uniform, and the scale would change with the head count although one head's computation does not.
 #
 # **Rubric for the grader (2 points).**
@@ -539,13 +539,13 @@ plt.show()
 #
 # **Rep: the head sizes of real models.** The cell below takes published configurations, computes $d_{head}$
 # and the attention parameters of one layer ($4 d_{model}^2$, no biases) and of all layers. Note the two
-# families: $d_{head} = 64$ (BERT, GPT-2, the original Transformer) and $d_{head} = 128$ (GPT-3 175B, Llama-2).
+# families: $d_{head} = 64$ (BERT, GPT-2, like the original Transformer) and $d_{head} = 128$ (GPT-3 175B,
+# Llama-2).
 # Llama-2 70B is left out on purpose: it shares each key/value head between 8 query heads (grouped-query
 # attention), so $W_K$ and $W_V$ are smaller than $d_{model} \times d_{model}$ (lesson 03).
 
 # %%
 models = [  # name, d_model, n_heads, layers
-    ("Transformer enc.", 512, 8, 6),  # the base model's encoder; its decoder has two attentions per layer
     ("BERT-base", 768, 12, 12),
     ("GPT-2 small", 768, 12, 12),
     ("GPT-3 175B", 12288, 96, 96),
@@ -576,8 +576,8 @@ for name, d_model, n_heads, layers in models:
 #
 # ## Summary
 #
-# - $d_{head} = d_{model} / n_{heads}$; the four projections hold $4 d_{model}^2$ parameters whatever the head
-#   count, exactly like one full-width head.
+# - $d_{head} = d_{model} / n_{heads}$; the four projections hold the same number of parameters whatever the
+#   head count, exactly like one full-width head.
 # - Split = reshape to `(T, n_heads, d_head)` then swap axes; merge undoes it in reverse. An exact round trip does
 #   not prove the heads hold the right columns.
 # - Different heads attend differently because they use different slices of the projections; evidence for that
