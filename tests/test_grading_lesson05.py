@@ -86,6 +86,7 @@ def test_wrong_multiple_choice_loses_exactly_its_point(graded):
     assert lost(r) == {"multiple_choice"}, r["errors"]
     assert r["total"] == (AUTO_POINTS - 1, TOTAL)
     assert "is not the true statement" in r["feedback"]
+    assert f"({hidden._CHOICE})" not in r["feedback"]  # the feedback explains the mistake, not the answer
 
 
 @grading
@@ -115,15 +116,16 @@ def test_independent_mistakes_each_cost_only_their_own_cell(graded):
 
 
 # ------------------------------------------------------------------------------------------ the answer stays hidden
-def _released_text():
+def _released_texts():
+    """Everything a learner receives: the lesson's cells and every file in lessons/."""
     nb = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
-    return "\n".join(c.source for c in nb.cells), (course.LESSONS / "selfcheck.py").read_text()
+    files = [p.read_text(encoding="utf-8") for p in sorted(course.LESSONS.iterdir()) if p.is_file()]
+    return ["\n".join(c.source for c in nb.cells), *files]
 
 
 def test_student_notebook_does_not_contain_the_multiple_choice_answer():
-    notebook, helper = _released_text()
     answer = hidden._CHOICE
-    for text in (notebook, helper):
+    for text in _released_texts():
         assert not re.search(r"mc_answer\s*=\s*['\"][a-dA-D]['\"]", text)
         for variant in {answer, answer.upper(), answer + "\n", f"'{answer}'", f'"{answer}"'}:
             for algo in ("md5", "sha1", "sha224", "sha256", "sha512", "blake2b"):
