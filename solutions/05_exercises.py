@@ -372,7 +372,7 @@ check_mha_from_scratch(mha_from_scratch, split_into_heads, merge_heads)
 #
 # The cell below runs your layer on one input with every head count that divides $d_{model} = 24$ and prints
 # the shapes. Read the columns: `d_head` shrinks as heads are added, the output stays $(T, d_{model})$, and the
-# parameter count $4 d_{model}^2$ never moves. What changes is how the same $d_{model}$ columns are shared out:
+# parameter count never moves. What changes is how the same $d_{model}$ columns are shared out:
 # many narrow subspaces, each with its own attention pattern, or a few wide ones.
 
 # %%
