@@ -4,6 +4,8 @@ lesson-05 bug fails its hidden test with its diagnosis, the visible self-checks 
 student notebook does not give away the multiple-choice answer."""
 
 import hashlib
+import json
+import os
 import re
 import types
 
@@ -18,6 +20,11 @@ from autograder.checks import lesson05 as hidden
 from autograder.checks.runner import WrongAnswer
 from grading_helpers import grade, lost
 
+try:
+    import fcntl
+except ImportError:  # Windows has no fcntl: there each xdist worker grades on its own
+    fcntl = None
+
 LESSON = "05_exercises"
 AUTO_POINTS = 13.0  # d_head_512 1, param_count_512 1, d_head_small 1, roundtrip 3, heads_differ 3, mha 3, mc 1
 MANUAL = {"explain_reshape": 3.0, "explain_w_o": 2.0, "explain_scale": 2.0}
@@ -31,11 +38,9 @@ def _bugs(*ids):
 
 
 # ------------------------------------------------------------------------------------------ through nbgrader
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("l05")
+def _submissions():
     wrong_letter = next(c for c in "abcd" if c != hidden._CHOICE)
-    results = grade(tmp, LESSON, {
+    return {
         "complete": submissions.fill(LESSON),
         "untouched": submissions.student_notebook(LESSON),
         "wrong_choice": submissions.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
@@ -45,8 +50,33 @@ def graded(tmp_path_factory):
         "three_bugs": submissions.fill(LESSON, {
             **_bugs("head_weights_same_columns", "mha_from_scratch_no_w_o"),
             "answer_param_count_512": "param_count_8_heads = 3 * 512 * 512\nparam_count_1_head = 3 * 512 * 512\n"}),
-    })
-    return tmp / "course", results
+    }
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """(course root, results): every submission graded by one ``nbgrader autograde`` call.
+
+    Under pytest-xdist the tests of this module may land on both workers; the first worker grades and writes the
+    results to the run's shared temporary folder, the other reads them, so the class is graded once per run.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or fcntl is None:
+        tmp = tmp_path_factory.mktemp("l05")
+        return tmp / "course", grade(tmp, LESSON, _submissions())
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")  # one folder per test run, even with a fixed --basetemp
+    shared = tmp_path_factory.getbasetemp().parent / f"lesson05-grading-{run}"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "results.json"
+        if not done.exists():
+            done.write_text(json.dumps(grade(shared, LESSON, _submissions())))
+        results = json.loads(done.read_text())
+    for r in results.values():  # JSON turned the (score, max) pairs into lists
+        r["total"] = tuple(r["total"])
+        r["tests"] = {gid: tuple(v) for gid, v in r["tests"].items()}
+    return shared / "course", results
 
 
 def _manual_grades(root, student):
