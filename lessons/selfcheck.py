@@ -257,18 +257,22 @@ def _split_is_right(split_into_heads):
     """True when split_into_heads passes the arange probe (used to decide whether later probes can run)."""
     try:
         with np.errstate(all="ignore"):
-            x = np.arange(24.0).reshape(3, 8)
+            x = np.arange(120.0).reshape(5, 3, 8)  # (B, T, d_model)
             got = split_into_heads(x, 2)
-        return _close(got, np.stack([x[:, :4], x[:, 4:]]), 0.0)
+            one = split_into_heads(x[0], 2)
+        return (_close(got, np.stack([x[..., :4], x[..., 4:]], axis=1), 0.0)
+                and _close(one, np.stack([x[0, :, :4], x[0, :, 4:]]), 0.0))
     except Exception:
         return False
 
 
 def _merge_is_right(merge_heads):
     try:
-        heads = np.arange(24.0).reshape(2, 3, 4)  # (n_heads, T, d_head)
+        heads = np.arange(120.0).reshape(5, 2, 3, 4)  # (B, n_heads, T, d_head)
         got = merge_heads(heads)
-        return _close(got, np.concatenate([heads[0], heads[1]], axis=-1), 0.0)
+        one = merge_heads(heads[0])
+        return (_close(got, np.concatenate([heads[:, 0], heads[:, 1]], axis=-1), 0.0)
+                and _close(one, np.concatenate([heads[0, 0], heads[0, 1]], axis=-1), 0.0))
     except Exception:
         return False
 
@@ -395,16 +399,16 @@ def check_head_weights(head_weights, split_into_heads=None):
     if not _close(flat, np.full((n_heads, T, T), 1 / T), 1e-9):
         _fail(f"with W_Q = 0 every query is 0, so every score is 0 and every weight must be 1/T = {1 / T:.3g}; "
               "yours are not: the weights must be softmax of the scores Q_h K_h^T / sqrt(d_head) of the layer")
+    if split_into_heads is not None and not _split_is_right(split_into_heads):
+        _ok("head_weights: shape, rows sum to 1, deterministic, W_Q = 0 gives uniform weights (the batch and "
+            "per-head probes run once split_into_heads passes its check)")
+        return
     B = 2
     xb = np.stack([x, x[::-1]])
     wb = _call(head_weights, "head_weights", xb, W_Q, W_K, n_heads)
     if np.shape(wb) != (B, n_heads, T, T) or not _close(wb[1], head_weights(x[::-1], W_Q, W_K, n_heads), 1e-9):
         _fail(f"on a batch x of shape (B, T, d_model) = {xb.shape} head_weights should give (B, n_heads, T, T) = "
               f"{(B, n_heads, T, T)}, each example as on its own (got shape {np.shape(wb)}): use negative axes")
-    if split_into_heads is not None and not _split_is_right(split_into_heads):
-        _ok("head_weights: shape, rows sum to 1, deterministic, W_Q = 0 gives uniform weights, batches work "
-            "(the per-head probes run once split_into_heads passes its check)")
-        return
     d_head = d_model // n_heads
     for j in range(n_heads):
         W_Q_j = W_Q.copy()
@@ -460,17 +464,17 @@ def check_mha_from_scratch(mha_from_scratch, split_into_heads=None, merge_heads=
     if not _close(zero_out, np.zeros((T, d_model)), 1e-12):
         _fail("with W_O = 0 the output should be 0, but it is not: the output is Concat(heads) @ W_O, so W_O "
               "must be applied last")
+    helpers_ok = ((split_into_heads is None or _split_is_right(split_into_heads))
+                  and (merge_heads is None or _merge_is_right(merge_heads)))
+    if not helpers_ok:
+        _ok("mha_from_scratch: shapes for every head count, W_O applied (the batch and value probes run "
+            "once split_into_heads and merge_heads pass their check)")
+        return
     xb = np.stack([x, x[::-1], 2 * x])
     outb, wb = _call(mha_from_scratch, "mha_from_scratch", xb, W_Q, W_K, W_V, W_O, n_heads)
     if np.shape(outb) != (3, T, d_model) or np.shape(wb) != (3, n_heads, T, T) or not _close(outb[0], out, 1e-9):
         _fail(f"on a batch x of shape (B, T, d_model) = {xb.shape} the result should be out (B, T, d_model) and "
               f"weights (B, n_heads, T, T), each example as on its own: use negative axes")
-    helpers_ok = ((split_into_heads is None or _split_is_right(split_into_heads))
-                  and (merge_heads is None or _merge_is_right(merge_heads)))
-    if not helpers_ok:
-        _ok("mha_from_scratch: shapes for every head count, W_O applied, batches work (the value probes run "
-            "once split_into_heads and merge_heads pass their check)")
-        return
     flat_out, flat_w = _call(mha_from_scratch, "mha_from_scratch", x, np.zeros_like(W_Q), W_K, W_V, W_O, n_heads)
     expected = np.broadcast_to((x @ W_V).mean(axis=0) @ W_O, (T, d_model))
     if not _close(flat_w, np.full((n_heads, T, T), 1 / T), 1e-9):
