@@ -1,0 +1,144 @@
+"""Catalogued learner bugs of lesson 05 (exercises): the learner's own split/merge, per-head weights and
+multi-head attention from raw operations.
+
+The sources are self-contained (numpy only), because a mutation test pastes them into the student notebook,
+where the reference helpers do not exist.
+"""
+
+import math  # noqa: F401 - used inside the bug sources' namespace
+
+import numpy as np  # noqa: F401
+
+from autograder.bugs import bug
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 05: split_into_heads / merge_heads (graded by the round-trip test)
+# ---------------------------------------------------------------------------------------------------------
+bug("split_into_heads_bare_reshape", "05", "split_into_heads",
+    """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 gets the
+    first T*d_head numbers of the array (whole token vectors) instead of columns 0:d_head of every token. The
+    shapes fit and a bare-reshape merge even undoes it exactly, which is why an exact round trip alone proves
+    nothing. Reshape to (..., T, n_heads, d_head), then np.swapaxes(x, -3, -2).""",
+    """
+    def split_into_heads(x, n_heads):
+        *lead, T, d_model = x.shape
+        return x.reshape(*lead, n_heads, T, d_model // n_heads)
+    """, tests=("roundtrip",))
+
+bug("merge_heads_bare_reshape", "05", "merge_heads",
+    """merge_heads reshapes straight to (..., T, d_model) without first moving the head axis back behind T,
+    so token t's row is filled with pieces of several tokens. Swap axes -3 and -2 first, then reshape.""",
+    """
+    def merge_heads(x):
+        *lead, n_heads, T, d_head = x.shape
+        return x.reshape(*lead, T, n_heads * d_head)
+    """, tests=("roundtrip",))
+
+bug("split_into_heads_strided", "05", "split_into_heads",
+    """split_into_heads reshapes to (..., T, d_head, n_heads), so head i holds every n_heads-th column (i,
+    i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head. Reshape to (..., T, n_heads,
+    d_head).""",
+    """
+    def split_into_heads(x, n_heads):
+        *lead, T, d_model = x.shape
+        x = x.reshape(*lead, T, d_model // n_heads, n_heads)
+        return np.moveaxis(x, -1, -3)
+    """, tests=("roundtrip",))
+
+bug("split_into_heads_fixed_axes", "05", "split_into_heads",
+    """split_into_heads swaps axes 0 and 1, which is right for one sequence (T, d_model) but swaps the batch
+    axis on batched input. Use negative axes: np.swapaxes(x, -3, -2).""",
+    """
+    def split_into_heads(x, n_heads):
+        *lead, T, d_model = x.shape
+        x = x.reshape(*lead, T, n_heads, d_model // n_heads)
+        return np.swapaxes(x, 0, 1)
+    """, tests=("roundtrip",))
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 05: head_weights (graded by the "heads differ" test)
+# ---------------------------------------------------------------------------------------------------------
+bug("head_weights_random_patterns", "05", "head_weights",
+    """head_weights returns random attention patterns. Two random patterns always differ, so they say nothing
+    about the layer: the weights must be computed from x, W_Q and W_K, softmax(Q_h K_h^T / sqrt(d_head)) for
+    each head h.""",
+    """
+    def head_weights(x, W_Q, W_K, n_heads):
+        rng = np.random.default_rng(0)
+        T = x.shape[-2]
+        scores = rng.normal(size=(*x.shape[:-2], n_heads, T, T))
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    """, tests=("heads_differ",))
+
+bug("head_weights_same_columns", "05", "head_weights",
+    """Every head uses the first d_head columns of Q and K, so all heads are copies of head 0. Head h must use
+    its own columns h*d_head:(h+1)*d_head: split Q and K into heads.""",
+    """
+    def head_weights(x, W_Q, W_K, n_heads):
+        d_head = x.shape[-1] // n_heads
+        Q = (x @ W_Q)[..., :d_head]
+        K = (x @ W_K)[..., :d_head]
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        w = e / e.sum(axis=-1, keepdims=True)
+        return np.repeat(w[..., None, :, :], n_heads, axis=-3)
+    """, tests=("heads_differ",))
+
+bug("head_weights_scaled_by_d_model", "05", "head_weights",
+    """The scores are divided by sqrt(d_model). Inside one head the dot product sums over d_head = d_model //
+    n_heads terms, so the scale is sqrt(d_head); sqrt(d_model) makes every head's softmax too flat.""",
+    """
+    def head_weights(x, W_Q, W_K, n_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+        Q = np.swapaxes((x @ W_Q).reshape(*lead, T, n_heads, d_head), -3, -2)
+        K = np.swapaxes((x @ W_K).reshape(*lead, T, n_heads, d_head), -3, -2)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_model)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    """, tests=("heads_differ",))
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 05: mha_from_scratch (graded by the cell mha_from_scratch_test)
+# ---------------------------------------------------------------------------------------------------------
+_MHA_HEAD = """
+    def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+        Q = np.swapaxes((x @ W_Q).reshape(*lead, T, n_heads, d_head), -3, -2)
+        K = np.swapaxes((x @ W_K).reshape(*lead, T, n_heads, d_head), -3, -2)
+        V = np.swapaxes((x @ W_V).reshape(*lead, T, n_heads, d_head), -3, -2)
+"""
+_SOFTMAX = """
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+"""
+_MERGE = """
+        concat = np.swapaxes(weights @ V, -3, -2).reshape(*lead, T, d_model)
+"""
+
+bug("mha_from_scratch_no_w_o", "05", "mha_from_scratch",
+    """The output is the concatenation of the heads without W_O. Each column would then come from one head
+    only: return Concat(heads) @ W_O.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_w_o_transposed", "05", "mha_from_scratch",
+    """W_O is applied transposed (concat @ W_O.T). W_O has shape (n_heads*d_head, d_model) and is applied as
+    Concat(heads) @ W_O.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O.T, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_scaled_by_d_model", "05", "mha_from_scratch",
+    """The scores are divided by sqrt(d_model) instead of the per-head sqrt(d_head): inside one head the dot
+    product sums over d_head terms.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_model)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_heads_summed", "05", "mha_from_scratch",
+    """The heads are summed (or averaged) instead of concatenated, and the sum is tiled back to d_model columns.
+    Concatenate the heads side by side, (..., T, n_heads*d_head), then apply W_O.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX
+    + "        summed = (weights @ V).sum(axis=-3)\n"
+    + "        return np.concatenate([summed] * n_heads, axis=-1) @ W_O, weights\n", tests=("mha_from_scratch_test",))

@@ -1,0 +1,211 @@
+"""Hidden tests of lesson 05 (exercises).
+
+One function per graded test cell, named by the cell's grade_id (``mha_from_scratch`` grades the cell
+``mha_from_scratch_test``). Function answers are graded against ``autograder.reference``: the learner's
+``split_into_heads`` / ``merge_heads`` against ``split_heads`` / ``concat_heads``, ``head_weights`` against the
+weights of ``multi_head_attention``, ``mha_from_scratch`` against ``multi_head_attention``. Inputs are seeded random
+arrays whose sizes all differ (B, n_heads, T, d_head), unbatched and batched, float64 and float32. Composite
+functions are graded with the reference helpers bound in place of the learner's, so a wrong split costs the
+round-trip points only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograder import reference
+from autograder.checks import compare
+from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, distinct_dims, rng_for
+
+# The answer of the multiple-choice question. It lives only here (hidden checks), never in lessons/.
+_CHOICE = "c"
+_WRONG_CHOICE = {
+    "a": ("that option describes one attention whose output is cut into slices afterwards. In multi-head attention "
+          "every head runs its own attention, with its own weights over the keys, on its own projections"),
+    "b": ("if all heads shared W_Q, W_K and W_V they would compute identical weights: what lets heads differ is "
+          "that each has its own learned projections, not a restriction on positions"),
+    "d": ("without W_O each output column comes from one head only; W_O is the learned linear map that mixes the "
+          "heads and maps them back to d_model, so leaving it out does change what the layer can represent"),
+}
+
+_D_MODEL_SMALL = 32  # the d_model of exercise 2, fixed in the notebook's text and answer cell
+
+
+def _not_answered(name):
+    raise WrongAnswer(f"{name} is not implemented yet: replace None with your answer in its cell, run it, then "
+                      "run the test cell again.")
+
+
+def _whole_number(value, name) -> int:
+    """The learner's answer as a Python int, or a WrongAnswer saying why it is not a whole number."""
+    if value is None:
+        _not_answered(name)
+    if type(value) is bool or not isinstance(value, (int, np.integer)):
+        raise WrongAnswer(f"{name} = {value!r} ({type(value).__name__}) should be a whole number (an int); "
+                          "use // for integer division")
+    return int(value)
+
+
+# ---------------------------------------------------------------------------------------------- answers
+def d_head_512(answer):
+    """d_k of the base Transformer: d_model = 512, h = 8."""
+    got = _whole_number(answer, "d_head_512")
+    expected = reference.split_heads(np.zeros((1, 512)), 8).shape[-1]
+    if got == 512 * 8:
+        raise WrongAnswer("d_head_512 multiplies d_model by the head count; the heads share d_model's columns, "
+                          "so each gets d_model / n_heads of them")
+    if got != expected:
+        raise WrongAnswer(f"d_head_512 = {got} is not the width of one head for d_model = 512 and 8 heads")
+
+
+def param_count_512(count_8_heads, count_1_head):
+    """Parameters of W_Q, W_K, W_V, W_O for d_model = 512 with 8 heads and with 1 head (no biases)."""
+    d_model = 512
+    for name, value, n_heads in (("param_count_8_heads", count_8_heads, 8),
+                                 ("param_count_1_head", count_1_head, 1)):
+        got = _whole_number(value, name)
+        expected = reference.mha_param_count(d_model, n_heads)
+        if got == expected:
+            continue
+        d_head = d_model // n_heads
+        known = {
+            3 * d_model * d_model: "counts only W_Q, W_K and W_V: W_O is a fourth d_model x d_model matrix",
+            expected * n_heads: "is multiplied by the head count, but the heads share the columns of each "
+                                "d_model x d_model matrix: each head owns a d_model x d_head slice",
+            4 * d_model * d_head: "counts one head's slices only (d_model x d_head per matrix); the layer has "
+                                  "n_heads of them",
+            4 * d_model * d_model + 4 * d_model: "includes biases; the exercise asks for the matrices only",
+            3 * d_model * d_model + d_model * d_head: "counts W_O as (d_head x d_model); it takes all n_heads * "
+                                                      "d_head concatenated columns",
+        }
+        if got in known and got != expected:
+            raise WrongAnswer(f"{name} = {got} {known[got]}")
+        raise WrongAnswer(f"{name} = {got} is not the number of entries of W_Q, W_K, W_V and W_O for d_model = "
+                          f"{d_model} and {n_heads} head{'s' if n_heads > 1 else ''}")
+
+
+def d_head_small(d_head_2_heads, d_head_8_heads):
+    """d_k for d_model = 32 with 2 heads and with 8 heads."""
+    for name, value, n_heads in (("d_head_2_heads", d_head_2_heads, 2), ("d_head_8_heads", d_head_8_heads, 8)):
+        got = _whole_number(value, name)
+        expected = reference.split_heads(np.zeros((1, _D_MODEL_SMALL)), n_heads).shape[-1]
+        if got != expected:
+            raise WrongAnswer(f"{name} = {got} is not the width of one head for d_model = {_D_MODEL_SMALL} and "
+                              f"{n_heads} heads")
+
+
+def multiple_choice(mc_answer):
+    """The multiple-choice question on what multi-head attention does."""
+    if mc_answer is None:
+        _not_answered("mc_answer")
+    if type(mc_answer) is not str or str.lower(str.strip(mc_answer)) not in ("a", "b", "c", "d"):
+        raise WrongAnswer(f"mc_answer = {mc_answer!r}: record one letter from a to d as a string")
+    choice = str.lower(str.strip(mc_answer))
+    if choice != _CHOICE:
+        raise WrongAnswer(f"({choice}) is not the true statement: {_WRONG_CHOICE[choice]}.")
+
+
+# ------------------------------------------------------------------------------------------ split / merge
+def _split_cases(rng, test_id):
+    d = distinct_dims(rng, ("B", "T", "n_heads", "d_head"))
+    d_model = d["n_heads"] * d["d_head"]
+    return d, [
+        Case((rng.normal(size=(d["T"], d_model)), d["n_heads"]), label="unbatched"),
+        Case((rng.normal(size=(d["B"], d["T"], d_model)), d["n_heads"]), label="batched"),
+        Case((rng.normal(size=(d["B"], 2, d["T"], d_model)).astype(np.float32), d["n_heads"]),
+             label="two batch axes, float32"),
+        Case((rng.normal(size=(d["T"], d_model)), 1), label="one head"),
+        Case((rng.normal(size=(d["B"], d["T"], d_model)), d_model), label="d_head = 1"),
+    ]
+
+
+def roundtrip(split_into_heads, merge_heads):
+    """Both functions equal the reference on random inputs, and merge(split(x)) is x exactly."""
+    rng = rng_for("roundtrip")
+    d, cases = _split_cases(rng, "roundtrip")
+    check("split_into_heads", split_into_heads, cases, rtol=0.0, atol=0.0, ref=reference.split_heads)
+    merge_cases = [Case((reference.split_heads(c.args[0], c.args[1]).copy(),), label=c.label) for c in cases]
+    check("merge_heads", merge_heads, merge_cases, rtol=0.0, atol=0.0, ref=reference.concat_heads)
+    for c in cases:
+        x, n_heads = c.args
+        before = compare.snapshot(x)
+        with np.errstate(all="ignore"):
+            back = merge_heads(split_into_heads(x, n_heads))
+        if not compare.is_array(back) or back.dtype != x.dtype or not compare.unchanged(before, back):
+            raise WrongAnswer(f"merge_heads(split_into_heads(x, {n_heads})) is not x bit for bit (same dtype) on "
+                              f"input {c.describe()}")
+
+
+# ------------------------------------------------------------------------------------------ head weights
+def _reference_head_weights(x, W_Q, W_K, n_heads):
+    """The weights of every head of the reference layer (W_V and W_O do not affect them)."""
+    zeros = np.zeros_like(W_Q)
+    return reference.multi_head_attention(x, W_Q, W_K, zeros, zeros, n_heads)[1]
+
+
+def _layer(rng, lead, d, dtype=np.float64, n_heads=None):
+    n_heads = n_heads or d["n_heads"]
+    d_model = d["n_heads"] * d["d_head"]
+    x = rng.normal(size=(*lead, d["T"], d_model)).astype(dtype)
+    Ws = [(rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4)]
+    return x, Ws, n_heads
+
+
+_HELPERS = {"split_into_heads": reference.split_heads, "merge_heads": reference.concat_heads,
+            "softmax": reference.softmax, "head_weights": _reference_head_weights}
+
+
+def heads_differ(head_weights, split_into_heads=None, softmax=None):
+    """head_weights equals the true per-head attention of layers the test supplies, and heads 0 and 1 differ.
+
+    Graded with the reference split and softmax bound in place of the learner's. A function that returns random
+    patterns (which always "differ") fails: the weights must be those of the given layer.
+    """
+    rng = rng_for("heads_differ")
+    d = distinct_dims(rng, ("B", "T", "n_heads", "d_head"))  # all >= 2, so there are heads 0 and 1
+    bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "softmax")}
+    # The exercise's claim, on a layer the test supplies: heads 0 and 1 of the learner's result differ ...
+    x, (W_Q, W_K, _, _), n_heads = _layer(rng, (), d)
+    expected = _reference_head_weights(x, W_Q, W_K, n_heads)
+    with np.errstate(all="ignore"):
+        with bound(head_weights, bind):
+            got = _call(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
+    if compare.is_array(got) and compare.shape_of(got) == compare.shape_of(expected):
+        if compare.same_values(got[0], got[1], rtol=0.0, atol=1e-6):
+            raise WrongAnswer("heads 0 and 1 of head_weights give the same weights on a random layer: each head "
+                              "must use its own columns i*d_head:(i+1)*d_head of Q and K")
+    # ... and they are the true attention weights of that layer (random arrays also differ; they fail here).
+    cases = [Case((x, W_Q, W_K, n_heads), label="the supplied layer")]
+    for lead, dtype, label in (((d["B"],), np.float64, "batched"), ((), np.float32, "float32")):
+        xx, (Wq, Wk, _, _), h = _layer(rng, lead, d, dtype)
+        cases.append(Case((xx, Wq, Wk, h), label=label))
+    xx, (Wq, Wk, _, _), _ = _layer(rng, (), d)
+    cases.append(Case((xx, Wq, Wk, 1), label="one head"))
+    try:
+        check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=_reference_head_weights)
+    except WrongAnswer as exc:
+        if "] (on input" in str(exc):  # a catalogued bug, already explained
+            raise
+        raise WrongAnswer(f"{exc}. The weights must be the attention of the layer given to head_weights, "
+                          "softmax(Q_h K_h^T / sqrt(d_head)) for each head h, not any pattern that differs") from None
+
+
+# ------------------------------------------------------------------------------------ mha from raw operations
+def mha_from_scratch(mha_from_scratch, split_into_heads=None, merge_heads=None, softmax=None, head_weights=None):
+    """Equal to reference.multi_head_attention for several head counts, unbatched, batched and float32."""
+    rng = rng_for("mha_from_scratch")
+    d = distinct_dims(rng, ("B", "T", "n_heads", "d_head"))
+    d_model = d["n_heads"] * d["d_head"]
+    cases = []
+    for lead, dtype, n_heads, label in (((), np.float64, None, "unbatched"),
+                                        ((d["B"],), np.float64, None, "batched"),
+                                        ((d["B"],), np.float32, None, "batched, float32"),
+                                        ((), np.float64, 1, "one head"),
+                                        ((), np.float64, d_model, "d_head = 1")):
+        x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
+        cases.append(Case((x, *Ws, h), label=label))
+    bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "merge_heads", "softmax", "head_weights")}
+    check("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+          bind=bind, ref=reference.multi_head_attention)
