@@ -55,7 +55,7 @@ bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count",
         if bias:
             count += 2 * d_model + 2 * width
         return count
-    """, tests=("gqa_param_count",))
+    """, tests=("gqa_count",))
 
 bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
     """The cache holds a key *and* a value vector for every KV head in every layer: the count needs a factor

@@ -102,7 +102,7 @@ def param_count_bias(mha_param_count):
     check_counts("mha_param_count", mha_param_count, _mha_cases(_rng("param_count_bias"), True))
 
 
-def exercise_512(exercise_512, mha_param_count=None):
+def exercise_values(exercise_512, mha_param_count=None):
     """(d_head, params with 8 heads, params of one full-width head) for d_model = 512, graded with the
     reference count bound in, so a wrong ``mha_param_count`` does not cost these points too."""
     if not callable(exercise_512):
@@ -122,9 +122,9 @@ def exercise_512(exercise_512, mha_param_count=None):
                               "(no bias)")
 
 
-def gqa_param_count(gqa_param_count, mha_param_count=None):
+def gqa_count(gqa_param_count, mha_param_count=None):
     """Random GQA layouts (MQA, GQA, and n_kv_heads == n_heads), with and without bias, and Llama-2 70B."""
-    rng = _rng("gqa_param_count")
+    rng = _rng("gqa_count")
     cases = []
     for bias in (False, True):
         for _ in range(3):
