@@ -6,7 +6,7 @@ import numpy as np  # noqa: F401
 
 from autograder.bugs import bug
 
-_SCORES = ("multi_head_scores",)
+_SCORES = ("head_scores",)
 
 
 def _scores_source(scale_expr):
@@ -52,7 +52,7 @@ bug("std_experiment_variance", "04", "dot_product_std",
         if scaled:
             dots = dots / math.sqrt(d_k)
         return float(np.var(dots))
-    """, tests=("dot_product_std",))
+    """, tests=("std_experiment",))
 
 bug("std_experiment_scaled_by_d_k", "04", "dot_product_std",
     """With scaled=True the experiment divides q.k by d_k instead of sqrt(d_k), so the scaled spread falls
@@ -65,7 +65,7 @@ bug("std_experiment_scaled_by_d_k", "04", "dot_product_std",
         if scaled:
             dots = dots / d_k
         return float(np.std(dots))
-    """, tests=("dot_product_std",))
+    """, tests=("std_experiment",))
 
 bug("std_experiment_global_rng", "04", "dot_product_std",
     """The experiment draws from numpy's global random state instead of the `rng` it is given, so the same
@@ -78,4 +78,4 @@ bug("std_experiment_global_rng", "04", "dot_product_std",
         if scaled:
             dots = dots / math.sqrt(d_k)
         return float(np.std(dots))
-    """, tests=("dot_product_std",))
+    """, tests=("std_experiment",))

@@ -41,10 +41,10 @@ def _inputs(rng, lead, d, dtype=_np.float64):
     return x, W_Q, W_K, d["n_heads"]
 
 
-def multi_head_scores(multi_head_scores, split_heads=None):
+def head_scores(multi_head_scores, split_heads=None):
     """Unbatched, batched, two batch axes, float32 (which must stay float32). Graded with the reference
     split_heads bound in: this lesson gives split_heads, and lesson 02 grades it."""
-    rng = _rng("multi_head_scores")
+    rng = _rng("head_scores")
     d = _layout(rng)
     cases = [
         Case(_inputs(rng, (), d), label="unbatched"),
@@ -107,12 +107,12 @@ def _diagnose(d_k, scaled, got, expected):
     return "the measured standard deviation is not what q.k of unit-variance vectors gives"
 
 
-def dot_product_std(dot_product_std):
+def std_experiment(dot_product_std):
     """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; and the same seed
     twice gives the same value (the experiment draws from the rng it is given)."""
     if not callable(dot_product_std):
         raise WrongAnswer(f"dot_product_std should be a function, got {type(dot_product_std).__name__}")
-    seed = int(_rng("dot_product_std").integers(1, 2**31))
+    seed = int(_rng("std_experiment").integers(1, 2**31))
     for d_k in _D_KS:
         for scaled in (False, True):
             got = _value(dot_product_std, d_k, scaled, seed + d_k)
