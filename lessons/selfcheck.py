@@ -242,17 +242,29 @@ def check_param_count(mha_param_count):
     _ok("mha_param_count: 1,048,576 for d_model=512, the same for every n_heads, biases 4 * d_model")
 
 
-def check_exercise_512(exercise_512):
-    """The worked exercise: (d_head, params with 8 heads, params of one full-width head)."""
+def check_exercise_512(exercise_512, mha_param_count=None):
+    """The worked exercise: (d_head, params with 8 heads, params of one full-width head).
+
+    A wrong total that merely repeats your ``mha_param_count`` is reported but not failed here: that function's
+    own check already fails, and one mistake should not fail two checks.
+    """
     got = _call(exercise_512, "exercise_512")
     if not isinstance(got, tuple) or len(got) != 3:
         _fail("exercise_512() should return a tuple of three numbers: (d_head, params_8_heads, params_1_head)")
     d_head, eight, one = got
     if d_head != 64:
         _fail(f"d_head = {d_head}; it is d_model // n_heads for d_model=512 and 8 heads")
-    if eight != one:
-        _fail(f"8 heads give {eight:,} parameters and one full-width head {one:,}; they should be equal")
-    if eight != 4 * 512 * 512:
+    if eight != 4 * 512 * 512 or one != 4 * 512 * 512:
+        try:
+            echoes = mha_param_count is not None and (eight, one) == (mha_param_count(512, 8), mha_param_count(512, 1))
+        except Exception:
+            echoes = False
+        if echoes:
+            print(f"\u2718 exercise: {eight:,} and {one:,} come from your mha_param_count, which is wrong "
+                  "(see its check above); fix it and run this cell again")
+            return
+        if eight != one:
+            _fail(f"8 heads give {eight:,} parameters and one full-width head {one:,}; they should be equal")
         _fail(f"{eight:,} parameters: count all four projections W_Q, W_K, W_V, W_O of a 512-wide layer")
     _ok("exercise: d_head = 64, and 8 heads cost exactly what one 512-wide head costs: 1,048,576")
 

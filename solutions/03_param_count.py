@@ -121,7 +121,7 @@ def exercise_512():
 __import__("autograder.checks.session").checks.session.run(
     "lesson03", "exercise_values", exercise_512, mha_param_count=mha_param_count)
 ### END HIDDEN TESTS
-check_exercise_512(exercise_512)
+check_exercise_512(exercise_512, mha_param_count)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "widget_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ### Try it: change d_model and n_heads
