@@ -200,7 +200,7 @@ def check_attention_mask(scaled_dot_product_attention):
 
 
 # ------------------------------------------------------------------------------------------------ lesson 03
-__all__ += ["check_param_count", "check_exercise_512", "check_gqa_param_count", "check_kv_cache_bytes"]
+__all__ += ["check_param_count", "check_param_count_bias", "check_exercise_512", "check_gqa_param_count", "check_kv_cache_bytes"]
 
 
 def _count(fn, name, *args, **kwargs):
@@ -229,17 +229,26 @@ def check_param_count(mha_param_count):
               "slices of d_model x d_head always add up to one d_model x d_model matrix per projection")
     if _count(mha_param_count, "mha_param_count", 1024, 8) != 4 * got:
         _fail("doubling d_model should multiply the count by 4 (every matrix is d_model x d_model)")
-    no_bias = _count(mha_param_count, "mha_param_count", 768, 12)
-    with_bias = _count(mha_param_count, "mha_param_count", 768, 12, bias=True)
+    no_bias = _count(mha_param_count, "mha_param_count", 768, 12, bias=False)
     default = _count(mha_param_count, "mha_param_count", 768, 12)
     if default != no_bias or no_bias != 2_359_296:
-        _fail(f"mha_param_count(768, 12) = {no_bias:,}; with bias left at its default (False) it should be "
+        _fail(f"mha_param_count(768, 12) = {default:,}; with bias left at its default (False) it should be "
               "4 * 768^2 = 2,359,296")
+    _ok("mha_param_count: 1,048,576 for d_model=512, the same for every n_heads, 4 * d_model^2 in general")
+
+
+def check_param_count_bias(mha_param_count):
+    """With bias=True: BERT-base's layer, one bias vector of length d_model per projection."""
+    no_bias = _count(mha_param_count, "mha_param_count", 768, 12)
+    with_bias = _count(mha_param_count, "mha_param_count", 768, 12, bias=True)
     extra = with_bias - no_bias
     if extra != 4 * 768:
         _fail(f"bias=True adds {extra:,} parameters for d_model=768; each of the four projections has one bias "
               "vector of length d_model, so it should add 4 * 768 = 3,072")
-    _ok("mha_param_count: 1,048,576 for d_model=512, the same for every n_heads, biases 4 * d_model")
+    if with_bias != 2_362_368:
+        _fail(f"mha_param_count(768, 12, bias=True) = {with_bias:,}; BERT-base's attention layer has "
+              "4 * 768^2 + 4 * 768 = 2,362,368 parameters")
+    _ok("mha_param_count(bias=True): 2,362,368 for BERT-base's layer, 4 * d_model biases")
 
 
 def check_exercise_512(exercise_512, mha_param_count=None):

@@ -39,7 +39,8 @@ from IPython.display import DisplayHandle, Image, Markdown, display
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from selfcheck import check_exercise_512, check_gqa_param_count, check_kv_cache_bytes, check_param_count
+from selfcheck import (check_exercise_512, check_gqa_param_count, check_kv_cache_bytes, check_param_count,
+                       check_param_count_bias)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "where_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 1. Where the parameters live
@@ -89,7 +90,7 @@ check_param_count(mha_param_count)
 __import__("autograder.checks.session").checks.session.run("lesson03", "param_count_bias", mha_param_count)
 ### END HIDDEN TESTS
 # Self-check (biases): BERT-base's layer, 4 * 768^2 + 4 * 768.
-check_param_count(mha_param_count)
+check_param_count_bias(mha_param_count)
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "exercise_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
 # ## 2. The paper's layer, by hand
