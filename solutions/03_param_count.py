@@ -69,9 +69,7 @@ def mha_param_count(d_model, n_heads, bias=False):
     ### BEGIN SOLUTION
     if d_model % n_heads != 0:
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
-    d_head = d_model // n_heads
-    per_projection = d_model * (n_heads * d_head)  # n_heads slices of (d_model, d_head)
-    count = 4 * per_projection  # W_Q, W_K, W_V, W_O
+    count = 4 * d_model * d_model  # W_Q, W_K, W_V, W_O: each n_heads slices of (d_model, d_head)
     if bias:
         count += 4 * d_model
     return count
@@ -303,8 +301,7 @@ display(Markdown("\n".join(rows)))
 def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
     """Parameters of one grouped-query attention layer (n_kv_heads key/value heads shared by n_heads queries)."""
     ### BEGIN SOLUTION
-    d_head = d_model // n_heads
-    d_kv = n_kv_heads * d_head  # width of W_K's and W_V's output
+    d_kv = n_kv_heads * (d_model // n_heads)  # width of W_K's and W_V's output: n_kv_heads * d_head
     count = 2 * d_model * d_model + 2 * d_model * d_kv  # W_Q, W_O full; W_K, W_V narrow
     if bias:
         count += 2 * d_model + 2 * d_kv
