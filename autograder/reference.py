@@ -145,3 +145,71 @@ def mha_param_count(d_model, n_heads, bias=False):
     weights = 4 * d_model * d_model
     biases = 4 * d_model if bias else 0
     return int(weights + biases)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 03 (parameter count: grouped-query attention and the KV cache) and lesson 04 (d_k scaling)
+# ---------------------------------------------------------------------------------------------------------
+__all__ += ["gqa_param_count", "kv_cache_bytes_per_token", "multi_head_scores", "dot_product_std"]
+
+
+def _positive_int(name, v):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
+def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
+    """Parameters of one grouped-query attention layer (MQA when n_kv_heads == 1, MHA when == n_heads).
+
+    W_Q and W_O stay (d_model, d_model); W_K and W_V shrink to (d_model, n_kv_heads * d_head) because groups
+    of n_heads // n_kv_heads query heads share one key/value head. With bias: d_model each for W_Q and W_O,
+    n_kv_heads * d_head each for W_K and W_V.
+    """
+    for name, v in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+        _positive_int(name, v)
+    _check_divisible(d_model, n_heads)
+    if n_heads % n_kv_heads != 0:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads}: each key/value head serves "
+                         "a whole group of query heads")
+    d_head = d_model // n_heads
+    d_kv = n_kv_heads * d_head  # width of the K (and V) projection
+    weights = 2 * d_model * d_model + 2 * d_model * d_kv  # W_Q, W_O + W_K, W_V
+    biases = (2 * d_model + 2 * d_kv) if bias else 0
+    return int(weights + biases)
+
+
+def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
+    """Bytes the KV cache grows by per generated token: a key and a value vector per KV head, per layer."""
+    for name, v in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("d_head", d_head),
+                    ("bytes_per_value", bytes_per_value)):
+        _positive_int(name, v)
+    return int(2 * n_layers * n_kv_heads * d_head * bytes_per_value)  # 2 = one K and one V
+
+
+def multi_head_scores(x, W_Q, W_K, n_heads):
+    """Scaled scores of every head: x (..., T, d_model) -> (..., n_heads, T, T).
+
+    Inside a head the dot product sums over d_head = d_model // n_heads terms, so the scale is sqrt(d_head),
+    not sqrt(d_model). The scale is a Python float, so float32 input stays float32.
+    """
+    x = np.asarray(x)
+    d_model = x.shape[-1]
+    _check_divisible(d_model, n_heads)
+    d_head = d_model // n_heads
+    Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
+    K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
+    return Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)  # (..., n_heads, T, T)
+
+
+def dot_product_std(d_k, n_samples, scaled, rng):
+    """Standard deviation of q.k over ``n_samples`` pairs of independent standard-normal q, k of width d_k.
+
+    About sqrt(d_k) unscaled (the variance of a sum of d_k unit-variance products is d_k) and about 1 when
+    each dot product is divided by sqrt(d_k). Draws q then k, each (n_samples, d_k), from ``rng``.
+    """
+    q = rng.standard_normal((n_samples, d_k))  # (n_samples, d_k)
+    k = rng.standard_normal((n_samples, d_k))  # (n_samples, d_k)
+    dots = np.sum(q * k, axis=-1)  # (n_samples,)
+    if scaled:
+        dots = dots / math.sqrt(d_k)
+    return float(np.std(dots))

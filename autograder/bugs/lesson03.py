@@ -1,0 +1,66 @@
+"""Catalogued learner bugs of lesson 03: counting the parameters of multi-head and grouped-query attention."""
+
+import math  # noqa: F401 - used inside the bug sources' namespace
+
+import numpy as np  # noqa: F401
+
+from autograder.bugs import bug
+
+_COUNT_TESTS = ("param_count", "param_count_bias")
+
+bug("param_count_no_W_O", "03", "mha_param_count",
+    """The count leaves out the output projection W_O. A multi-head attention layer owns four (d_model,
+    d_model) matrices, W_Q, W_K, W_V and W_O: the heads' concatenated outputs are mixed by W_O, and its
+    d_model^2 weights (plus d_model biases) belong to the layer too.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 3 * d_model * d_model
+        if bias:
+            count += 3 * d_model
+        return count
+    """, tests=_COUNT_TESTS)
+
+bug("param_count_times_heads", "03", "mha_param_count",
+    """The count is multiplied by n_heads, as if every head had full (d_model, d_model) projections. Each head
+    projects to d_head = d_model // n_heads columns, so the n_heads slices together make one (d_model, d_model)
+    matrix per projection: the total is 4 d_model^2 whatever n_heads is.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 4 * d_model * d_model * n_heads
+        if bias:
+            count += 4 * d_model * n_heads
+        return count
+    """, tests=_COUNT_TESTS)
+
+bug("param_count_bias_once", "03", "mha_param_count",
+    """The biases are counted wrong: there is one bias vector of length d_model for each of the four
+    projections (W_Q, W_K, W_V and W_O), so bias=True adds 4 * d_model, not d_model.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 4 * d_model * d_model
+        if bias:
+            count += d_model
+        return count
+    """, tests=("param_count_bias",))
+
+bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count",
+    """W_K and W_V are sized with the number of query heads. In grouped-query attention only n_kv_heads
+    key/value heads exist, so W_K and W_V are (d_model, n_kv_heads * d_head); only W_Q and W_O stay
+    (d_model, d_model).""",
+    """
+    def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
+        d_head = d_model // n_heads
+        width = n_heads * d_head
+        count = 2 * d_model * d_model + 2 * d_model * width
+        if bias:
+            count += 2 * d_model + 2 * width
+        return count
+    """, tests=("gqa_count",))
+
+bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
+    """The cache holds a key *and* a value vector for every KV head in every layer: the count needs a factor
+    of 2 for K and V.""",
+    """
+    def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
+        return n_layers * n_kv_heads * d_head * bytes_per_value
+    """, tests=("kv_cache_bytes",))

@@ -1,0 +1,81 @@
+"""Catalogued learner bugs of lesson 04: the per-head scale of the scores and the dot-product experiment."""
+
+import math  # noqa: F401 - used inside the bug sources' namespace
+
+import numpy as np  # noqa: F401
+
+from autograder.bugs import bug
+
+_SCORES = ("head_scores",)
+
+
+def _scores_source(scale_expr):
+    return f"""
+    def multi_head_scores(x, W_Q, W_K, n_heads):
+        d_model = x.shape[-1]
+        d_head = d_model // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        return Q @ np.swapaxes(K, -1, -2) / {scale_expr}
+    """
+
+
+bug("scores_no_scaling", "04", "multi_head_scores",
+    """The scores are not scaled at all: divide each head's Q K^T by math.sqrt(d_head). Unscaled, their
+    standard deviation grows like sqrt(d_head) and softmax saturates.""",
+    _scores_source("1"), tests=_SCORES)
+
+bug("scores_scaled_by_d_k", "04", "multi_head_scores",
+    """The scores are divided by d_head instead of sqrt(d_head). The variance of q.k is d_head, so its
+    standard deviation, the number to divide by, is sqrt(d_head).""",
+    _scores_source("d_head"), tests=_SCORES)
+
+bug("scores_scaled_by_d_model", "04", "multi_head_scores",
+    """The scores are scaled by sqrt(d_model) instead of the per-head sqrt(d_head). Inside one head the dot
+    product sums over d_head = d_model // n_heads terms, so its spread is sqrt(d_head); dividing by
+    sqrt(d_model) shrinks every score by a further sqrt(n_heads) and flattens the weights.""",
+    _scores_source("math.sqrt(d_model)"), tests=_SCORES)
+
+bug("scores_scaled_by_seq_len", "04", "multi_head_scores",
+    """The scores are scaled by the sequence length (x.shape[-2], the T axis) instead of the head width
+    d_head. The dot product sums over the d_head entries of q and k; that sum is what sets the scale.""",
+    _scores_source("math.sqrt(x.shape[-2])"), tests=_SCORES)
+
+bug("std_experiment_variance", "04", "dot_product_std",
+    """The experiment returns the variance of q.k (about d_k) rather than its standard deviation (about
+    sqrt(d_k)): use np.std, or take the square root of the variance.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = rng.standard_normal((n_samples, d_k))
+        k = rng.standard_normal((n_samples, d_k))
+        dots = np.sum(q * k, axis=-1)
+        if scaled:
+            dots = dots / math.sqrt(d_k)
+        return float(np.var(dots))
+    """, tests=("std_experiment",))
+
+bug("std_experiment_scaled_by_d_k", "04", "dot_product_std",
+    """With scaled=True the experiment divides q.k by d_k instead of sqrt(d_k), so the scaled spread falls
+    like 1/sqrt(d_k) instead of staying near 1.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = rng.standard_normal((n_samples, d_k))
+        k = rng.standard_normal((n_samples, d_k))
+        dots = np.sum(q * k, axis=-1)
+        if scaled:
+            dots = dots / d_k
+        return float(np.std(dots))
+    """, tests=("std_experiment",))
+
+bug("std_experiment_global_rng", "04", "dot_product_std",
+    """The experiment draws from numpy's global random state instead of the `rng` it is given, so the same
+    seed does not give the same result. Draw q and k with rng.standard_normal(...).""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = np.random.standard_normal((n_samples, d_k))
+        k = np.random.standard_normal((n_samples, d_k))
+        dots = np.sum(q * k, axis=-1)
+        if scaled:
+            dots = dots / math.sqrt(d_k)
+        return float(np.std(dots))
+    """, tests=("std_experiment",))

@@ -1,0 +1,60 @@
+"""Lesson 03 graded for real: one course, one `nbgrader autograde` over a completed, an untouched and one
+submission per catalogued bug of the lesson; every score is read back from the gradebook."""
+
+import pytest
+
+from autograder import bugs, submissions
+from grading_helpers import grade, lost
+
+LESSON = "03_param_count"
+POINTS = {"setup": 0, "param_count": 2, "param_count_bias": 1, "exercise_values": 1, "gqa_count": 2,
+          "kv_cache_bytes": 1}
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "03"]
+pytestmark = pytest.mark.grading
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    notebooks = {
+        "complete": submissions.fill(LESSON),
+        "untouched": submissions.student_notebook(LESSON),
+        # the worked exercise answered by hand, without calling mha_param_count
+        "exercise_by_hand": submissions.fill(LESSON, {"exercise_512": """
+            def exercise_512():
+                return 64, 4 * 512 * 512, 4 * 512 * 512
+            """}),
+    }
+    notebooks.update({b.id: submissions.fill(LESSON, {b.function: b.source}) for b in LESSON_BUGS})
+    return grade(tmp_path_factory.mktemp("l03"), LESSON, notebooks)
+
+
+def test_the_lesson_has_the_tests_and_points_we_think(results):
+    assert {gid: mx for gid, (_, mx) in results["complete"]["tests"].items()} == POINTS
+
+
+def test_completed_notebook_gets_full_marks(results):
+    assert results["complete"]["total"] == (7.0, 7.0)
+    assert lost(results["complete"]) == set(), results["complete"]["errors"]
+    assert results["exercise_by_hand"]["total"] == (7.0, 7.0)
+
+
+def test_untouched_notebook_gets_zero(results):
+    assert results["untouched"]["total"] == (0.0, 7.0)
+    assert "not implemented yet" in results["untouched"]["feedback"]
+
+
+def test_the_required_bugs_are_catalogued():
+    ids = {b.id for b in LESSON_BUGS}
+    assert {"param_count_no_W_O", "param_count_times_heads", "param_count_bias_once",
+            "gqa_kv_sized_with_query_heads"} <= ids
+
+
+@pytest.mark.parametrize("bug", LESSON_BUGS, ids=lambda b: b.id)
+def test_each_bug_loses_exactly_its_points_and_is_named(results, bug):
+    r = results[bug.id]
+    assert lost(r) == set(bug.tests), r["errors"]
+    assert r["total"] == (7.0 - sum(POINTS[t] for t in bug.tests), 7.0)
+    for gid in bug.tests:
+        assert bug.diagnosis in r["errors"][gid]
+    assert f"[{bug.id}]" in r["feedback"]
+    assert bug.diagnosis.split(". ")[0] in r["feedback"]

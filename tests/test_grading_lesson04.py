@@ -1,0 +1,101 @@
+"""Lesson 04 graded for real: one course, one `nbgrader autograde` over a completed, an untouched and one
+submission per catalogued bug of the lesson, plus experiments that are right in a different way (another
+seed, another way of drawing) and wrong in ways the catalog does not list; scores read from the gradebook."""
+
+import pytest
+
+from autograder import bugs, submissions
+from grading_helpers import grade, lost
+
+LESSON = "04_dk_scaling"
+POINTS = {"setup": 0, "std_experiment": 3, "head_scores": 3}
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "04"]
+pytestmark = pytest.mark.grading
+
+# A correct experiment written differently from the model answer: a loop over d_k-wide rows, einsum, and the
+# unbiased (ddof=1) standard deviation; it must pass because the test allows for sampling error.
+OTHER_CORRECT_EXPERIMENT = """
+def dot_product_std(d_k, n_samples, scaled, rng):
+    pairs = rng.normal(0.0, 1.0, size=(2, n_samples, d_k))
+    dots = np.einsum("nd,nd->n", pairs[0], pairs[1])
+    if scaled:
+        dots = dots / d_k ** 0.5
+    return np.std(dots, ddof=1)
+"""
+# Wrong, but not in the catalog: uniform entries on [-1, 1] have variance 1/3, not 1.
+UNIFORM_EXPERIMENT = """
+def dot_product_std(d_k, n_samples, scaled, rng):
+    q = rng.uniform(-1, 1, size=(n_samples, d_k))
+    k = rng.uniform(-1, 1, size=(n_samples, d_k))
+    dots = (q * k).sum(axis=1)
+    return float(dots.std() / (math.sqrt(d_k) if scaled else 1.0))
+"""
+NP_SQRT_SCORES = """
+def multi_head_scores(x, W_Q, W_K, n_heads):
+    d_head = x.shape[-1] // n_heads
+    Q = split_heads(x @ W_Q, n_heads)
+    K = split_heads(x @ W_K, n_heads)
+    return Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    notebooks = {
+        "complete": submissions.fill(LESSON),
+        "untouched": submissions.student_notebook(LESSON),
+        "other_correct_experiment": submissions.fill(LESSON, {"dot_product_std": OTHER_CORRECT_EXPERIMENT}),
+        "uniform_experiment": submissions.fill(LESSON, {"dot_product_std": UNIFORM_EXPERIMENT}),
+        "np_sqrt_scores": submissions.fill(LESSON, {"multi_head_scores": NP_SQRT_SCORES}),
+    }
+    notebooks.update({b.id: submissions.fill(LESSON, {b.function: b.source}) for b in LESSON_BUGS})
+    return grade(tmp_path_factory.mktemp("l04"), LESSON, notebooks)
+
+
+def test_the_lesson_has_the_tests_and_points_we_think(results):
+    assert {gid: mx for gid, (_, mx) in results["complete"]["tests"].items()} == POINTS
+
+
+def test_completed_notebook_gets_full_marks(results):
+    assert results["complete"]["total"] == (6.0, 6.0)
+    assert lost(results["complete"]) == set(), results["complete"]["errors"]
+
+
+def test_untouched_notebook_gets_zero(results):
+    assert results["untouched"]["total"] == (0.0, 6.0)
+    assert "not implemented yet" in results["untouched"]["feedback"]
+
+
+def test_a_correct_experiment_written_differently_passes(results):
+    r = results["other_correct_experiment"]
+    assert r["total"] == (6.0, 6.0), r["errors"]
+
+
+def test_an_experiment_with_the_wrong_distribution_fails_with_a_reason(results):
+    r = results["uniform_experiment"]
+    assert lost(r) == {"std_experiment"}
+    assert r["total"] == (3.0, 6.0)
+    assert "variance 1/3" in r["feedback"]
+
+
+def test_np_sqrt_promoting_float32_loses_the_scores_points_with_the_reason(results):
+    r = results["np_sqrt_scores"]
+    assert lost(r) == {"head_scores"}
+    assert "np.sqrt(d_head) is a numpy float64" in r["feedback"]
+
+
+def test_the_required_bugs_are_catalogued():
+    ids = {b.id for b in LESSON_BUGS}
+    assert {"scores_no_scaling", "scores_scaled_by_d_k", "scores_scaled_by_d_model",
+            "scores_scaled_by_seq_len"} <= ids
+
+
+@pytest.mark.parametrize("bug", LESSON_BUGS, ids=lambda b: b.id)
+def test_each_bug_loses_exactly_its_points_and_is_named(results, bug):
+    r = results[bug.id]
+    assert lost(r) == set(bug.tests), r["errors"]
+    assert r["total"] == (6.0 - sum(POINTS[t] for t in bug.tests), 6.0)
+    for gid in bug.tests:
+        assert bug.diagnosis in r["errors"][gid]
+    assert f"[{bug.id}]" in r["feedback"]
+    assert bug.diagnosis.split(". ")[0] in r["feedback"]
