@@ -148,9 +148,14 @@ def saved_stderr(nb):
 
 
 def widget_cells(nb):
-    """Indices of the cells whose saved outputs hold a widget view."""
-    return [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
-            and any(WIDGET_MIME in out.get("data", {}) for out in cell.get("outputs", []))]
+    """{cell index: positions of its outputs that are widget views} for every cell with a saved widget view."""
+    found = {}
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            views = [j for j, out in enumerate(cell.get("outputs", [])) if WIDGET_MIME in out.get("data", {})]
+            if views:
+                found[i] = views
+    return found
 
 
 def image_cells(nb):
@@ -180,26 +185,52 @@ CONTROLS = {
 _OUTPUT_PARTS = ".widget-output, .widget-html-content, .widget-htmlmath-content, .widget-image, .widget-valid"
 
 
-def wait_widgets_rendered(page, index, timeout_s=20):
-    """Every widget view in cell ``index`` is drawn by ipywidgets (not "Loading widget..." or an error)."""
+def wait_widgets_rendered(page, index, views, timeout_s=20):
+    """The outputs at positions ``views`` of cell ``index`` (its widget views, as saved) are drawn by ipywidgets:
+    a ``.jupyter-widgets`` element, not "Loading widget..." or "Error displaying widget"."""
     deadline = time.monotonic() + timeout_s
     while True:
-        views = page.evaluate(f"""(i) => Array.from(({_CELLS_JS})()[i].querySelectorAll(
-            '.jp-OutputArea-output[data-mime-type="{WIDGET_MIME}"]')).map(o => [
-                o.querySelectorAll('.jupyter-widgets').length, o.innerText.slice(0, 300)])""", index)
-        bad = [text for n, text in views if n == 0 or "Error displaying widget" in text]
-        if views and not bad:
+        outputs = page.evaluate(f"""(i) => Array.from(({_CELLS_JS})()[i].querySelectorAll(
+            '.jp-Cell-outputWrapper .jp-OutputArea-child')).filter(o => !o.parentElement.closest('.widget-output'))
+            .map(o => [o.querySelectorAll('.jupyter-widgets').length, o.innerText.slice(0, 300)])""", index)
+        bad = [(j, outputs[j][1] if j < len(outputs) else "(no such output on screen)") for j in views
+               if j >= len(outputs) or outputs[j][0] == 0 or "Error displaying widget" in outputs[j][1]]
+        if not bad:
             return len(views)
         if time.monotonic() > deadline:
-            raise AssertionError(f"cell {index}: {len(bad)} of {len(views)} widget views did not render: {bad}"
-                                 if views else f"cell {index}: no widget view on screen")
+            raise AssertionError(f"cell {index}: {len(bad)} of {len(views)} widget views did not render "
+                                 f"(output position, text on screen): {bad}")
         time.sleep(0.25)
 
 
 def output_signature(page):
-    """What the notebook's widget outputs show (Output widgets, HTML, images), without the controls."""
+    """What the notebook's widget outputs show (Output widgets, HTML, images), without the controls: their
+    text and the sources of their images."""
     return page.evaluate(f"""() => Array.from(document.querySelectorAll(
-        '.jp-NotebookPanel .jp-Notebook :is({_OUTPUT_PARTS})')).map(e => e.innerHTML).join('\\n')""")
+        '.jp-NotebookPanel .jp-Notebook :is({_OUTPUT_PARTS})')).map(e => e.innerText + ' ' +
+        Array.from(e.querySelectorAll('img')).map(im => im.src).join(' ') + ' ' + (e.src || '')).join('\\n')""")
+
+
+def _kernel_status(page):
+    return page.evaluate("() => (document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator')"
+                         " || {dataset: {}}).dataset.status")
+
+
+def wait_output_settled(page, before, timeout_s, quiet_s=0.6):
+    """After a control moved: wait until the outputs differ from ``before`` and have stayed the same for
+    ``quiet_s`` with the kernel idle (a redraw clears the output first), or ``timeout_s`` passes."""
+    start = time.monotonic()
+    last, since = None, start
+    while True:
+        sig, now = output_signature(page), time.monotonic()
+        if sig != last:
+            last, since = sig, now
+        settled = _kernel_status(page) == "idle" and now - since >= quiet_s
+        if settled and (sig != before or now - start >= timeout_s):
+            return sig
+        if now - start >= timeout_s + 10:
+            return sig
+        time.sleep(0.1)
 
 
 def controls_in(page, index):
@@ -210,15 +241,14 @@ def controls_in(page, index):
         const cell = ({_CELLS_JS})()[i];
         const sel = Object.values(controls).join(', ');
         const found = [];
-        for (const [kind, s] of Object.entries(controls)) {{
-            for (const el of cell.querySelectorAll('.jp-OutputArea-output ' + s)) {{
-                if (el.parentElement.closest(sel)) continue;  // a part of a bigger control
-                if (el.hasAttribute('data-mha-control')) continue;
-                const id = `c${{i}}-${{found.length}}`;
-                el.setAttribute('data-mha-control', id);
-                const label = el.querySelector('.widget-label');
-                found.push([kind, id, (label && label.innerText.trim()) || `${{kind}} ${{found.length}}`]);
-            }}
+        for (const el of cell.querySelectorAll('.jp-OutputArea-output :is(' + sel + ')')) {{  // document order
+            if (el.parentElement.closest(sel)) continue;  // a part of a bigger control
+            const kind = Object.keys(controls).find(k => el.matches(controls[k]));
+            const id = el.getAttribute('data-mha-control') || `c${{i}}-${{found.length}}`;
+            el.setAttribute('data-mha-control', id);
+            const label = Array.from(el.querySelectorAll('.widget-label, .widget-label-basic, label'))
+                .map(l => l.innerText.replace(/[\\u200b\\s]+/g, ' ').trim()).find(t => t);
+            found.push([kind, id, label || `${{kind}} ${{found.length}}`]);
         }}
         const unknown = Array.from(cell.querySelectorAll(
             '.jp-OutputArea-output .jupyter-widgets :is(input, select, textarea, button, [tabindex])'))
@@ -272,13 +302,14 @@ def move_control(page, kind, control_id):
 
 
 def check_widgets_move_outputs(page, cells, timeout_s=20):
-    """Every widget in ``cells`` rendered, and moving each control changes what the widget outputs show.
+    """Every widget in ``cells`` ({cell index: widget view positions}, from ``widget_cells``) rendered, and
+    moving each control changes what the widget outputs show.
 
     Returns [(cell, control label)] of the controls moved. Raises AssertionError naming each control whose
     move left every output unchanged."""
     moved, frozen = [], []
-    for index in cells:
-        wait_widgets_rendered(page, index)
+    for index, views in cells.items():
+        wait_widgets_rendered(page, index, views)
         controls = controls_in(page, index)
         if not controls:
             raise AssertionError(f"cell {index} shows a widget with no control to move")
@@ -286,13 +317,9 @@ def check_widgets_move_outputs(page, cells, timeout_s=20):
             wait_kernel_idle(page)
             before = output_signature(page)
             move_control(page, kind, control_id)
-            deadline = time.monotonic() + timeout_s
-            while output_signature(page) == before and time.monotonic() < deadline:
-                time.sleep(0.2)
-            if output_signature(page) == before:
+            if wait_output_settled(page, before, timeout_s) == before:
                 frozen.append((index, label))
             else:
-                wait_kernel_idle(page)
                 moved.append((index, label))
     if frozen:
         raise AssertionError(f"moving these widgets did not change any output within {timeout_s} s: {frozen}")
