@@ -53,20 +53,25 @@ def prompts(page):
         (c.querySelector('.jp-InputPrompt') || {{textContent: ''}}).textContent.trim()])""")
 
 
+def _kernel_status(page):
+    return page.evaluate("() => (document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator')"
+                         " || {dataset: {}}).dataset.status")
+
+
 def _executed(prompt):
     return re.fullmatch(r"\[\d+\]:", prompt) is not None
 
 
-def wait_settled(page, must_run, timeout_s):
-    """Wait until the cell at index ``must_run`` has an execution count, no cell is queued or running ([*])
-    and the kernel is idle."""
+def wait_settled(page, must_run, timeout_s, or_error=False):
+    """Wait until the cell at index ``must_run`` has an execution count (or, with ``or_error``, an error is on
+    screen), no cell is queued or running ([*]) and the kernel is idle."""
     deadline = time.monotonic() + timeout_s
     while True:
         state = prompts(page)
         busy = [i for i, (kind, p) in enumerate(state) if kind == "code" and "*" in p]
-        status = page.evaluate("() => (document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator')"
-                               " || {dataset: {}}).dataset.status")
-        if _executed(state[must_run][1]) and not busy and status == "idle":
+        status = _kernel_status(page)
+        done = _executed(state[must_run][1]) or (or_error and on_screen_errors(page))
+        if done and not busy and status == "idle":
             time.sleep(0.3)  # a last output message may still be on its way
             if prompts(page) == state:
                 return state
@@ -83,9 +88,9 @@ def select_cell(page, index):
 def run_all(page, timeout_s):
     """Run → Run All Cells, then wait. Like a learner, it stops at the first error (the kernel's
     stop-on-error aborts the queue). Returns the prompts."""
-    first_code = next(i for i, (kind, _) in enumerate(prompts(page)) if kind == "code")
+    last_code = [i for i, (kind, _) in enumerate(prompts(page)) if kind == "code"][-1]
     run_menu(page, "Run All Cells")
-    return wait_settled(page, first_code, timeout_s)
+    return wait_settled(page, last_code, timeout_s, or_error=True)
 
 
 def run_everything(page, timeout_s):
@@ -211,11 +216,6 @@ def output_signature(page):
         Array.from(e.querySelectorAll('img')).map(im => im.src).join(' ') + ' ' + (e.src || '')).join('\\n')""")
 
 
-def _kernel_status(page):
-    return page.evaluate("() => (document.querySelector('.jp-NotebookPanel .jp-Notebook-ExecutionIndicator')"
-                         " || {dataset: {}}).dataset.status")
-
-
 def wait_output_settled(page, before, timeout_s, quiet_s=0.6):
     """After a control moved: wait until the outputs differ from ``before`` and have stayed the same for
     ``quiet_s`` with the kernel idle (a redraw clears the output first), or ``timeout_s`` passes."""
@@ -321,6 +321,10 @@ def check_widgets_move_outputs(page, cells, timeout_s=20):
                 frozen.append((index, label))
             else:
                 moved.append((index, label))
+            red = on_screen_errors(page)
+            if red:
+                raise AssertionError(f"moving {label!r} in cell {index} put an error on screen: "
+                                     f"{[(i, t[-500:]) for i, t in red]}")
     if frozen:
         raise AssertionError(f"moving these widgets did not change any output within {timeout_s} s: {frozen}")
     return moved

@@ -1,5 +1,6 @@
 """The widget assertions of the lesson tests, proven on a small notebook made here: they pass on widgets that
-work, and they fail on a widget whose output never changes, one whose view cannot render, and a red box.
+work, and they fail on a widget whose output never changes, one that shows an error once moved, one whose view
+cannot render, and a red box.
 
 Lessons with widgets are checked by the same functions (``labdriver.check_widgets_move_outputs``), so these
 tests show that check can both pass and fail.
@@ -29,6 +30,8 @@ widgets.interact(lambda flag, k, mode: print(f"flag={flag} k={k} mode={mode}"),
                  flag=widgets.Checkbox(value=False, description="flag"),
                  k=widgets.IntText(value=2, description="k"),
                  mode=widgets.ToggleButtons(options=["a", "b"], description="mode"));'''
+FAILS_AT_END = '''\
+widgets.interact(lambda n: print(1 / (5 - n)), n=widgets.IntSlider(min=0, max=5, value=1, description="n"));'''
 FROZEN = '''\
 widgets.interact(lambda n: print("this never changes"), n=widgets.IntSlider(min=0, max=5, value=1, description="n"));'''
 
@@ -38,7 +41,7 @@ def demo(lab_server):
     folder = lab_server.root / "fixtures"
     folder.mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, FIGURE, TEXT, FROZEN)]
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, FIGURE, TEXT, FROZEN, FAILS_AT_END)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     course.write_notebook(nb, folder / "widget_demo.ipynb")
     return folder / "widget_demo.ipynb"
@@ -52,13 +55,15 @@ def test_widget_checks_pass_on_working_widgets_and_fail_on_frozen_ones(lab_serve
     nb = lab.save_and_read(page, demo, state)
 
     views = lab.widget_cells(nb)
-    assert list(views) == [1, 2, 3], "every interact cell should have saved a widget view"
+    assert list(views) == [1, 2, 3, 4], "every interact cell should have saved a widget view"
     assert [kind for kind, _, _ in lab.controls_in(page, 1)] == ["slider", "dropdown"]
     moved = lab.check_widgets_move_outputs(page, {1: views[1], 2: views[2]})
     assert [label for _, label in moved] == ["n", "colour map", "flag", "k", "mode"], moved
 
     with pytest.raises(AssertionError, match=r"did not change any output.*\(3, 'n'\)"):
         lab.check_widgets_move_outputs(page, {3: views[3]}, timeout_s=3)
+    with pytest.raises(AssertionError, match=r"moving 'n' in cell 4 put an error on screen.*ZeroDivisionError"):
+        lab.check_widgets_move_outputs(page, {4: views[4]})
 
 
 def test_widget_checks_fail_on_a_view_that_does_not_render(lab_server, new_page):
