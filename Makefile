@@ -30,7 +30,7 @@ lab: venv ## open the lessons in JupyterLab
 	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(LAB_ARGS)
 
 test: venv ## run the whole test suite (what CI runs)
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 $(PYTEST_ARGS)
 
 test-fast: venv ## the tests that do not run nbgrader or notebooks
 	$(PY) -m pytest -n 2 -m "not grading and not browser" $(PYTEST_ARGS)

@@ -35,16 +35,6 @@ def _unavailable(reason):
                 "to make this a failure)")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Keep every browser test on one xdist worker (``--dist loadgroup``), so one server and one Chromium
-    serve them all."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("browser"):
-            item.add_marker(pytest.mark.xdist_group("browser"))
-
-
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     report = yield
@@ -114,28 +104,40 @@ def keep_failure(request, page, server, console):
     return folder
 
 
+@pytest.fixture(scope="session")
+def contexts(browser):
+    """One browser context per server for the session: its HTTP cache spares reloading JupyterLab's scripts
+    for every test. Each test still gets its own page and its own kernels."""
+    made = {}
+    yield made
+    for context in made.values():
+        context.close()
+
+
 @pytest.fixture
-def new_page(request, browser):
-    """``new_page(server)`` opens a fresh browser context; on failure its evidence is kept."""
+def new_page(request, contexts, browser):
+    """``new_page(server)`` opens a page on ``server``; on failure its evidence is kept."""
     opened = []
 
     def open_page(server):
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.set_default_timeout(30_000)
-        page = context.new_page()
+        if server.url not in contexts:
+            contexts[server.url] = browser.new_context(viewport={"width": 1400, "height": 1000})
+            contexts[server.url].set_default_timeout(30_000)
+        page = contexts[server.url].new_page()
         console = []
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-        opened.append((context, page, server, console))
+        opened.append((page, server, console))
         return page
 
     yield open_page
     failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
                  for when in ("setup", "call"))
-    for context, page, server, console in opened:
+    for page, server, console in opened:
         if failed:
             folder = keep_failure(request, page, server, console)
             print(f"browser failure evidence kept in {folder}")
-        context.close()
+        page.close()
         if server is not None:
             server.shutdown_kernels()
+
