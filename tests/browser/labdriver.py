@@ -332,3 +332,11 @@ def check_widgets_move_outputs(page, cells, timeout_s=20):
 
 def scroll_to_cell(page, index):
     page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index).scroll_into_view_if_needed()
+
+
+def hide_left_sidebar(page):
+    """View → Show Left Sidebar off (Ctrl+B), so a screenshot shows more of the notebook."""
+    if page.locator("#jp-left-stack:visible").count():
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+b")
+        page.locator("#jp-left-stack").wait_for(state="hidden", timeout=5_000)

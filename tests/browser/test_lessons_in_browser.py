@@ -60,6 +60,7 @@ def test_completed_lesson_runs_clean_with_working_widgets(lesson, lab_server, fo
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shown = ([*widgets] or lab.image_cells(nb) or [0])[0]
+    lab.hide_left_sidebar(page)
     lab.scroll_to_cell(page, shown)
     page.screenshot(path=str(SCREENSHOTS / f"{lesson}.png"))
 
