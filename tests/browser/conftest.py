@@ -1,4 +1,5 @@
-"""Fixtures for the browser tests: one JupyterLab server and one headless Chromium per test session.
+"""Fixtures for the browser tests: one JupyterLab server and one headless Chromium per test session (per
+xdist worker), reused by every test; each test gets its own page and its kernels are shut down after it.
 
 Chromium is Debian's (``/usr/bin/chromium``, or the path in ``MHA_CHROMIUM``) driven by Python Playwright;
 Playwright's own browser downloads are never used. Without Chromium or Playwright the tests skip with the reason;
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from labserver import FAILURES, LabServer
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
