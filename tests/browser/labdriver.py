@@ -313,10 +313,19 @@ def check_widgets_move_outputs(page, cells, timeout_s=20):
         controls = controls_in(page, index)
         if not controls:
             raise AssertionError(f"cell {index} shows a widget with no control to move")
+        # A button beside other controls (interact_manual's "Run Interact") applies their values: press it after
+        # each move instead of checking it alone. A button on its own (e.g. "new sample") must change the output.
+        run_buttons = [cid for kind, cid, _ in controls if kind == "button"]
+        if len(run_buttons) < len(controls):
+            controls = [c for c in controls if c[0] != "button"]
+        else:
+            run_buttons = []
         for kind, control_id, label in controls:
             wait_kernel_idle(page)
             before = output_signature(page)
             move_control(page, kind, control_id)
+            if run_buttons:
+                move_control(page, "button", run_buttons[0])
             if wait_output_settled(page, before, timeout_s) == before:
                 frozen.append((index, label))
             else:

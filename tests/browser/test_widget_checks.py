@@ -36,6 +36,9 @@ widgets.interact(lambda scale, d_k, unit, lr: print(scale, d_k, unit, lr),
                  d_k=widgets.SelectionSlider(options=[8, 16, 64], value=16, description="d_k"),
                  unit=widgets.RadioButtons(options=["nats", "bits"], description="unit"),
                  lr=widgets.FloatLogSlider(value=1e-3, base=10, min=-4, max=-1, description="lr"));'''
+MANUAL = '''\
+widgets.interact_manual(lambda h: print(f"d_head = {48 // h}"),
+                        h=widgets.Dropdown(options=[2, 4, 8], value=4, description="h"));'''
 FAILS_AT_END = '''\
 widgets.interact(lambda n: print(1 / (5 - n)), n=widgets.IntSlider(min=0, max=5, value=1, description="n"));'''
 FROZEN = '''\
@@ -47,7 +50,7 @@ def demo(lab_server):
     folder = lab_server.root / "fixtures"
     folder.mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, FIGURE, TEXT, FROZEN, FAILS_AT_END, MORE)]
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, FIGURE, TEXT, FROZEN, FAILS_AT_END, MORE, MANUAL)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
     course.write_notebook(nb, folder / "widget_demo.ipynb")
     return folder / "widget_demo.ipynb"
@@ -61,11 +64,13 @@ def test_widget_checks_pass_on_working_widgets_and_fail_on_frozen_ones(lab_serve
     nb = lab.save_and_read(page, demo, state)
 
     views = lab.widget_cells(nb)
-    assert list(views) == [1, 2, 3, 4, 5], "every interact cell should have saved a widget view"
+    assert list(views) == [1, 2, 3, 4, 5, 6], "every interact cell should have saved a widget view"
     assert [kind for kind, _, _ in lab.controls_in(page, 1)] == ["slider", "dropdown"]
     assert [kind for kind, _, _ in lab.controls_in(page, 5)] == ["slider", "slider", "radio", "slider"]
-    moved = lab.check_widgets_move_outputs(page, {1: views[1], 2: views[2], 5: views[5]})
-    assert [label for _, label in moved] == ["n", "colour map", "flag", "k", "mode", "scale", "d_k", "unit", "lr"]
+    assert [kind for kind, _, _ in lab.controls_in(page, 6)] == ["dropdown", "button"]
+    moved = lab.check_widgets_move_outputs(page, {i: views[i] for i in (1, 2, 5, 6)})
+    assert [label for _, label in moved] == ["n", "colour map", "flag", "k", "mode", "scale", "d_k", "unit", "lr",
+                                             "h"], moved
 
     with pytest.raises(AssertionError, match=r"did not change any output.*\(3, 'n'\)"):
         lab.check_widgets_move_outputs(page, {3: views[3]}, timeout_s=3)
