@@ -7,7 +7,8 @@ Conventions the lessons follow, enforced here for every lesson in ``solutions/``
   eight words saying what is plotted and what a sighted reader would notice. Each figure needs its own.
   A cell draws a figure when, outside a function body, it calls a matplotlib drawing function (``plt.show``,
   ``plt.subplots``, ``ax.imshow``, ``ax.plot``, ...), an ipywidgets ``interact``/``interactive`` (also as a
-  decorator), or a function defined in an earlier cell that draws.
+  decorator), a function defined in an earlier cell that draws, or a function named ``plot_...``, ``show_...``,
+  ``draw_...`` or ``visualise_...`` (e.g. a plotting helper imported from a module).
 - **Colour maps** named in the code are perceptually uniform: viridis, cividis, magma, inferno or plasma
   (reversed ``_r`` allowed). jet, rainbow, hsv and the other matplotlib maps are refused.
 - **Headings form an outline:** the first heading is the only level-1 heading and no level is skipped.
@@ -33,7 +34,9 @@ MIN_ALT_WORDS = 8
 UNIFORM_MAPS = {"viridis", "cividis", "magma", "inferno", "plasma"}
 DRAWING_CALLS = {"show", "subplots", "subplot", "figure", "imshow", "matshow", "pcolormesh", "pcolor", "contour",
                  "contourf", "plot", "bar", "barh", "hist", "scatter", "errorbar", "fill_between", "stem", "step",
-                 "boxplot", "violinplot", "heatmap", "interact", "interactive", "interact_manual"}
+                 "boxplot", "violinplot", "heatmap", "interact", "interactive", "interact_manual",
+                 "interactive_output"}
+DRAWING_NAME = re.compile(r"^(plot|show|draw|visuali[sz]e)_")  # e.g. plot_heads() imported from a helper module
 TIME_NEEDED = re.compile(r"time needed\W*(?:about|around|roughly|~)?\s*\d+\s*(?:-\s*\d+\s*)?(?:min|minutes|hours?|h)\b",
                          re.I)
 GOALS = re.compile(r"\bgoals?\b", re.I)
@@ -75,7 +78,8 @@ def figure_cells(nb):
         except SyntaxError as exc:
             raise AssertionError(f"cell {i} is not valid Python: {exc}") from None
         draws = DRAWING_CALLS | drawing_functions
-        if any(_call_name(call) in draws for call in _top_level_calls(tree)) or any(
+        if any(_call_name(call) in draws or DRAWING_NAME.match(_call_name(call) or "")
+               for call in _top_level_calls(tree)) or any(
                 isinstance(dec, ast.Name) and dec.id in DRAWING_CALLS for node in tree.body
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for dec in node.decorator_list):
             found.append(i)
@@ -266,7 +270,8 @@ def test_alt_text_checks_catch_missing_short_and_shared_alt_text():
     # a widget, a decorator, and a function from an earlier cell that draws
     assert figure_cells(_nb("interact(f, n=(1, 5))", "@widgets.interact(n=(1, 3))\ndef g(n):\n    pass",
                             "def draw(w):\n    plt.imshow(w)", "draw(w)", "def quiet():\n    return 1",
-                            "quiet()")) == [0, 1, 3]
+                            "quiet()", "plot_heads(w)", "out = widgets.interactive_output(f, {'n': n})",
+                            "x = show_value")) == [0, 1, 3, 6, 7]
 
 
 def test_colour_map_check_rejects_jet_rainbow_hsv():
