@@ -6,9 +6,10 @@ Conventions the lessons follow, enforced here for every lesson in ``solutions/``
   just after it), a sentence of alt text written as ``*Figure (alt text): what the figure shows.*``: at least
   eight words saying what is plotted and what a sighted reader would notice. Each figure needs its own.
   A cell draws a figure when, outside a function body, it calls a matplotlib drawing function (``plt.show``,
-  ``plt.subplots``, ``ax.imshow``, ``ax.plot``, ...), an ipywidgets ``interact``/``interactive`` (also as a
-  decorator), a function defined in an earlier cell that draws, or a function named ``plot_...``, ``show_...``,
-  ``draw_...`` or ``visualise_...`` (e.g. a plotting helper imported from a module).
+  ``plt.subplots``, ``ax.imshow``, ``ax.plot``, ...), a function defined in the notebook that draws, a function
+  named ``plot_...``, ``show_...``, ``draw_...`` or ``visualise_...`` (e.g. a plotting helper imported from a
+  module), or an ipywidgets ``interact``/``interactive``/``interactive_output`` (also as a decorator) whose
+  function draws. A widget that only prints numbers is not a figure.
 - **Colour maps** named in the code are perceptually uniform: viridis, cividis, magma, inferno or plasma
   (reversed ``_r`` allowed). jet, rainbow, hsv and the other matplotlib maps are refused.
 - **Headings form an outline:** the first heading is the only level-1 heading and no level is skipped.
@@ -34,8 +35,8 @@ MIN_ALT_WORDS = 8
 UNIFORM_MAPS = {"viridis", "cividis", "magma", "inferno", "plasma"}
 DRAWING_CALLS = {"show", "subplots", "subplot", "figure", "imshow", "matshow", "pcolormesh", "pcolor", "contour",
                  "contourf", "plot", "bar", "barh", "hist", "scatter", "errorbar", "fill_between", "stem", "step",
-                 "boxplot", "violinplot", "heatmap", "interact", "interactive", "interact_manual",
-                 "interactive_output"}
+                 "boxplot", "violinplot", "heatmap"}
+WIDGET_CALLS = {"interact", "interactive", "interact_manual", "interactive_output"}
 DRAWING_NAME = re.compile(r"^(plot|show|draw|visuali[sz]e)_")  # e.g. plot_heads() imported from a helper module
 TIME_NEEDED = re.compile(r"time needed\W*(?:about|around|roughly|~)?\s*\d+\s*(?:-\s*\d+\s*)?(?:min|minutes|hours?|h)\b",
                          re.I)
@@ -66,8 +67,17 @@ def _top_level_calls(tree):
         stack.extend(ast.iter_child_nodes(node))
 
 
+def _draws(node, drawing_functions):
+    """Whether running ``node`` (a function body, a lambda) would call something that draws."""
+    return any(isinstance(n, ast.Call) and _is_drawing(_call_name(n), drawing_functions) for n in ast.walk(node))
+
+
+def _is_drawing(name, drawing_functions):
+    return bool(name) and (name in DRAWING_CALLS or name in drawing_functions or DRAWING_NAME.match(name))
+
+
 def figure_cells(nb):
-    """Indices of the code cells that draw a figure when they run."""
+    """Indices of the code cells that draw a figure when they run (a widget counts when its function draws)."""
     drawing_functions = set()
     found = []
     for i, cell in enumerate(nb.cells):
@@ -77,16 +87,25 @@ def figure_cells(nb):
             tree = ast.parse(_code(cell))
         except SyntaxError as exc:
             raise AssertionError(f"cell {i} is not valid Python: {exc}") from None
-        draws = DRAWING_CALLS | drawing_functions
-        if any(_call_name(call) in draws or DRAWING_NAME.match(_call_name(call) or "")
-               for call in _top_level_calls(tree)) or any(
-                isinstance(dec, ast.Name) and dec.id in DRAWING_CALLS for node in tree.body
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for dec in node.decorator_list):
+        functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for _ in range(2):  # a function that calls a drawing function defined in the same cell
+            drawing_functions |= {f.name for f in functions if _draws(f, drawing_functions)}
+        draws = False
+        for call in _top_level_calls(tree):
+            name = _call_name(call)
+            if name in WIDGET_CALLS:
+                target = call.args[0] if call.args else None
+                draws |= (isinstance(target, ast.Name) and _is_drawing(target.id, drawing_functions)) or (
+                    isinstance(target, ast.Lambda) and _draws(target, drawing_functions))
+            elif _is_drawing(name, drawing_functions):
+                draws = True
+        for f in tree.body:  # @interact-decorated functions run (and draw) when the cell runs
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name in drawing_functions and any(
+                    (_call_name(d) if isinstance(d, ast.Call) else getattr(d, "attr", getattr(d, "id", None)))
+                    in WIDGET_CALLS for d in f.decorator_list):
+                draws = True
+        if draws:
             found.append(i)
-        for node in ast.walk(tree):  # functions that draw, callable from later cells
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                    isinstance(n, ast.Call) and _call_name(n) in draws for n in ast.walk(node)):
-                drawing_functions.add(node.name)
     return found
 
 
@@ -268,10 +287,18 @@ def test_alt_text_checks_catch_missing_short_and_shared_alt_text():
     shared = _nb(f"md:{ALT}", "plt.show()", "plt.show()", "md:no alt text here")
     assert [i for i, _ in missing_alt_text(shared)] == [2]
     # a widget, a decorator, and a function from an earlier cell that draws
-    assert figure_cells(_nb("interact(f, n=(1, 5))", "@widgets.interact(n=(1, 3))\ndef g(n):\n    pass",
-                            "def draw(w):\n    plt.imshow(w)", "draw(w)", "def quiet():\n    return 1",
-                            "quiet()", "plot_heads(w)", "out = widgets.interactive_output(f, {'n': n})",
-                            "x = show_value")) == [0, 1, 3, 6, 7]
+    assert figure_cells(_nb(
+        "def draw(w):\n    plt.imshow(w)",                                   # 0 defines only
+        "draw(w)",                                                            # 1 draws
+        "interact(draw, w=(1, 5))",                                           # 2 a widget that draws
+        "interact(lambda n: print(n), n=(1, 5))",                             # 3 a widget that prints: no figure
+        "@widgets.interact(n=(1, 3))\ndef g(n):\n    fig, ax = plt.subplots()",  # 4 decorated, draws
+        "@widgets.interact(n=(1, 3))\ndef h(n):\n    print(n)",              # 5 decorated, prints
+        "def quiet():\n    return 1\nquiet()",                              # 6
+        "plot_heads(w)",                                                      # 7 a helper from a module
+        "out = widgets.interactive_output(draw, {'w': s})",                   # 8
+        "def outer(n):\n    draw(n)\ninteract(outer, n=(1, 2))",             # 9 draws through a helper
+        "x = show_value")) == [1, 2, 4, 7, 8, 9]
 
 
 def test_colour_map_check_rejects_jet_rainbow_hsv():
