@@ -9,6 +9,8 @@ PY     := $(BIN)/python
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONPATH := $(abspath .)
 PYTEST_ARGS ?=
+# Extra options for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser" (the browser tests pass port and token).
+LAB_ARGS ?=
 
 .PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
 
@@ -24,13 +26,13 @@ $(BIN)/.installed: requirements.txt
 venv: $(BIN)/.installed ## create .venv with everything the course and its tests need
 
 lab: venv ## open the lessons in JupyterLab
-	cd lessons && ../$(BIN)/jupyter lab
+	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(LAB_ARGS)
 
 test: venv ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-fast: venv ## the tests that do not run nbgrader or notebooks
-	$(PY) -m pytest -n 2 --dist loadfile -m "not grading" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser" $(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
 	$(PY) -m autograder.build

@@ -1,0 +1,73 @@
+"""The README's "open the course" command, `make lab`, smoke-tested in Chromium: it serves lessons/, the first
+lesson opens with its title, its kernel runs the setup cell (imports and the self-check module) and shows a
+figure inline, and nothing in lessons/ is changed.
+
+The test adds port, token and --no-browser through LAB_ARGS and skips the install step (`-o .venv/bin/.installed`):
+the venv it runs in is the one `make` set up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+import pytest
+
+import labdriver as lab
+from autograder import course
+from labserver import LabServer, free_port, lab_args
+
+pytestmark = pytest.mark.browser
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _first_heading(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    raise AssertionError("the lesson has no level-1 heading")
+
+
+def test_make_lab_serves_lessons_and_opens_the_first_lesson(browser, tmp_path, new_page):
+    first = course.lesson_names()[0]
+    before = _snapshot(course.LESSONS)
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = ["make", "--no-print-directory", "-o", ".venv/bin/.installed", "lab",
+           f"LAB_ARGS={' '.join(lab_args(port, token))}"]
+    server = LabServer(cmd, cwd=course.ROOT, root=course.LESSONS, home=tmp_path, port=port, token=token)
+    try:
+        server.wait_ready()
+        served = {item["name"] for item in server.api("contents")["content"]}
+        expected = {f"{name}.ipynb" for name in course.lesson_names()} | set(course.HELPERS)
+        assert expected <= served, f"`make lab` does not serve lessons/: it shows {sorted(served)}"
+
+        page = new_page(server)
+        lab.open_notebook(page, server, f"{first}.ipynb")
+        title = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
+        assert title.replace("¶", "").strip() == _first_heading(course.read_source(course.SOLUTIONS / f"{first}.py"))
+
+        state = lab.prompts(page)
+        setup = next(i for i, (kind, _) in enumerate(state) if kind == "code")
+        lab.select_cell(page, setup)
+        lab.run_menu(page, "Run Selected Cell")
+        lab.wait_settled(page, setup, 60)
+        assert lab.on_screen_errors(page) == [], "the setup cell of the first lesson fails under `make lab`"
+
+        # A scratch cell below the setup cell: a figure must show inline (MPLBACKEND=Agg would hide it).
+        lab.select_cell(page, setup)
+        page.keyboard.press("b")
+        page.keyboard.press("Enter")
+        page.keyboard.insert_text("plt.plot([0, 1, 4]); plt.title('scratch'); plt.show()")
+        lab.run_menu(page, "Run Selected Cell")
+        lab.wait_settled(page, setup + 1, 60)
+        assert lab.on_screen_errors(page) == []
+        assert lab.images_on_screen(page, setup + 1) == 1, "a figure does not display in `make lab`"
+    finally:
+        server.stop()
+    assert _snapshot(course.LESSONS) == before, "opening the course changed files in lessons/"
