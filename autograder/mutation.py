@@ -17,6 +17,9 @@ Prints the mutation score (caught / total) and the time taken.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import re
 import sys
 import tempfile
 import time
@@ -52,10 +55,10 @@ def lesson_of(bug) -> str:
 
 
 def _visible_check_fails(lesson: str, bug) -> bool:
-    """Run the lesson's visible self-checks of the bug's tests on the mutant, in this process.
+    """Run the lesson's visible self-checks on the mutant, in this process.
 
-    Emulates a learner who runs the setup cell, every answer cell (the bug in its place) and then the
-    self-check cells: True when one of those self-checks raises an AssertionError.
+    Emulates a learner who runs the setup cell and every answer cell (the bug in its place), then every cell
+    that calls one of the lesson's ``check_*`` self-checks: True when one of them raises an AssertionError.
     """
     nb = submissions.fill(lesson, {bug.function: bug.source})
     namespace = {"__name__": "__mutant__"}
@@ -66,19 +69,18 @@ def _visible_check_fails(lesson: str, bug) -> bool:
         matplotlib.use("Agg")
         for cell in nb.cells:
             meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type != "code" or not meta:
-                continue
-            if meta.get("grade_id") == "setup" or meta.get("solution"):
+            if cell.cell_type == "code" and (meta.get("grade_id") == "setup" or meta.get("solution")):
                 exec(compile(cell.source, f"<{lesson}:{meta['grade_id']}>", "exec"), namespace)
-        for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if meta.get("grade_id") in bug.tests and meta.get("grade"):
-                try:
-                    exec(compile(cell.source, f"<{lesson}:{meta['grade_id']}>", "exec"), namespace)
-                except AssertionError:
-                    return True
-                except Exception:  # the mutant crashed inside the self-check: it fails visibly too
-                    return True
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type != "code" or not re.search(r"^\s*check_\w+\(", cell.source, re.M):
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(cell.source, f"<{lesson}:cell {i}>", "exec"), namespace)
+            except NotImplementedError:
+                continue
+            except Exception:  # AssertionError from a self-check, or the mutant crashing inside one
+                return True
         return False
     finally:
         sys.path.remove(str(course.LESSONS))
@@ -92,15 +94,17 @@ def grade_lesson(lesson: str, bug_list, workdir: Path) -> list:
     gradebook.autograde(root, lesson)
     gradebook.generate_feedback(root, lesson)
     control = gradebook.total(root, lesson, CONTROL)
+    control_lost = {gid for gid, (s, m) in gradebook.test_scores(root, lesson, CONTROL).items() if s < m}
     verdicts = []
     for b in bug_list:
         v = Verdict(b)
-        if control[0] != control[1]:
-            v.problems.append(f"the unmutated control scored {control}, so nothing can be concluded")
+        if control_lost:
+            v.problems.append(f"the unmutated control lost points on {sorted(control_lost)}, so nothing can be "
+                              "concluded")
         v.total = gradebook.total(root, lesson, b.id)
         scores = gradebook.test_scores(root, lesson, b.id)
         v.lost = {gid for gid, (s, m) in scores.items() if s < m}
-        if v.total[0] >= v.total[1]:
+        if v.total[0] >= control[0]:
             v.problems.append("full marks: the hidden tests missed it")
         if v.lost != set(b.tests):
             v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(b.tests)}")

@@ -209,10 +209,13 @@ def wait_widgets_rendered(page, index, views, timeout_s=20):
 
 
 def output_signature(page):
-    """What the notebook's widget outputs show (Output widgets, HTML, images), without the controls: their
-    text and the sources of their images."""
+    """What the notebook's outputs show, without the controls: the text and image sources of the widget outputs
+    (Output widgets, HTML, images) and of every plain output (a figure or text that a control replaces in place
+    through a display handle)."""
     return page.evaluate(f"""() => Array.from(document.querySelectorAll(
-        '.jp-NotebookPanel .jp-Notebook :is({_OUTPUT_PARTS})')).map(e => e.innerText + ' ' +
+        '.jp-NotebookPanel .jp-Notebook :is({_OUTPUT_PARTS}), .jp-NotebookPanel .jp-Notebook .jp-OutputArea-output'))
+        .filter(e => !e.matches('.jp-OutputArea-output') || !e.querySelector('.jupyter-widgets'))
+        .map(e => e.innerText + ' ' +
         Array.from(e.querySelectorAll('img')).map(im => im.src).join(' ') + ' ' + (e.src || '')).join('\\n')""")
 
 

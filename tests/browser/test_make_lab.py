@@ -22,7 +22,8 @@ pytestmark = pytest.mark.browser
 
 def _snapshot(folder):
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and not {"__pycache__", ".ipynb_checkpoints"} & set(p.parts)}  # JupyterLab's own files
 
 
 def _first_heading(nb):
