@@ -286,7 +286,8 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
         out_t, cache_k, cache_v = decode_step(x[..., t:t + 1, :], cache_k, cache_v, W_Q, W_K, W_V, W_O,
                                               n_heads, n_kv_heads)  # out_t (..., 1, d_model)
         outs.append(out_t)
-    return np.concatenate(outs, axis=-2), cache_k, cache_v  # (..., T, d_model)
+    out = np.concatenate(outs, axis=-2) if outs else np.zeros((*lead, 0, d_model), dtype=x.dtype)  # (..., T, d_model)
+    return out, cache_k, cache_v
 
 
 def tiled_attention(Q, K, V, block_size, causal=False):

@@ -16,7 +16,7 @@ import numpy as np
 from autograder import bugs as bug_catalog
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, _call, check
+from autograder.checks.runner import Case, WrongAnswer, _call, check, known_bug
 
 # (n_heads, n_kv_heads, d_head) configurations; in every one n_rep = n_heads // n_kv_heads >= 2 and
 # n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
@@ -222,9 +222,13 @@ def tiled_memory(tiled_attention):
     finally:
         if not was_tracing:
             tracemalloc.stop()
-    why = compare.mismatch(out, _tiled_reference(Q, K, V, block), rtol=1e-10, atol=1e-10, what="tiled_attention")
-    if why is not None:
-        raise WrongAnswer(f"{why} on input Q, K, V ({T}, {d}), block_size={block}")
+    # The values are graded by tiled_values; here they only have to show the function computes attention (a
+    # catalogued value bug, already penalised there, does not cost this point too).
+    case = Case((Q, K, V, block), label=f"T={T}, block_size={block}")
+    why = compare.mismatch(out, _tiled_reference(Q, K, V, block), rtol=1e-6, atol=1e-8, what="tiled_attention")
+    if why is not None and known_bug("tiled_attention", case, (out,), ("result",), rtol=1e-6, atol=1e-8) is None:
+        raise WrongAnswer(f"{why} on input {case.describe()}; the memory is measured on a function that computes "
+                          "attention")
     if peak > full // 4:
         raise WrongAnswer(f"tiled_attention allocated {peak / 2**20:.1f} MB at its peak for T_q = T_k = {T}; one "
                           f"(T_q, T_k) float64 matrix is {full / 2**20:.1f} MB. Compute the scores one key block at a "
