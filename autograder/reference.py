@@ -44,9 +44,11 @@ def softmax(x, axis=-1):
         x = x.astype(np.float64)
     row_max = np.max(x, axis=axis, keepdims=True)
     row_max = np.where(np.isfinite(row_max), row_max, 0.0).astype(x.dtype, copy=False)
-    e = np.exp(x - row_max)
+    e = x - row_max  # a new array: exp and the division below run in place on it, never on x
+    np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    # A fully blocked row has total 0 and e already 0 there (exp(-inf) = 0), so it is left as it is.
+    return np.divide(e, total, out=e, where=total > 0)
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):
@@ -63,7 +65,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
         raise ValueError(
             f"K and V must have the same number of keys T_k (axis -2), got K {K.shape} and V {V.shape}")
     d_k = Q.shape[-1]
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+    scores = Q @ np.swapaxes(K, -1, -2)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k), a new array
+    scores /= math.sqrt(d_k)  # in place on that new array: one (T_q, T_k) allocation fewer, same values
     if mask is not None:
         mask = np.asarray(mask)
         if mask.dtype != np.bool_:
