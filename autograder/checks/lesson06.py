@@ -8,8 +8,8 @@ function is graded with the reference versions of the helpers it calls (``bind=`
 
 from __future__ import annotations
 
+import _tracemalloc
 import math
-import tracemalloc
 
 import numpy as np
 
@@ -211,17 +211,22 @@ def tiled_memory(tiled_attention):
     T, d, block = 1024, 8, 32
     Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
     full = T * T * 8
-    was_tracing = tracemalloc.is_tracing()
+    # the C module's functions: the ``tracemalloc`` wrappers are plain Python attributes a notebook could rebind
+    was_tracing = _tracemalloc.is_tracing()
     if not was_tracing:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
+        _tracemalloc.start()
+    _tracemalloc.reset_peak()
+    base = _tracemalloc.get_traced_memory()[0]
     try:
         out = _call(tiled_attention, Case((Q, K, V, block), label=f"T={T}, block_size={block}"), "tiled_attention")
-        peak = tracemalloc.get_traced_memory()[1] - base
+        still_tracing = _tracemalloc.is_tracing()
+        peak = _tracemalloc.get_traced_memory()[1] - base
     finally:
         if not was_tracing:
-            tracemalloc.stop()
+            _tracemalloc.stop()
+    if not still_tracing:
+        raise WrongAnswer("tiled_attention stopped Python's memory tracing (tracemalloc.stop()), so its memory cannot "
+                          "be measured; remove that call")
     # The values are graded by tiled_values; here they only have to show the function computes attention (a
     # catalogued value bug, already penalised there, does not cost this point too).
     case = Case((Q, K, V, block), label=f"T={T}, block_size={block}")
