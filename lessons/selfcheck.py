@@ -372,16 +372,25 @@ def check_causal_self_attention(causal_self_attention, multi_head_attention, gro
     out, weights = result
     if np.shape(weights) != (B, n_heads, T, T):
         _fail(f"weights should be (B, n_heads, T, T) = {(B, n_heads, T, T)}, got {np.shape(weights)}")
+    if np.any(np.isnan(np.asarray(weights, float))):
+        _fail("some weights are NaN: a row whose keys are all blocked gives 0/0. Query 0 must keep key 0: block only "
+              "the future, np.triu(np.ones((T, T), bool), k=1), not the diagonal")
     future = np.asarray(weights)[..., _causal(T)]
     if np.any(future != 0):
         diag = np.asarray(weights)[..., np.arange(T), np.arange(T)]
         _fail("some weights on future tokens (above the diagonal) are not 0: the causal mask is missing or "
               "inverted; pass mask = np.triu(np.ones((T, T), bool), k=1), True = blocked"
               if np.any(diag != 0) else "the diagonal is blocked: a token may attend to itself; use k=1 in np.triu")
+    x_later = x.copy()
+    x_later[:, -1] += 1.0  # change only the last token
+    out_later = _call(causal_self_attention, "causal_self_attention", x_later, W_Q, W_K, W_V, W_O, n_heads, n_heads)[0]
+    if not _close(np.asarray(out_later)[:, :-1], np.asarray(out)[:, :-1], 1e-10):
+        _fail("changing the last token changed the outputs of earlier tokens: they must not see the future. Is the "
+              "causal mask passed to the attention?")
     expected, _ = multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=_causal(T))
     if not _close(out, expected, 1e-8):
         _fail("out differs from causal multi-head attention at the MHA end (n_kv_heads = n_heads)")
-    _ok("causal_self_attention: no weight on the future, equal to causal MHA at the MHA end")
+    _ok("causal_self_attention: no weight on the future, earlier rows blind to later tokens, equal to causal MHA")
 
 
 def check_kv_cache_append(kv_cache_append):

@@ -706,15 +706,18 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown] nbgrader={"grade": false, "grade_id": "speed_read", "locked": true, "schema_version": 3, "solution": false, "task": false}
-# **Read your numbers.** On the lesson-sized layer everything is overhead: each numpy call costs microseconds
-# whatever its size, so the loop, with `3 · n_heads` projections and `n_heads` attentions, is the slowest, and
-# all three reach only a small fraction of the peak. On larger layers the matmuls themselves dominate, the
-# fraction of peak rises, and the three variants move closer together: there, batching and fusing save calls
-# that no longer cost much, and the time goes into the $T \times T$ scores and the softmax (which is not matmul
-# work at all). Shared machines are noisy; rerun the cell and compare the best, not the first, numbers.
+# **Read your numbers.** On the lesson-sized layer everything is overhead: each numpy call costs a few
+# microseconds whatever its size, so the loop, with `3 · n_heads` projections and `n_heads` attentions, is the
+# slowest, batched and fused are close, and none of them reaches more than a fraction of the peak. On real sizes
+# the matmuls themselves take the time and the fraction of peak rises. At $T = 2048$ it falls again: the
+# $(n\_heads, T, T)$ scores are 400 MB in float64, and subtracting the maximum, `exp`, summing and dividing are
+# passes over memory, not matmul work, so no variant comes near the peak there. That is the cost tiled attention
+# (section 4) and fused GPU kernels attack. Timings on a shared machine are noisy: rerun a cell and compare best
+# times, not the first ones.
 #
-# The course's `make bench` runs the same comparison at two real sizes (float32 and float64, best of several
-# round-robin runs). On the machine used to prepare the course (2 CPU cores, shared) it gave:
+# `make bench` runs the same comparison at the two real sizes, in float32 and float64, timing the variants
+# round-robin and keeping each one's best run. On the machine used to prepare the course (2 CPU cores shared with
+# other work; BLAS limited to one thread, which keeps such a machine's figures steadier) it printed:
 #
 # BENCH_TABLE
 #

@@ -76,3 +76,78 @@ def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(res
     total = sum(points().values())
     assert r["total"] == (total - points()["tiled_memory"], total)
     assert "one (T_q, T_k) float64 matrix" in r["feedback"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The visible self-checks, without a kernel: a learner's bug makes the self-check of its own cell fail and no
+# other (a self-check whose helper is broken says so and stops), so visible checks never cost points twice.
+def _learner_namespace(replacement=None):
+    """The notebook's given tools and model answers (one replaced by a bug), as a learner's kernel holds them."""
+    import math
+    import time
+    import tracemalloc
+    import textwrap
+
+    import numpy as np
+
+    nb = course.read_source(course.SOLUTIONS / f"{LESSON}.py")
+    ns = {"np": np, "math": math, "time": time, "tracemalloc": tracemalloc}
+    tools = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tools")
+    exec(tools.source, ns)
+    for src in submissions.model_answers(LESSON).values():
+        exec(src, ns)
+    if replacement:
+        exec(textwrap.dedent(replacement), ns)
+    return ns
+
+
+def _visible_check_failures(ns):
+    import contextlib
+    import io
+    import sys
+
+    sys.path.insert(0, str(course.SOLUTIONS))
+    try:
+        import selfcheck as sc
+    finally:
+        sys.path.pop(0)
+    mha, sdpa = ns["multi_head_attention"], ns["scaled_dot_product_attention"]
+    checks = {
+        "repeat_kv_values": lambda: sc.check_repeat_kv(ns["repeat_kv"]),
+        "gqa_values": lambda: sc.check_gqa(ns["grouped_query_attention"], mha, repeat_kv=ns["repeat_kv"]),
+        "mask_conventions": lambda: sc.check_causal_masks(ns["causal_mask"]),
+        "causal_full_values": lambda: sc.check_causal_self_attention(
+            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"]),
+        "kv_cache_append_values": lambda: sc.check_kv_cache_append(ns["kv_cache_append"]),
+        "decode_step_values": lambda: sc.check_decode_step(ns["decode_step"], mha, kv_cache_append=ns["kv_cache_append"],
+                                                           repeat_kv=ns["repeat_kv"]),
+        "decode_loop_values": lambda: sc.check_decode_with_kv_cache(
+            ns["decode_with_kv_cache"], mha, decode_step=ns["decode_step"], kv_cache_append=ns["kv_cache_append"],
+            repeat_kv=ns["repeat_kv"]),
+        "tiled_values": lambda: sc.check_tiled_attention(ns["tiled_attention"], sdpa),
+        "tiled_memory": lambda: sc.check_tiled_memory(ns["tiled_attention"]),
+    }
+    assert set(checks) == set(points())
+    failed = {}
+    for gid, run in checks.items():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), np_quiet():
+                run()
+        except AssertionError as exc:
+            failed[gid] = str(exc)
+    return failed
+
+
+def np_quiet():
+    import numpy as np
+    return np.errstate(all="ignore")
+
+
+def test_visible_self_checks_pass_on_the_model_answers():
+    assert _visible_check_failures(_learner_namespace()) == {}
+
+
+@pytest.mark.parametrize("bug", [b for b in LESSON_BUGS if b.visible], ids=lambda b: b.id)
+def test_visible_self_checks_fail_only_in_the_bugs_own_cell(bug):
+    failed = _visible_check_failures(_learner_namespace(bug.source))
+    assert set(failed) == set(bug.tests), failed
