@@ -47,8 +47,11 @@ def softmax(x, axis=-1):
     e = x - row_max  # a new array: exp and the division below run in place on it, never on x
     np.exp(e, out=e)
     total = np.sum(e, axis=axis, keepdims=True)
-    # A fully blocked row has total 0 and e already 0 there (exp(-inf) = 0), so it is left as it is.
-    return np.divide(e, total, out=e, where=total > 0)
+    ok = total > 0
+    np.divide(e, total, out=e, where=ok)
+    if not ok.all():  # a fully blocked row (total 0), or NaN input: all-zero weights
+        e = np.where(ok, e, 0.0).astype(e.dtype, copy=False)
+    return e
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):
