@@ -173,10 +173,10 @@ check_repeat_kv(repeat_kv)
 def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
     """n_heads query heads sharing n_kv_heads key/value heads. Returns (out, weights (..., n_heads, T, T))."""
     ### BEGIN SOLUTION
-    n_rep = n_heads // n_kv_heads
-    Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
-    K = repeat_kv(split_heads(x @ W_K, n_kv_heads), n_rep)  # (..., n_kv_heads, T, d_head) -> (..., n_heads, T, d_head)
-    V = repeat_kv(split_heads(x @ W_V, n_kv_heads), n_rep)  # (..., n_heads, T, d_head)
+    group = n_heads // n_kv_heads  # query heads per KV head
+    Q = split_heads(x @ W_Q, n_heads)  # queries: (..., n_heads, T, d_head)
+    K = repeat_kv(split_heads(x @ W_K, n_kv_heads), group)  # (..., n_kv_heads, T, d_head) -> (..., n_heads, T, d_head)
+    V = repeat_kv(split_heads(x @ W_V, n_kv_heads), group)  # (..., n_heads, T, d_head)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., n_heads, T, d_head), (..., n_heads, T, T)
     return concat_heads(heads) @ W_O, weights  # (..., T, d_model)
     ### END SOLUTION
@@ -359,12 +359,12 @@ check_kv_cache_append(kv_cache_append)
 def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     """One decoding step with a KV cache. Returns (out_t (..., 1, d_model), cache_k, cache_v)."""
     ### BEGIN SOLUTION
-    n_rep = n_heads // n_kv_heads
+    group = n_heads // n_kv_heads  # query heads per KV head
     q = split_heads(x_t @ W_Q, n_heads)  # (..., n_heads, 1, d_head)
     k = split_heads(x_t @ W_K, n_kv_heads)  # (..., n_kv_heads, 1, d_head)
     v = split_heads(x_t @ W_V, n_kv_heads)
     cache_k, cache_v = kv_cache_append(cache_k, cache_v, k, v)  # (..., n_kv_heads, T_past + 1, d_head)
-    heads, _ = scaled_dot_product_attention(q, repeat_kv(cache_k, n_rep), repeat_kv(cache_v, n_rep))
+    heads, _ = scaled_dot_product_attention(q, repeat_kv(cache_k, group), repeat_kv(cache_v, group))
     return concat_heads(heads) @ W_O, cache_k, cache_v  # (..., 1, d_model)
     ### END SOLUTION
 
@@ -387,12 +387,11 @@ check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_ap
 def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     """Token-by-token decoding of x (..., T, d_model). Returns (out (..., T, d_model), cache_k, cache_v)."""
     ### BEGIN SOLUTION
-    *lead, T, d_model = x.shape
-    d_head = d_model // n_heads
-    cache_k = np.zeros((*lead, n_kv_heads, 0, d_head), dtype=x.dtype)  # (..., n_kv_heads, 0, d_head)
-    cache_v = np.zeros((*lead, n_kv_heads, 0, d_head), dtype=x.dtype)
+    empty = (*x.shape[:-2], n_kv_heads, 0, x.shape[-1] // n_heads)  # (..., n_kv_heads, 0, d_head)
+    cache_k = np.zeros(empty, dtype=x.dtype)
+    cache_v = np.zeros(empty, dtype=x.dtype)
     outs = []
-    for t in range(T):
+    for t in range(x.shape[-2]):
         out_t, cache_k, cache_v = decode_step(x[..., t:t + 1, :], cache_k, cache_v, W_Q, W_K, W_V, W_O,
                                               n_heads, n_kv_heads)  # out_t (..., 1, d_model)
         outs.append(out_t)
