@@ -1,0 +1,240 @@
+"""Hidden tests of lesson 06 (going further): GQA/MQA, the KV cache, mask conventions, tiled attention.
+
+One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
+are all different (B, T, n_heads, n_kv_heads, d_head), unbatched and batched, float64 and float32. A composite
+function is graded with the reference versions of the helpers it calls (``bind=``), so a bug in ``repeat_kv`` or
+``kv_cache_append`` costs only that function's points.
+"""
+
+from __future__ import annotations
+
+import _tracemalloc
+import math
+
+import numpy as np
+
+from autograder import bugs as bug_catalog
+from autograder import reference
+from autograder.checks import compare
+from autograder.checks.runner import Case, WrongAnswer, _call, check, known_bug, rng_for
+
+# (n_heads, n_kv_heads, d_head) configurations; in every one n_rep = n_heads // n_kv_heads >= 2 and
+# n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
+_GQA = ((6, 2, 5), (6, 3, 4), (8, 2, 3), (4, 2, 7))
+_SIZES = (3, 5, 7, 9, 10, 11)
+
+
+def _rng(test_id: str):
+    return rng_for(test_id)
+
+
+def _layer(rng, n_heads, n_kv_heads, d_head, T, lead=(), dtype=np.float64):
+    """x (*lead, T, d_model) and W_Q, W_K, W_V, W_O for grouped-query attention."""
+    d_model = n_heads * d_head
+    d_kv = n_kv_heads * d_head
+    x = rng.normal(size=(*lead, T, d_model)).astype(dtype)
+    W_Q, W_O = (rng.normal(size=(d_model, d_model)) / math.sqrt(d_model) for _ in range(2))
+    W_K, W_V = (rng.normal(size=(d_model, d_kv)) / math.sqrt(d_model) for _ in range(2))
+    return (x, *(W.astype(dtype) for W in (W_Q, W_K, W_V, W_O)))
+
+
+def _config(rng, i):
+    """A GQA configuration and a batch size B and length T different from every size in it."""
+    n_heads, n_kv_heads, d_head = _GQA[i % len(_GQA)]
+    free = [s for s in _SIZES if s not in (n_heads, n_kv_heads, d_head, n_heads // n_kv_heads)]
+    B, T = (int(v) for v in rng.choice(free, size=2, replace=False))
+    return n_heads, n_kv_heads, d_head, B, T
+
+
+def repeat_kv_values(repeat_kv):
+    """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head repeated in a row."""
+    rng = _rng("repeat_kv_values")
+    cases = []
+    for i, (lead, n_rep, dtype) in enumerate((((), 3, np.float64), ((2,), 2, np.float64), ((4,), 3, np.float32),
+                                              ((), 1, np.float64))):
+        n_kv, _, d_head, B, T = _config(rng, i)
+        shape = (*lead[:-1], B, n_kv, T, d_head) if lead else (n_kv, T, d_head)
+        cases.append(Case((rng.normal(size=shape).astype(dtype), n_rep),
+                          label=f"{'batched' if lead else 'unbatched'}, n_rep={n_rep}, {np.dtype(dtype).name}"))
+    check("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
+
+
+def gqa_values(grouped_query_attention, repeat_kv=None):
+    """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
+    rng = _rng("gqa_values")
+    cases = []
+    for i in range(len(_GQA)):
+        n_heads, n_kv, d_head, B, T = _config(rng, i)
+        lead = (B,) if i % 2 else ()
+        args = _layer(rng, n_heads, n_kv, d_head, T, lead)
+        cases.append(Case((*args, n_heads, n_kv), label=f"GQA n_heads={n_heads}, n_kv_heads={n_kv}"
+                          + (", batched" if lead else ", unbatched")))
+    n_heads, n_kv, d_head, B, T = _config(rng, 0)
+    mask = rng.random((T, T)) < 0.3
+    mask[np.arange(T), rng.integers(0, T, T)] = False  # every query keeps a key
+    cases += [
+        Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,)), n_heads, n_kv), {"mask": mask}, label="GQA with a mask"),
+        Case((*_layer(rng, n_heads, n_heads, d_head, T, (B,)), n_heads, n_heads), label="MHA end: n_kv_heads = n_heads"),
+        Case((*_layer(rng, n_heads, 1, d_head, T, (B,)), n_heads, 1), label="MQA end: n_kv_heads = 1"),
+    ]
+    check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
+          atol=1e-9, bind={"repeat_kv": reference.repeat_kv})
+    n_heads, n_kv, d_head, B, T = _config(rng, 1)
+    f32 = [Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32")]
+    check("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
+          atol=1e-5, bind={"repeat_kv": reference.repeat_kv})
+
+
+def mask_conventions(causal_mask):
+    """The causal mask in each convention: right dtype family, shape and values."""
+    kinds = {"course": "b", "nn.MultiheadAttention": "b", "F.scaled_dot_product_attention": "b",
+             "masked_fill": "biuf"}
+    for T in (5, 1, 8):
+        for convention, allowed in kinds.items():
+            case = Case((T, convention), label=f"T={T}, convention={convention!r}")
+            got = _call(causal_mask, case, "causal_mask")
+            expected = reference.causal_mask(T, convention)
+            if not compare.is_array(got):
+                raise WrongAnswer(f"causal_mask should return a numpy array, got {type(got).__name__} on {case.describe()}")
+            if got.dtype.kind not in allowed:
+                raise WrongAnswer(f"causal_mask({T}, {convention!r}) has dtype {got.dtype}; this convention takes a "
+                                  "boolean mask" + (" (np.bool_)" if allowed == "b" else " or 0/1 numbers"))
+            if compare.shape_of(got) != (T, T):
+                raise WrongAnswer(f"causal_mask({T}, {convention!r}) has shape {compare.shape_of(got)}, expected ({T}, {T})")
+            g = [float(v) for v in compare.flat_floats(got)]
+            e = [float(v) for v in compare.flat_floats(expected)]
+            if g != e:
+                for b in bug_catalog.for_function("causal_mask"):
+                    try:
+                        w = [float(v) for v in compare.flat_floats(np.asarray(b.make()(T, convention)))]
+                    except Exception:
+                        continue
+                    if w == g:
+                        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()})")
+                wrong = sum(1 for a, c in zip(g, e) if a != c)
+                raise WrongAnswer(f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention "
+                                  f"at {wrong} of {T * T} positions; see the table above: which value means blocked?")
+
+
+def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
+    """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
+    rng = _rng("causal_full_values")
+    cases = []
+    for i in range(3):
+        n_heads, n_kv, d_head, B, T = _config(rng, i)
+        lead = (B,) if i != 1 else ()
+        cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
+                          label=f"n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else ", unbatched")))
+    check("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
+          bind={"grouped_query_attention": reference.grouped_query_attention, "repeat_kv": reference.repeat_kv,
+                "causal_mask": reference.causal_mask})
+
+
+def kv_cache_append_values(kv_cache_append):
+    """Append along the time axis; the first case is a second decoding step (cache of 1 token + 1 new token)."""
+    rng = _rng("kv_cache_append_values")
+    n_heads, n_kv, d_head, B, T = _config(rng, 0)
+
+    def arrays(lead, T_past, T_new, dtype=np.float64):
+        return tuple(rng.normal(size=(*lead, n_kv, t, d_head)).astype(dtype)
+                     for t in (T_past, T_past, T_new, T_new))
+
+    cases = [
+        Case(arrays((B,), 1, 1), label="batched, second step: 1 cached token + 1 new"),
+        Case(arrays((B,), T, 1), label=f"batched, {T} cached tokens + 1 new"),
+        Case(arrays((), T, 1), label=f"unbatched, {T} cached tokens + 1 new"),
+        Case(arrays((B,), 0, 1), label="batched, empty cache + 1 new"),
+        Case(arrays((B,), T, 2, np.float32), label=f"float32, {T} cached tokens + 2 new"),
+    ]
+    check("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
+
+
+def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
+    """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
+    rng = _rng("decode_step_values")
+    cases = []
+    for i, T_past in enumerate((4, 7, 0)):  # the empty cache last: a bug that fails on it is still named
+        n_heads, n_kv, d_head, B, _ = _config(rng, i)
+        lead = (B,) if i != 1 else ()
+        x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, lead)
+        cache = [rng.normal(size=(*lead, n_kv, T_past, d_head)) for _ in range(2)]
+        cases.append(Case((x, *cache, W_Q, W_K, W_V, W_O, n_heads, n_kv),
+                          label=f"cache of {T_past} tokens, n_heads={n_heads}, n_kv_heads={n_kv}"
+                          + (", batched" if lead else ", unbatched")))
+    check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9,
+          bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+
+
+def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
+    """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
+    rng = _rng("decode_loop_values")
+    cases = []
+    for i in range(2):
+        n_heads, n_kv, d_head, B, T = _config(rng, i + 1)
+        lead = (B,) if i == 0 else ()
+        cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
+                          label=f"T={T}, n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else "")))
+    check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
+          atol=1e-9, bind={"decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
+                           "repeat_kv": reference.repeat_kv})
+
+
+def _tiled_cases(rng, dtype):
+    cases = []
+    for lead, T_q, T_k, block, causal in (((), 13, 29, 4, False), ((3, 2), 11, 23, 5, False),
+                                          ((2,), 17, 17, 6, True), ((), 9, 9, 1, True), ((2,), 7, 19, 64, False)):
+        d_k, d_v = 5, 3
+        args = tuple(rng.normal(size=(*lead, t, d)).astype(dtype) * 2 for t, d in ((T_q, d_k), (T_k, d_k), (T_k, d_v)))
+        cases.append(Case((*args, block), {"causal": causal},
+                          label=f"{'causal, ' if causal else ''}block_size={block}, T_k={T_k}, {np.dtype(dtype).name}"))
+    return cases
+
+
+def _tiled_reference(Q, K, V, block_size, causal=False):
+    """What tiled attention must equal: the plain (T_q, T_k) computation."""
+    mask = np.triu(np.ones((Q.shape[-2], K.shape[-2]), dtype=bool), k=1) if causal else None
+    return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
+
+
+def tiled_values(tiled_attention):
+    """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
+    rng = _rng("tiled_values")
+    check("tiled_attention", tiled_attention, _tiled_cases(rng, np.float64), rtol=1e-10, atol=1e-10,
+          ref=_tiled_reference)
+    check("tiled_attention", tiled_attention, _tiled_cases(rng, np.float32), rtol=1e-4, atol=1e-5,
+          ref=_tiled_reference)
+
+
+def tiled_memory(tiled_attention):
+    """Never holds a (T_q, T_k) array: the peak allocation stays well below one (T, T) float64 matrix."""
+    rng = _rng("tiled_memory")
+    T, d, block = 1024, 8, 32
+    Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
+    full = T * T * 8
+    # the C module's functions: the ``tracemalloc`` wrappers are plain Python attributes a notebook could rebind
+    was_tracing = _tracemalloc.is_tracing()
+    if not was_tracing:
+        _tracemalloc.start()
+    _tracemalloc.reset_peak()
+    base = _tracemalloc.get_traced_memory()[0]
+    try:
+        out = _call(tiled_attention, Case((Q, K, V, block), label=f"T={T}, block_size={block}"), "tiled_attention")
+        still_tracing = _tracemalloc.is_tracing()
+        peak = _tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            _tracemalloc.stop()
+    if not still_tracing:
+        raise WrongAnswer("tiled_attention stopped Python's memory tracing (tracemalloc.stop()), so its memory cannot "
+                          "be measured; remove that call")
+    # The values are graded by tiled_values; here they only have to show the function computes attention (a
+    # catalogued value bug, already penalised there, does not cost this point too).
+    case = Case((Q, K, V, block), label=f"T={T}, block_size={block}")
+    why = compare.mismatch(out, _tiled_reference(Q, K, V, block), rtol=1e-6, atol=1e-8, what="tiled_attention")
+    if why is not None and known_bug("tiled_attention", case, (out,), ("result",), rtol=1e-6, atol=1e-8) is None:
+        raise WrongAnswer(f"{why} on input {case.describe()}; the memory is measured on a function that computes "
+                          "attention")
+    if peak > full // 4:
+        raise WrongAnswer(f"tiled_attention allocated {peak / 2**20:.1f} MB at its peak for T_q = T_k = {T}; one "
+                          f"(T_q, T_k) float64 matrix is {full / 2**20:.1f} MB. Compute the scores one key block at a "
+                          f"time ((T_q, block_size) each) and never build the whole score or weight matrix.")

@@ -1,0 +1,153 @@
+"""Lesson 06 graded for real: one nbgrader autograde over a completed, an untouched and one submission per
+catalogued lesson-06 bug (plus a tiled attention that builds the full matrix). Each bug must lose exactly the
+points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
+
+import pytest
+
+from autograder import bugs, course, submissions
+from grading_helpers import grade, lost
+
+LESSON = "06_going_further"
+pytestmark = pytest.mark.grading
+
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "06"]
+REQUIRED = {"repeat_kv_tiled", "gqa_kv_heads_tiled", "kv_cache_wrong_axis", "causal_mask_forgotten"}
+
+FULL_MATRIX_TILED = '''
+def tiled_attention(Q, K, V, block_size, causal=False):
+    # right values, but through the whole (T_q, T_k) weight matrix
+    mask = np.triu(np.ones((Q.shape[-2], K.shape[-2]), dtype=bool), k=1) if causal else None
+    return scaled_dot_product_attention(Q, K, V, mask)[0]
+'''
+
+
+def points():
+    """grade_id -> points of every graded test cell, read from the lesson source."""
+    nb = course.read_source(course.SOLUTIONS / f"{LESSON}.py")
+    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["points"] > 0}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    notebooks = {
+        "complete": submissions.fill(LESSON),
+        "untouched": submissions.student_notebook(LESSON),
+        "full_matrix": submissions.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
+    }
+    for b in LESSON_BUGS:
+        notebooks[b.id.replace("_", "-")] = submissions.fill(LESSON, {b.function: b.source})
+    return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
+
+
+def test_the_required_bugs_are_catalogued():
+    assert REQUIRED <= {b.id for b in LESSON_BUGS}
+    assert all(b.tests and set(b.tests) <= set(points()) for b in LESSON_BUGS)
+
+
+def test_completed_notebook_gets_full_marks(results):
+    total = sum(points().values())
+    assert results["complete"]["total"] == (total, total), results["complete"]["errors"]
+    assert lost(results["complete"]) == set()
+
+
+def test_untouched_notebook_gets_zero(results):
+    total = sum(points().values())
+    r = results["untouched"]
+    assert r["total"] == (0.0, total)
+    assert lost(r) == set(points())
+    assert "not implemented yet" in r["feedback"]
+
+
+@pytest.mark.parametrize("bug", LESSON_BUGS, ids=lambda b: b.id)
+def test_each_bug_loses_exactly_its_points_with_its_diagnosis(results, bug):
+    r = results[bug.id.replace("_", "-")]
+    pts = points()
+    assert lost(r) == set(bug.tests), r["errors"]
+    total = sum(pts.values())
+    assert r["total"] == (total - sum(pts[t] for t in bug.tests), total)
+    assert f"[{bug.id}]" in r["feedback"]
+    assert bug.diagnosis[:60] in " ".join(r["feedback"].split())
+
+
+def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(results):
+    r = results["full_matrix"]
+    assert lost(r) == {"tiled_memory"}, r["errors"]
+    total = sum(points().values())
+    assert r["total"] == (total - points()["tiled_memory"], total)
+    assert "one (T_q, T_k) float64 matrix" in r["feedback"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The visible self-checks, without a kernel: a learner's bug makes the self-check of its own cell fail and no
+# other (a self-check whose helper is broken says so and stops), so visible checks never cost points twice.
+def _learner_namespace(replacement=None):
+    """The notebook's given tools and model answers (one replaced by a bug), as a learner's kernel holds them."""
+    import math
+    import time
+    import tracemalloc
+    import textwrap
+
+    import numpy as np
+
+    nb = course.read_source(course.SOLUTIONS / f"{LESSON}.py")
+    ns = {"np": np, "math": math, "time": time, "tracemalloc": tracemalloc}
+    tools = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tools")
+    exec(tools.source, ns)
+    for src in submissions.model_answers(LESSON).values():
+        exec(src, ns)
+    if replacement:
+        exec(textwrap.dedent(replacement), ns)
+    return ns
+
+
+def _visible_check_failures(ns):
+    import contextlib
+    import io
+    import sys
+
+    sys.path.insert(0, str(course.SOLUTIONS))
+    try:
+        import selfcheck as sc
+    finally:
+        sys.path.pop(0)
+    mha, sdpa = ns["multi_head_attention"], ns["scaled_dot_product_attention"]
+    checks = {
+        "repeat_kv_values": lambda: sc.check_repeat_kv(ns["repeat_kv"]),
+        "gqa_values": lambda: sc.check_gqa(ns["grouped_query_attention"], mha, repeat_kv=ns["repeat_kv"]),
+        "mask_conventions": lambda: sc.check_causal_masks(ns["causal_mask"]),
+        "causal_full_values": lambda: sc.check_causal_self_attention(
+            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"]),
+        "kv_cache_append_values": lambda: sc.check_kv_cache_append(ns["kv_cache_append"]),
+        "decode_step_values": lambda: sc.check_decode_step(ns["decode_step"], mha, kv_cache_append=ns["kv_cache_append"],
+                                                           repeat_kv=ns["repeat_kv"]),
+        "decode_loop_values": lambda: sc.check_decode_with_kv_cache(
+            ns["decode_with_kv_cache"], mha, decode_step=ns["decode_step"], kv_cache_append=ns["kv_cache_append"],
+            repeat_kv=ns["repeat_kv"]),
+        "tiled_values": lambda: sc.check_tiled_attention(ns["tiled_attention"], sdpa),
+        "tiled_memory": lambda: sc.check_tiled_memory(ns["tiled_attention"]),
+    }
+    assert set(checks) == set(points())
+    failed = {}
+    for gid, run in checks.items():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), np_quiet():
+                run()
+        except AssertionError as exc:
+            failed[gid] = str(exc)
+    return failed
+
+
+def np_quiet():
+    import numpy as np
+    return np.errstate(all="ignore")
+
+
+def test_visible_self_checks_pass_on_the_model_answers():
+    assert _visible_check_failures(_learner_namespace()) == {}
+
+
+@pytest.mark.parametrize("bug", [b for b in LESSON_BUGS if b.visible], ids=lambda b: b.id)
+def test_visible_self_checks_fail_only_in_the_bugs_own_cell(bug):
+    failed = _visible_check_failures(_learner_namespace(bug.source))
+    assert set(failed) == set(bug.tests), failed
