@@ -431,7 +431,7 @@ __import__("autograder.checks.session").checks.session.run(
 # - **heads 2 and 3** get random weights.
 #
 # `W_V` and `W_O` are the identity. The `sharpness` is the score of a match after the division by
-# $\sqrt{d_\text{head}}$.
+# $\sqrt{d_\text{head}}$; with random weights it scales `W_Q` instead (4, the default, leaves it as drawn).
 
 # %%
 sentence = "The bank approved the loan after the river bank flooded ."
@@ -480,7 +480,11 @@ def hand_built_weights(sharpness=4.0, seed=0):
 
 def sentence_weights(kind="hand-built", causal=False, sharpness=4.0):
     """Attention weights (n_heads, T, T) of the sentence under the chosen settings, from your layer."""
-    Ws = hand_built_weights(sharpness) if kind == "hand-built" else random_weights(int(kind[-1]))
+    if kind == "hand-built":
+        Ws = hand_built_weights(sharpness)
+    else:  # random weights: sharpness scales the queries, 4 (the default) leaves them as drawn
+        W_Q, W_K, W_V, W_O = random_weights(int(kind[-1]))
+        Ws = (W_Q * (sharpness / 4.0), W_K, W_V, W_O)
     mask = np.triu(np.ones((T_s, T_s), dtype=bool), k=1) if causal else None
     _, weights = multi_head_attention(x_s, *Ws, n_heads_s, mask=mask)
     return weights
