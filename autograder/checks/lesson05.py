@@ -17,7 +17,7 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, distinct_dims, rng_for
+from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, distinct_dims, known_bug, rng_for
 
 # The answer of the multiple-choice question. It lives only here (hidden checks), never in lessons/.
 _CHOICE = "c"
@@ -174,8 +174,11 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
             got = _call(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
     if compare.is_array(got) and compare.shape_of(got) == compare.shape_of(expected):
         if compare.same_values(got[0], got[1], rtol=0.0, atol=1e-6):
+            case = Case((x, W_Q, W_K, n_heads), label="the supplied layer")
+            bug = known_bug("head_weights", case, (got,), ("result",), rtol=1e-6, atol=1e-9)
+            named = f" {bug.diagnosis} [{bug.id}]" if bug else ""
             raise WrongAnswer("heads 0 and 1 of head_weights give the same weights on a random layer: each head "
-                              "must use its own columns i*d_head:(i+1)*d_head of Q and K")
+                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named)
     # ... and they are the true attention weights of that layer (random arrays also differ; they fail here).
     cases = [Case((x, W_Q, W_K, n_heads), label="the supplied layer")]
     for lead, dtype, label in (((d["B"],), np.float64, "batched"), ((), np.float32, "float32")):
