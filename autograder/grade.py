@@ -34,6 +34,7 @@ import logging
 import multiprocessing as mp
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -50,6 +51,7 @@ from autograder import course, sandbox
 from autograder.grading import findings, intake, scan
 
 SANDBOX_UID_BASE = 61000
+COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
 EXIT_LAYOUT, EXIT_INTEGRITY = 2, 3
 
 
@@ -64,6 +66,9 @@ class Settings:
     max_output: int = 1_000_000
     uid_base: int = SANDBOX_UID_BASE
     sandbox: bool = field(default_factory=lambda: os.geteuid() == 0)
+
+    def __post_init__(self):
+        self.db_url = normalize_db_url(self.db_url)
 
     @property
     def course_root(self) -> Path:
@@ -81,6 +86,16 @@ class Settings:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def normalize_db_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1; use the psycopg2 driver we install when that is absent."""
+    if url.startswith(("postgresql://", "postgres://")):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None:
+            return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    return url
+
+
 # ---------------------------------------------------------------- the grading course
 
 def _config_lines(s: Settings) -> str:
@@ -94,8 +109,10 @@ def _config_lines(s: Settings) -> str:
         "                                      SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]",
         f"c.Execute.timeout = {int(s.timeout)}",
         f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
-        f"c.SafeExecute.max_output_bytes = {int(s.max_output)}",
+        f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
+        f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
         "c.Autograde.create_student = False",
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}",
     ]
     if s.db_url:
         lines.append(f"c.CourseDirectory.db_url = {s.db_url!r}")
@@ -125,7 +142,7 @@ def prepare_course(s: Settings, log) -> None:
     with config.open("a", encoding="utf-8") as fh:
         fh.write(_config_lines(s))
     os.chmod(config, 0o600)  # may hold a database password
-    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb)
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=_env(s), capture_output=True)
     proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
@@ -135,23 +152,36 @@ def prepare_course(s: Settings, log) -> None:
 
 
 def stage(s: Settings, roster: intake.Roster) -> dict:
-    """Copy every gradable notebook into course/submitted; return {student: [lessons to grade]}."""
+    """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
+
+    The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original. The copy
+    gets the released nbgrader metadata back on every locked cell it still has: nbgrader would otherwise refuse the
+    whole notebook ("inconsistent checksums") and the learner's honest work would score nothing; nbgrader then
+    restores the cells' sources itself.
+    """
+    import nbformat
+
     todo = {}
     key = json.loads((Path(s.out) / "course.json").read_text())["key"]
+    released = {lesson: nbformat.read(s.course_root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+                for lesson in s.lessons}
     for student, entries in roster.entries.items():
         for lesson, entry in entries.items():
             dest = s.course_root / "submitted" / student / lesson / f"{lesson}.ipynb"
-            state = _read_state(s, student, lesson)
             if not entry.gradable:
                 if dest.exists():
                     dest.unlink()
                 continue
             digest = intake.file_hash(entry.path)
-            if not dest.exists() or intake.file_hash(dest) != digest:
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(entry.path, dest)
-            if not state or state.get("hash") != digest or state.get("key") != key:
-                todo.setdefault(student, []).append(lesson)
+            state = _read_state(s, student, lesson)
+            if state and state.get("graded") and state.get("hash") == digest and state.get("key") == key \
+                    and dest.exists():  # done before; failed ones are tried again
+                continue
+            nb = nbformat.read(entry.path, as_version=4)
+            flags = findings.structure_flags(nb, released[lesson])
+            flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+            course.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
 
 
@@ -179,7 +209,7 @@ def ensure_students(s: Settings, students) -> None:
     """Create every student in the gradebook before going parallel (first use of a database must not race)."""
     from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url) as gb:
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         for student in students:
             gb.update_or_create_student(student)
 
@@ -281,13 +311,17 @@ def _nbgrader_step(converter_cls, student: str, lesson: str) -> dict:
 
 
 def _last_error(result: dict) -> str:
-    text = (result.get("error") or "") + "\n" + (result.get("log") or "")
-    lines = [line.strip() for line in text.splitlines() if line.strip() and "Traceback" not in line]
-    errors = [line for line in lines if "Error" in line or "error" in line]
-    return (errors or lines or ["unknown error"])[-1][:300]
+    """The most telling line of a failed nbgrader step: the last exception line of its log, else of its error."""
+    for text in (result.get("log") or "", result.get("error") or ""):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        found = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)
+                 and "NbGraderException" not in line]
+        if found:
+            return found[-1][:300]
+    return "unknown error (see the nbgrader log)"
 
 
-def grade_one(student: str, lesson: str) -> dict:
+def grade_one(student: str, lesson: str, task: dict) -> dict:
     """autograde + generate_feedback for one (student, lesson), in this worker process; record the result."""
     import nbformat
     from nbgrader.api import Gradebook
@@ -296,12 +330,9 @@ def grade_one(student: str, lesson: str) -> dict:
     s = _W["settings"]
     uid = _W["uid"]
     root = s.course_root
-    submitted = root / "submitted" / student / lesson / f"{lesson}.ipynb"
-    digest = intake.file_hash(submitted)
-    nb = nbformat.read(submitted, as_version=4)
     released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
     n_code = sum(1 for c in released.cells if c.cell_type == "code")
-    flags = findings.structure_flags(nb, released) + ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+    flags = list(task["flags"])
     started = time.monotonic()
     watchdog = None
     if uid is not None:
@@ -316,7 +347,7 @@ def grade_one(student: str, lesson: str) -> dict:
             watchdog.cancel()
         if uid is not None and kill_uid(uid):
             flags.append("left processes running after grading (killed)")
-    record = {"student": student, "lesson": lesson, "hash": digest,
+    record = {"student": student, "lesson": lesson, "hash": task["hash"],
               "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
               "score": 0.0, "max_score": None, "flags": flags, "seconds": 0.0}
     autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
@@ -330,7 +361,7 @@ def grade_one(student: str, lesson: str) -> dict:
             shutil.copyfile(html_path, dest)
         else:
             record["flags"].append("no feedback: " + _last_error(feedback))
-        with Gradebook(s.gradebook_url) as gb:
+        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
             sub = gb.find_submission(lesson, student)
             record.update(graded=True, score=float(sub.score), max_score=float(sub.max_score))
     else:
@@ -340,8 +371,8 @@ def grade_one(student: str, lesson: str) -> dict:
     return record
 
 
-def grade_student(student: str, lessons: list) -> list:
-    return [grade_one(student, lesson) for lesson in lessons]
+def grade_student(student: str, tasks: dict) -> list:
+    return [grade_one(student, lesson, task) for lesson, task in sorted(tasks.items())]
 
 
 # ---------------------------------------------------------------- results
@@ -349,7 +380,7 @@ def grade_student(student: str, lessons: list) -> list:
 def lesson_maxima(s: Settings) -> dict:
     from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url) as gb:
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
 
 
@@ -359,7 +390,7 @@ def results(s: Settings, roster: intake.Roster) -> list:
 
     maxima = lesson_maxima(s)
     rows = []
-    with Gradebook(s.gradebook_url) as gb:
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         for student in roster.students:
             row = {"student": student, "lessons": {}, "flags": []}
             for lesson in s.lessons:
@@ -460,6 +491,7 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     """Grade everything; returns {"rows", "csv", "report", "graded", "integrity"}."""
     os.umask(0o077)  # nothing in the workspace is readable by the sandbox uid or other users
+    os.environ["PATH"] = course.nbgrader_env()["PATH"]  # nbgrader runs `alembic` from this venv
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     original = Path(submissions)

@@ -40,7 +40,8 @@ _CLONE_NEWNS = 0x00020000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
 
 
-def install_kernelspec(jupyter_dir, *, memory_mb: int, uid_env: str = "AUTOGRADER_SANDBOX_UID") -> Path:
+def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_000,
+                       uid_env: str = "AUTOGRADER_SANDBOX_UID") -> Path:
     """Write ``<jupyter_dir>/kernels/autograder-sandbox/kernel.json``; put ``jupyter_dir`` on JUPYTER_PATH.
 
     The uid is read from the environment variable ``uid_env`` at kernel start, so each grading worker can give its
@@ -49,7 +50,8 @@ def install_kernelspec(jupyter_dir, *, memory_mb: int, uid_env: str = "AUTOGRADE
     spec_dir = Path(jupyter_dir) / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb), "--uid-from-env",
+        "argv": [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb),
+                 "--max-output", str(max_output), "--uid-from-env",
                  uid_env, "-f", "{connection_file}"],
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
@@ -130,6 +132,66 @@ def isolate(libc, needed, *, tmp_mb: int = 64):
             _mount(libc, "tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_mb}m")
 
 
+TRUNCATED_MARKER = "[grader] output truncated"
+_OUTPUT_CAP = """
+def _grader_output_cap(limit, marker):
+    from ipykernel.iostream import OutStream
+    state = {"n": 0, "cut": False, "inside": False}
+    original = OutStream.write
+
+    def capped(inner):
+        def write(text, *args, **kwargs):
+            if state["inside"] or not isinstance(text, str):  # a cap already stands in front of this call
+                return inner(text, *args, **kwargs)
+            if state["cut"]:
+                return len(text)
+            state["inside"] = True
+            try:
+                room = limit - state["n"]
+                state["n"] += len(text)
+                if len(text) <= room:
+                    return inner(text, *args, **kwargs)
+                state["cut"] = True
+                inner(text[:max(room, 0)] + "\\n%s: this cell printed more than %d bytes\\n" % (marker, limit))
+                return len(text)
+            finally:
+                state["inside"] = False
+        write.grader_inner = inner
+        return write
+
+    class CappedWrite:
+        # A data descriptor: IPython's per-cell tee assigns stream.write and restores it afterwards; the cap
+        # stays in front of whatever is assigned, and in front of the tee's copy of the output.
+        def __get__(self, obj, owner=None):
+            if obj is None:
+                return self
+            return capped(obj.__dict__.get("_grader_write") or original.__get__(obj, owner))
+
+        def __set__(self, obj, value):
+            obj.__dict__["_grader_write"] = getattr(value, "grader_inner", value)
+
+    OutStream.write = CappedWrite()
+    get_ipython().events.register("pre_run_cell", lambda *args: state.update(n=0, cut=False))
+
+
+_grader_output_cap(LIMIT, MARKER)
+del _grader_output_cap
+"""
+
+
+def output_cap_line(limit: int) -> str:
+    """One line of code for ipykernel's exec_lines that caps what each cell prints, inside the kernel.
+
+    Printing hundreds of MB would otherwise pile up in the kernel's output buffer until the kernel runs out of
+    memory and every later cell fails: the cap keeps an honest but chatty notebook gradable. (The grader caps
+    output again on its side, SafeExecute, for a notebook that removes this one.)
+    """
+    import base64
+
+    code = _OUTPUT_CAP.replace("MARKER", repr(TRUNCATED_MARKER)).replace("LIMIT", str(int(limit)))
+    return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
+
+
 def _font_caches() -> dict:
     """matplotlib's font list cache of the user starting the kernel ({file name: bytes}), to seed the kernel's."""
     places = [os.environ.get("MPLCONFIGDIR"), os.path.expanduser("~/.cache/matplotlib"),
@@ -153,6 +215,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-f", dest="connection_file", required=True)
     parser.add_argument("--memory-mb", type=int, default=2048)
+    parser.add_argument("--max-output", type=int, default=0, help="bytes of output kept per cell (0: no cap)")
     parser.add_argument("--uid", type=int, default=None)
     parser.add_argument("--uid-from-env", default=None)
     args, kernel_args = parser.parse_known_args(argv)
@@ -192,6 +255,8 @@ def main(argv=None):
     env = _clean_env(home)
     devnull = os.open(os.devnull, os.O_WRONLY)  # ipykernel's start-up warnings; cell output goes over zmq
     os.dup2(devnull, 2)
+    if args.max_output:
+        kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(args.max_output)]
     os.execve(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", conn, *kernel_args], env)
 
 

@@ -29,7 +29,8 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Integer
 
-TRUNCATED_MARKER = "[grader] output truncated"
+from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
+
 NOT_RUN = "NotRun"
 KERNEL_DIED = "DeadKernelError"
 

@@ -76,3 +76,23 @@ def run_flags(autograded) -> list:
             elif kind == "stream" and TRUNCATED_MARKER in out.get("text", ""):
                 add("output truncated: printed more than the per-cell output limit")
     return flags
+
+
+def restore_locked_metadata(submitted, released):
+    """The submitted notebook with the released nbgrader metadata (and cell type) on each locked cell it kept."""
+    import copy
+
+    rel = {gid: cell for gid, cell in _cells(released).items() if cell.metadata["nbgrader"].get("locked")}
+    nb = copy.deepcopy(submitted)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in rel:
+            cell.metadata["nbgrader"] = copy.deepcopy(rel[gid].metadata["nbgrader"])
+            if cell.cell_type != rel[gid].cell_type:
+                cell.cell_type = rel[gid].cell_type
+                if cell.cell_type == "markdown":
+                    cell.pop("outputs", None)
+                    cell.pop("execution_count", None)
+                else:
+                    cell.outputs, cell.execution_count = [], None
+    return nb
