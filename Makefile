@@ -44,3 +44,8 @@ clean:
 
 bench: venv ## print speed and memory figures (every script in bench/)
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+.PHONY: grade
+grade: venv ## grade a class: make grade SUBMISSIONS=path [OUT=grading] [WORKERS=n] [DB=postgresql://...]
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [WORKERS=n] [DB=url]" >&2; exit 2; }
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)") $(GRADE_ARGS)
