@@ -38,6 +38,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
@@ -489,14 +490,36 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 # ---------------------------------------------------------------- the command
 
 def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
-    """Grade everything; returns {"rows", "csv", "report", "graded", "integrity"}."""
-    os.umask(0o077)  # nothing in the workspace is readable by the sandbox uid or other users
+    """Grade everything; returns {"rows", "csv", "report", "graded", "integrity", "notes"}."""
+    old_umask = os.umask(0o077)  # nothing in the workspace is readable by the sandbox uid or other users
+    try:
+        return _run(submissions, s, progress=progress, log=log)
+    finally:
+        os.umask(old_umask)
+
+
+def preflight(s: Settings) -> None:
+    """The sandbox uid must be able to read the course code the kernels import; say how to fix it if not."""
+    if not s.sandbox:
+        return
+    needed = [course.LESSONS / helper for helper in course.HELPERS]
+    needed += sorted((course.ROOT / "autograder").rglob("*.py"))
+    unreadable = [p for p in needed if not os.stat(p).st_mode & stat.S_IROTH]
+    unreadable += [d for d in {p.parent for p in needed} if os.stat(d).st_mode & 0o005 != 0o005]
+    if unreadable:
+        raise RuntimeError(f"the grading sandbox's unprivileged user cannot read {unreadable[0]} (and "
+                           f"{len(unreadable) - 1} more): run `chmod -R o+rX {course.ROOT}` (the kernels import "
+                           "the hidden checks and the learners' helper module from there)")
+
+
+def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     os.environ["PATH"] = course.nbgrader_env()["PATH"]  # nbgrader runs `alembic` from this venv
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     original = Path(submissions)
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out)
+    preflight(s)
     prepare_course(s, log)
     todo = stage(s, roster)
     ensure_students(s, roster.students)
