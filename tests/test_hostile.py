@@ -22,6 +22,7 @@ import pytest
 from autograder import course, grade, submissions
 from autograder.bugs import by_id
 from autograder.grading import intake
+from run_once import once
 
 LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]
@@ -160,20 +161,24 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_n
     return honest
 
 
-@pytest.fixture(scope="module")
-def batch(tmp_path_factory):
-    base = tmp_path_factory.mktemp("hostile")
+def _grade_batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     honest = _hostile_class(root, out)
-    repo_before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in
+    repo_before = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in
                    [course.LESSONS / "selfcheck.py", *sorted((course.ROOT / "autograder").rglob("*.py"))]}
     originals = intake.tree_hashes(root)
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=1024)
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
-    return {"root": root, "out": out, "honest": honest, "rows": rows, "outcome": outcome, "originals": originals,
-            "repo_before": repo_before}
+    return {"root": str(root), "out": str(out), "honest": honest, "rows": rows, "integrity": outcome["integrity"],
+            "originals": originals, "repo_before": repo_before}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    result = once(tmp_path_factory, "hostile", _grade_batch)  # one batch per session, also under xdist
+    return {**result, "root": Path(result["root"]), "out": Path(result["out"])}
 
 
 def _score(batch, student):
@@ -238,13 +243,13 @@ def test_the_report_lists_the_flags_and_the_distribution(batch):
 
 def test_original_submissions_are_byte_identical(batch):
     assert intake.tree_hashes(batch["root"]) == batch["originals"]
-    assert batch["outcome"]["integrity"]
+    assert batch["integrity"]
 
 
 def test_kernels_wrote_nothing_outside_the_workspace(batch):
     assert not Path(MARKER).exists(), "a kernel wrote to the machine's /tmp"
     for path, digest in batch["repo_before"].items():
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} changed"
+        assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest, f"{path} changed"
     copy = batch["out"] / "course" / "submitted" / "honest_full" / LESSON / f"{LESSON}.ipynb"
     assert b"pwned" not in copy.read_bytes()
 
