@@ -1,6 +1,7 @@
 """How fast a class is graded: serial `nbgrader autograde`, `python -m autograder.grade`, and the floor.
 
     python bench/grading_speed.py [--students 60] [--workers N] [--lessons 01_warmup ...]
+    GRADING_BENCH_STUDENTS=12 make bench      # a quick run
 
 A synthetic class (a third complete, a third with a catalogued bug, a third blank, for every available lesson) is
 graded three ways, each in a fresh folder:
@@ -101,7 +102,8 @@ def command(base: Path, class_dir: Path, lessons, workers: int) -> float:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--students", type=int, default=60)
+    parser.add_argument("--students", type=int, default=int(os.environ.get("GRADING_BENCH_STUDENTS", 60)),
+                        help="class size (default 60, or $GRADING_BENCH_STUDENTS)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--lessons", nargs="+", default=None)
     args = parser.parse_args(argv)
