@@ -183,6 +183,9 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
             flags = findings.structure_flags(nb, released[lesson])
             flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
             course.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+            stamp = entry.path.parent / "timestamp.txt"  # `nbgrader collect` keeps it: late penalties use it
+            if stamp.is_file() and entry.path.parent.name == lesson:
+                shutil.copyfile(stamp, dest.parent / "timestamp.txt")
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
 
@@ -219,9 +222,12 @@ def ensure_students(s: Settings, students) -> None:
 # ---------------------------------------------------------------- sandbox users
 
 def _proc_uid(pid: str):
+    """Real uid of a live process (None for a zombie, already dead, or a process that is gone)."""
     try:
         with open(f"/proc/{pid}/status") as fh:
             for line in fh:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return None
                 if line.startswith("Uid:"):
                     return int(line.split()[1])
     except OSError:
@@ -518,6 +524,8 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     original = Path(submissions)
+    if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
+        raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out)
     preflight(s)
