@@ -21,7 +21,7 @@ import pytest
 
 from autograder import course, grade, submissions
 from autograder.bugs import by_id
-from autograder.grading import intake
+from autograder.grading import findings, intake, scan
 from run_once import once
 
 LESSON = "01_warmup"
@@ -101,6 +101,28 @@ def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
     with pytest.raises(intake.LayoutError, match="unsafe path"):
         intake.collect(archive, LESSONS, tmp_path / "work")
     assert not (tmp_path.parent / "escaped.ipynb").exists()
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_honest_notebooks_of_every_lesson_raise_no_flags(lesson):
+    nb = submissions.fill(lesson)
+    assert scan.scan_notebook(nb) == []
+    assert findings.structure_flags(nb, submissions.student_notebook(lesson)) == []
+
+
+def test_the_static_scan_names_what_a_human_should_read():
+    found = scan.scan_source(
+        "import numpy as xp\nimport builtins, sys\nfrom IPython import get_ipython as g\n"
+        "xp.allclose = lambda *a: True\nsetattr(xp.testing, 'assert_allclose', print)\nbuiltins.print = None\n"
+        "sys.modules['autograder'] = None\ng().set_custom_exc((Exception,), None)\n"
+        "class A:\n    def __eq__(self, o):\n        return True\n"
+        "__import__('autograder.reference')\nos._exit(0)\n")
+    expected = ["rebinds xp.allclose (numpy)", "setattr on xp.testing", "rebinds builtins.print (builtins)",
+                "rebinds sys.modules['autograder'] (sys)", "changes the kernel with g().set_custom_exc()",
+                "defines an __eq__ that always returns True", "imports autograder.reference", "calls os._exit()"]
+    for phrase in expected:
+        assert any(phrase in f for f in found), (phrase, found)
+    assert scan.scan_source("import numpy as np\nx = np.allclose(1, 1)\ny = {}\ny['a'] = 1\n") == []
 
 
 # ---------------------------------------------------------------- real grading

@@ -31,8 +31,8 @@ def _root_name(node):
         node = node.value
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "get_ipython":
-        return "get_ipython()"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id + "()"  # e.g. get_ipython(), or an alias of it
     return None
 
 
