@@ -88,10 +88,13 @@ def test_the_accepted_layouts_all_give_the_same_roster(tmp_path):
 
 
 def test_an_unknown_layout_gets_an_error_that_says_what_is_expected(tmp_path, capsys):
-    (tmp_path / "loose.txt").write_text("not a class")
-    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--quiet"]) == grade.EXIT_LAYOUT
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "loose.txt").write_text("not a class")
+    assert grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--quiet"]) == grade.EXIT_LAYOUT
     err = capsys.readouterr().err
     assert "no student folder with a notebook" in err and "<student>/<lesson>.ipynb" in err
+    assert grade.main([str(tmp_path), "--out", str(tmp_path / "out"), "--quiet"]) == grade.EXIT_LAYOUT
+    assert "is inside the submissions" in capsys.readouterr().err
 
 
 def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
