@@ -130,6 +130,8 @@ get_ipython().showtraceback = lambda *a, **k: None
     nbs["huge_print"] = _with_cell(submissions.fill(LESSON), "softmax",
                                    "for _ in range(200):\n    print('x' * 1_000_000)  # 200 MB")
     honest["huge_print"] = FULL
+    if os.geteuid() != 0:  # without root the kernels are not isolated (README): this one would succeed
+        return _write(root, nbs, honest)
     nbs["writer"] = _with_cell(submissions.fill(LESSON), "softmax", f"""
 import sqlite3, subprocess, sys
 for target in {[str(gradebook), str(victim_copy), str(victim_original), str(selfcheck), MARKER]!r}:
@@ -148,7 +150,10 @@ except Exception as exc:
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 """)
     honest["writer"] = FULL
+    return _write(root, nbs, honest)
 
+
+def _write(root: Path, nbs: dict, honest: dict) -> dict:
     for student, nb in nbs.items():
         course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     course.write_notebook(submissions.fill(LESSON), root / "misnamed" / f"{LESSON.replace('_w', '_W')} (1).ipynb")
@@ -226,8 +231,8 @@ def test_honest_students_are_unaffected_and_unflagged(batch):
     ("imports_reference", "imports from autograder.reference"),
     ("imports_reference", "tampering refused by the hidden tests"),
     ("huge_print", "output truncated"),
-    ("writer", "writes a file"),
-    ("writer", "left processes running after grading (killed)"),
+    pytest.param("writer", "writes a file", marks=needs_root),
+    pytest.param("writer", "left processes running after grading (killed)", marks=needs_root),
     ("misnamed", "misnamed"),
     ("malformed", "malformed"),
     ("missing", "missing"),
