@@ -51,3 +51,8 @@ docs: venv ## rebuild docs/bug-catalog.md from the bug catalog
 
 mutants: venv ## grade every catalogued bug for real and print the mutation score
 	$(PY) -m autograder.mutation
+
+.PHONY: grade
+grade: venv ## grade a class: make grade SUBMISSIONS=path [OUT=grading] [WORKERS=n] [DB=postgresql://...]
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [WORKERS=n] [DB=url]" >&2; exit 2; }
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)") $(GRADE_ARGS)

@@ -9,8 +9,6 @@ c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads a con
 # A test cell that runs longer than this is stopped and scores 0 (infinite loops, runaway code).
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
-# Kernel start-up can collide on a TCP port when several graders run at once: retry.
-c.Execute.execute_retries = 2
 # A submission that deleted a test cell gets it back (and graded) instead of silently losing it.
 c.OverwriteCells.add_missing_cells = True
 # Keep at most this much printed output per cell in the graded notebook and feedback.

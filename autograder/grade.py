@@ -1,0 +1,644 @@
+"""Grade a whole class in one command.
+
+    python -m autograder.grade SUBMISSIONS [--out DIR] [--db URL] [--workers N] [--lessons 01_warmup ...]
+    make grade SUBMISSIONS=path
+
+``SUBMISSIONS`` is a folder of per-student folders, a zip of one, or a course folder after ``nbgrader collect``
+(``autograder/grading/intake.py`` lists the layouts). The command builds a grading course in ``DIR/course`` from the
+lesson sources, copies every notebook into it (the originals are only read, and their hashes are checked at the end),
+then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each student, several students at a time
+(``--workers``, default: one per core), and finally ``nbgrader export``. It leaves:
+
+* ``DIR/grades.csv``: student, each lesson's score and maximum, total, maximum, flags (for an LMS);
+* ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
+* ``DIR/report.html``: every student's scores and flags, with the score distribution;
+* ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook.
+
+Safety: kernels start through ``autograder.sandbox`` (memory, file-size and process limits; as root, an unprivileged
+uid in a private mount namespace), cells are stopped after ``--timeout`` seconds, output is capped, a dead kernel
+costs only the cells it did not run (``autograder/grading/execute.py``), and suspicious code is flagged for a
+human (``autograder/grading/scan.py``).
+
+Nothing lost: each (student, lesson) is recorded in ``DIR/state/`` as soon as it is graded; running the command
+again grades only what is new, changed or unfinished (a batch killed halfway resumes) and rebuilds the outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import html
+import json
+import logging
+import multiprocessing as mp
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import stat
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from autograder import course, sandbox
+from autograder.grading import findings, intake, scan
+
+SANDBOX_UID_BASE = 61000
+COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
+EXIT_LAYOUT, EXIT_INTEGRITY = 2, 3
+
+
+@dataclass
+class Settings:
+    out: str
+    lessons: list
+    db_url: str = ""
+    workers: int = 1
+    timeout: int = 60
+    memory_mb: int = 2048
+    max_output: int = 1_000_000
+    uid_base: int = SANDBOX_UID_BASE
+    sandbox: bool = field(default_factory=lambda: os.geteuid() == 0)
+
+    def __post_init__(self):
+        self.db_url = normalize_db_url(self.db_url)
+
+    @property
+    def course_root(self) -> Path:
+        return Path(self.out) / "course"
+
+    @property
+    def gradebook_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.course_root / 'gradebook.db'}"
+
+    def key(self) -> str:
+        """Changes whenever grades made under the old settings would no longer be valid."""
+        parts = [json.dumps([self.lessons, self.gradebook_url, self.timeout, self.memory_mb, self.max_output])]
+        parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
+        parts += [p.read_text(encoding="utf-8") for p in sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def normalize_db_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1; use the psycopg2 driver we install when that is absent."""
+    if url.startswith(("postgresql://", "postgres://")):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None:
+            return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    return url
+
+
+# ---------------------------------------------------------------- the grading course
+
+def _config_lines(s: Settings) -> str:
+    lines = [
+        "# Grading settings written by autograder/grade.py",
+        "from nbconvert.preprocessors import ClearMetadataPreprocessor",
+        "from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,",
+        "                                    SaveAutoGrades)",
+        "from autograder.grading.execute import SafeExecute",
+        "from autograder.verify import ClearRecords, VerifyHiddenTests",
+        "# as in autograder/nbgrader_config.py, with the hardened execute step: passed hidden tests are re-checked",
+        "# outside the kernel (VerifyHiddenTests)",
+        "c.Autograde.autograde_preprocessors = [ClearRecords, SafeExecute, VerifyHiddenTests, IgnorePattern,",
+        "                                      ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,",
+        "                                      AssignLatePenalties, CheckCellMetadata]",
+        f"c.Execute.timeout = {int(s.timeout)}",
+        f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
+        "c.Execute.shutdown_kernel = 'immediate'  # every output is in; a graceful stop costs ~1 s per notebook",
+        f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
+        f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
+        "c.Autograde.create_student = False",
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+    ]
+    if s.db_url:
+        lines.append(f"c.CourseDirectory.db_url = {s.db_url!r}")
+    return "\n".join(lines) + "\n"
+
+
+def _env(s: Settings) -> dict:
+    env = course.nbgrader_env()
+    env["JUPYTER_PATH"] = os.pathsep.join([str(Path(s.out) / "jupyter")] + [p for p in [env.get("JUPYTER_PATH")] if p])
+    return env
+
+
+def prepare_course(s: Settings, log) -> None:
+    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change."""
+    out = Path(s.out)
+    marker = out / "course.json"
+    key = s.key()
+    if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
+            (s.course_root / "release").is_dir():
+        return
+    if marker.exists():
+        log("lessons, hidden checks or settings changed since the last run: regrading everything")
+    shutil.rmtree(s.course_root, ignore_errors=True)
+    shutil.rmtree(out / "state", ignore_errors=True)
+    course.make_course(s.course_root, s.lessons, generate=False)
+    config = s.course_root / "nbgrader_config.py"
+    with config.open("a", encoding="utf-8") as fh:
+        fh.write(_config_lines(s))
+    os.chmod(config, 0o600)  # may hold a database password
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output)
+    # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=_env(s), capture_output=True)
+    proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+    marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+
+
+def stage(s: Settings, roster: intake.Roster) -> dict:
+    """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
+
+    The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original. The copy
+    gets the released nbgrader metadata back on every locked cell it still has: nbgrader would otherwise refuse the
+    whole notebook ("inconsistent checksums") and the learner's honest work would score nothing; nbgrader then
+    restores the cells' sources itself.
+    """
+    import nbformat
+
+    todo = {}
+    key = json.loads((Path(s.out) / "course.json").read_text())["key"]
+    released = {lesson: nbformat.read(s.course_root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+                for lesson in s.lessons}
+    for student, entries in roster.entries.items():
+        for lesson, entry in entries.items():
+            dest = s.course_root / "submitted" / student / lesson / f"{lesson}.ipynb"
+            if not entry.gradable:
+                if dest.exists():
+                    dest.unlink()
+                continue
+            digest = intake.file_hash(entry.path)
+            state = _read_state(s, student, lesson)
+            if state and state.get("graded") and state.get("hash") == digest and state.get("key") == key \
+                    and dest.exists():  # done before; failed ones are tried again
+                continue
+            nb = nbformat.read(entry.path, as_version=4)
+            flags = findings.structure_flags(nb, released[lesson])
+            flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+            course.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+            stamp = entry.path.parent / "timestamp.txt"  # `nbgrader collect` keeps it: late penalties use it
+            if stamp.is_file() and entry.path.parent.name == lesson:
+                shutil.copyfile(stamp, dest.parent / "timestamp.txt")
+            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
+    return todo
+
+
+def _state_path(s: Settings, student: str, lesson: str) -> Path:
+    return Path(s.out) / "state" / student / f"{lesson}.json"
+
+
+def _read_state(s: Settings, student: str, lesson: str):
+    path = _state_path(s, student, lesson)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_state(s: Settings, student: str, lesson: str, record: dict) -> None:
+    path = _state_path(s, student, lesson)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, path)  # atomic: a killed run leaves either the old record or the new one
+
+
+def ensure_students(s: Settings, students) -> None:
+    """Create every student in the gradebook before going parallel (first use of a database must not race)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+
+# ---------------------------------------------------------------- sandbox users
+
+def _proc_uid(pid: str):
+    """Real uid of a live process (None for a zombie, already dead, or a process that is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
+                    return None
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def kill_uid(uid: int) -> int:
+    """SIGKILL every process of the sandbox ``uid`` (a uid only the grading sandbox uses); returns how many."""
+    killed = 0
+    for _ in range(3):
+        pids = [p for p in os.listdir("/proc") if p.isdigit() and _proc_uid(p) == uid]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return killed
+
+
+def _uid_in_use(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+        return True
+    except KeyError:
+        return False
+
+
+def acquire_uid(base: int, held: list) -> int:
+    """A uid with no account on this machine, locked for this process (an abstract socket, freed at exit)."""
+    for uid in range(base, base + 1000):
+        if _uid_in_use(uid):
+            continue
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(f"\0autograder-sandbox-{uid}")
+        except OSError:
+            sock.close()
+            continue
+        held.append(sock)
+        return uid
+    raise RuntimeError("no free sandbox uid")
+
+
+# ---------------------------------------------------------------- worker side
+
+_W: dict = {}
+
+
+def _init_worker(settings: dict):
+    s = Settings(**settings)
+    os.environ.update(_env(s))
+    os.umask(0o077)
+    _W.update(settings=s, uid=None, held=[])
+    if s.sandbox:
+        uid = acquire_uid(s.uid_base, _W["held"])  # binding the lock socket is atomic across processes
+        kill_uid(uid)  # leftovers of a killed run that used the same uid
+        os.environ["AUTOGRADER_SANDBOX_UID"] = str(uid)
+        _W["uid"] = uid
+    import warnings
+
+    warnings.filterwarnings("ignore")  # nbgrader's SQLAlchemy warnings would scribble over the progress bar
+    for name in ("traitlets", "nbgrader", "NbGraderApp"):
+        logger = logging.getLogger(name)
+        logger.handlers = []
+        logger.propagate = False
+        logger.setLevel(logging.WARNING)
+    from traitlets.config.loader import PyFileConfigLoader
+
+    _W["config"] = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
+
+
+def _nbgrader_step(converter_cls, student: str, lesson: str) -> dict:
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+
+    config = _W["config"]
+    coursedir = CourseDirectory(config=config)
+    coursedir.root = str(_W["settings"].course_root)
+    coursedir.assignment_id = lesson
+    coursedir.student_id = student
+    app = converter_cls(coursedir=coursedir, config=config)
+    app.force = True
+    return capture_log(app)
+
+
+def _last_error(result: dict) -> str:
+    """The most telling line of a failed nbgrader step: the last exception line of its log, else of its error."""
+    for text in (result.get("log") or "", result.get("error") or ""):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        found = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)
+                 and "NbGraderException" not in line]
+        if found:
+            return found[-1][:300]
+    return "unknown error (see the nbgrader log)"
+
+
+def grade_one(student: str, lesson: str, task: dict) -> dict:
+    """autograde + generate_feedback for one (student, lesson), in this worker process; record the result."""
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.converters import Autograde, GenerateFeedback
+
+    s = _W["settings"]
+    uid = _W["uid"]
+    root = s.course_root
+    released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+    n_code = sum(1 for c in released.cells if c.cell_type == "code")
+    flags = list(task["flags"])
+    started = time.monotonic()
+    watchdog = None
+    if uid is not None:
+        kill_uid(uid)
+        watchdog = threading.Timer(s.timeout * (n_code + 2) + 60, kill_uid, [uid])
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        result = _nbgrader_step(Autograde, student, lesson)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        if uid is not None and kill_uid(uid):
+            flags.append("left processes running after grading (killed)")
+    record = {"student": student, "lesson": lesson, "hash": task["hash"],
+              "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
+              "score": 0.0, "max_score": None, "flags": flags, "seconds": 0.0}
+    autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
+    if result.get("success") and autograded.exists():
+        record["flags"] = findings.run_flags(nbformat.read(autograded, as_version=4)) + flags
+        feedback = _nbgrader_step(GenerateFeedback, student, lesson)
+        html_path = root / "feedback" / student / lesson / f"{lesson}.html"
+        if feedback.get("success") and html_path.exists():
+            dest = Path(s.out) / "feedback" / student / f"{lesson}.html"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(html_path, dest)
+        else:
+            record["flags"].append("no feedback: " + _last_error(feedback))
+        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+            sub = gb.find_submission(lesson, student)
+            record.update(graded=True, score=float(sub.score), max_score=float(sub.max_score))
+    else:
+        record["flags"].insert(0, "not graded, scored 0: nbgrader failed: " + _last_error(result))
+    record["seconds"] = round(time.monotonic() - started, 2)
+    _write_state(s, student, lesson, record)
+    return record
+
+
+def grade_student(student: str, tasks: dict) -> list:
+    return [grade_one(student, lesson, task) for lesson, task in sorted(tasks.items())]
+
+
+# ---------------------------------------------------------------- results
+
+def lesson_maxima(s: Settings) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
+
+
+def results(s: Settings, roster: intake.Roster) -> list:
+    """One row per student: scores read back from the gradebook, flags from intake and the state records."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    maxima = lesson_maxima(s)
+    rows = []
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        for student in roster.students:
+            row = {"student": student, "lessons": {}, "flags": []}
+            for lesson in s.lessons:
+                entry = roster.entries[student][lesson]
+                score = 0.0
+                if entry.status != "ok":
+                    row["flags"].append(f"{lesson}: {entry.status}: {entry.note}")
+                state = _read_state(s, student, lesson) if entry.gradable else None
+                if entry.gradable and state is None:
+                    row["flags"].append(f"{lesson}: not graded yet (run the command again)")
+                if state:
+                    row["flags"] += [f"{lesson}: {flag}" for flag in state["flags"]]
+                    if state["graded"]:
+                        try:
+                            score = float(gb.find_submission(lesson, student).score)
+                        except MissingEntry:
+                            row["flags"].append(f"{lesson}: missing from the gradebook")
+                row["lessons"][lesson] = (score, maxima[lesson])
+            row["total"] = sum(v[0] for v in row["lessons"].values())
+            row["max_total"] = sum(maxima.values())
+            rows.append(row)
+    for name, reason in sorted(roster.rejected.items()):
+        rows.append({"student": name, "lessons": {lesson: (0.0, maxima[lesson]) for lesson in s.lessons},
+                     "total": 0.0, "max_total": sum(maxima.values()), "flags": [f"not graded: folder {reason}"]})
+    return rows
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def write_csv(s: Settings, rows: list) -> Path:
+    path = Path(s.out) / "grades.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        header = ["student"]
+        for lesson in s.lessons:
+            header += [f"{lesson} score", f"{lesson} max"]
+        writer.writerow(header + ["total", "max total", "flags"])
+        for row in rows:
+            cells = [row["student"]]
+            for lesson in s.lessons:
+                cells += [_fmt(row["lessons"][lesson][0]), _fmt(row["lessons"][lesson][1])]
+            writer.writerow(cells + [_fmt(row["total"]), _fmt(row["max_total"]), " | ".join(row["flags"])])
+    return path
+
+
+def distribution(rows: list) -> list:
+    """Lines of a text histogram of total scores in 10% bands, with mean/median/min/max."""
+    if not rows:
+        return ["no students"]
+    pct = [100 * r["total"] / r["max_total"] if r["max_total"] else 0.0 for r in rows]
+    bands = [0] * 10
+    for p in pct:
+        bands[min(int(p // 10), 9)] += 1
+    width = max(bands) or 1
+    lines = [f"{10 * i:3d}-{10 * i + 10:3d}% | {'#' * round(30 * n / width):<30} {n}" for i, n in
+             reversed(list(enumerate(bands)))]
+    lines.append(f"mean {statistics.mean(pct):.1f}%, median {statistics.median(pct):.1f}%, "
+                 f"min {min(pct):.1f}%, max {max(pct):.1f}%, {len(rows)} students, "
+                 f"{sum(1 for r in rows if r['flags'])} flagged")
+    return lines
+
+
+def write_report(s: Settings, rows: list, notes: list) -> Path:
+    esc = html.escape
+    head = "".join(f"<th>{esc(lesson)}</th>" for lesson in s.lessons)
+    body = []
+    for r in rows:
+        cells = []
+        for lesson in s.lessons:
+            score, mx = r["lessons"][lesson]
+            fb = Path(s.out) / "feedback" / r["student"] / f"{lesson}.html"
+            text = f"{_fmt(score)} / {_fmt(mx)}"
+            cells.append(f'<td><a href="feedback/{esc(r["student"])}/{esc(lesson)}.html">{text}</a></td>'
+                         if fb.exists() else f"<td>{text}</td>")
+        flags = "".join(f"<li>{esc(f)}</li>" for f in r["flags"])
+        body.append(f"<tr><td>{esc(r['student'])}</td>{''.join(cells)}<td>{_fmt(r['total'])} / "
+                    f"{_fmt(r['max_total'])}</td><td><ul>{flags}</ul></td></tr>")
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Grading report</title>
+<style>body{{font-family:sans-serif}} table{{border-collapse:collapse}} td,th{{border:1px solid #999;padding:4px;
+vertical-align:top}} ul{{margin:0;padding-left:1.2em}} pre{{background:#f4f4f4;padding:8px}}</style></head><body>
+<h1>Grading report</h1>
+<p>{len(rows)} students, lessons: {esc(', '.join(s.lessons))}. Flags mark what a human should look at; a flagged
+score is never higher than the work earns (hidden tests and nbgrader decide it).</p>
+{''.join(f'<p><b>{esc(n)}</b></p>' for n in notes)}
+<h2>Score distribution (total)</h2><pre>{esc(chr(10).join(distribution(rows)))}</pre>
+<h2>Students</h2><table><tr><th>student</th>{head}<th>total</th><th>flags</th></tr>
+{''.join(body)}</table></body></html>
+"""
+    path = Path(s.out) / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- the command
+
+def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
+    """Grade everything; returns {"rows", "csv", "report", "graded", "integrity", "notes"}."""
+    old_umask = os.umask(0o077)  # nothing in the workspace is readable by the sandbox uid or other users
+    try:
+        return _run(submissions, s, progress=progress, log=log)
+    finally:
+        os.umask(old_umask)
+
+
+def preflight(s: Settings) -> None:
+    """The sandbox uid must be able to read the course code the kernels import; say how to fix it if not."""
+    if not s.sandbox:
+        return
+    needed = [course.LESSONS / helper for helper in course.HELPERS]
+    needed += sorted((course.ROOT / "autograder").rglob("*.py"))
+    unreadable = [p for p in needed if not os.stat(p).st_mode & stat.S_IROTH]
+    unreadable += [d for d in {p.parent for p in needed} if os.stat(d).st_mode & 0o005 != 0o005]
+    if unreadable:
+        raise RuntimeError(f"the grading sandbox's unprivileged user cannot read {unreadable[0]} (and "
+                           f"{len(unreadable) - 1} more): run `chmod -R o+rX {course.ROOT}` (the kernels import "
+                           "the hidden checks and the learners' helper module from there)")
+
+
+def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
+    os.environ["PATH"] = course.nbgrader_env()["PATH"]  # nbgrader runs `alembic` from this venv
+    out = Path(s.out)
+    out.mkdir(parents=True, exist_ok=True)
+    original = Path(submissions)
+    if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
+        raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
+    before = intake.tree_hashes(original)
+    roster = intake.collect(original, s.lessons, out)
+    preflight(s)
+    prepare_course(s, log)
+    todo = stage(s, roster)
+    ensure_students(s, roster.students)
+    graded = run_tasks(s, todo, progress=progress)
+    notes = []
+    try:  # what `nbgrader export` runs, in this process (a subprocess costs seconds of start-up)
+        from nbgrader.api import Gradebook
+        from nbgrader.plugins.export import CsvExportPlugin
+
+        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+            CsvExportPlugin(to=str(out / "nbgrader_export.csv")).export(gb)
+    except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
+        notes.append(f"nbgrader export failed: {type(exc).__name__}: {exc}")
+    rows = results(s, roster)
+    if not s.sandbox:
+        notes.append("Kernels ran as the user who ran this command (not root), so they were limited (memory, "
+                     "time, output) but not isolated from that user's files; the originals' hashes were checked.")
+    after = intake.tree_hashes(original)
+    integrity = before == after
+    if not integrity:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
+    csv_path = write_csv(s, rows)
+    report = write_report(s, rows, notes)
+    return {"rows": rows, "csv": csv_path, "report": report, "graded": graded, "integrity": integrity,
+            "notes": notes}
+
+
+def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
+    """Grade {student: [lessons]} over ``s.workers`` processes; returns how many notebooks were graded."""
+    from tqdm import tqdm
+
+    if not todo:
+        return 0
+    students = sorted(todo)
+    bar = tqdm(total=len(students), unit="student", desc="grading", disable=not progress, file=sys.stderr,
+               dynamic_ncols=True)
+    done = 0
+    settings = asdict(s)
+    if s.workers <= 1:
+        _init_worker(settings)
+        try:
+            for student in students:
+                done += len(grade_student(student, todo[student]))
+                bar.update()
+        finally:
+            for sock in _W.get("held", []):
+                sock.close()
+    else:
+        ctx = mp.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(s.workers, len(students)), mp_context=ctx,
+                                 initializer=_init_worker, initargs=(settings,)) as pool:
+            futures = {pool.submit(grade_student, student, todo[student]): student for student in students}
+            for future in as_completed(futures):
+                done += len(future.result())
+                bar.update()
+    bar.close()
+    return done
+
+
+def _resolve_lessons(requested) -> list:
+    available = course.lesson_names()
+    if not requested:
+        return available
+    chosen = []
+    for name in requested:
+        match = [lesson for lesson in available if lesson == name or lesson.split("_", 1)[0] == name]
+        if not match:
+            raise SystemExit(f"unknown lesson {name!r}; available: {', '.join(available)}")
+        chosen += [m for m in match if m not in chosen]
+    return chosen
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m autograder.grade", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=intake.LAYOUT_HELP.format(lessons="01_warmup"))
+    parser.add_argument("submissions", help="folder of per-student folders, a zip of one, or a collected course")
+    parser.add_argument("--out", default="grading", help="grading workspace and results (default: ./grading)")
+    parser.add_argument("--db", default="", help="gradebook URL, e.g. postgresql://user:pw@host/db "
+                                                 "(default: SQLite in OUT/course/gradebook.db)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="students graded at once")
+    parser.add_argument("--lessons", nargs="+", help="lessons to grade (names or numbers; default: all)")
+    parser.add_argument("--timeout", type=int, default=60, help="seconds per cell before it is stopped")
+    parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit of each kernel")
+    parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
+                 workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
+                 max_output=args.max_output)
+    started = time.monotonic()
+    try:
+        outcome = run(args.submissions, s, progress=not args.quiet)
+    except intake.LayoutError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LAYOUT
+    rows = outcome["rows"]
+    print(f"graded {outcome['graded']} notebooks in {time.monotonic() - started:.1f} s "
+          f"({s.workers} workers); {len(rows)} students")
+    print("\n".join(distribution(rows)))
+    for note in outcome["notes"]:
+        print("note:", note)
+    print(f"grades:   {outcome['csv']}\nreport:   {outcome['report']}\nfeedback: {Path(s.out) / 'feedback'}")
+    return 0 if outcome["integrity"] else EXIT_INTEGRITY
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""nbgrader's Execute step, hardened for untrusted notebooks.
+
+``SafeExecute`` replaces nbgrader's ``Execute`` in the grading course's autograde preprocessors. It differs in four
+ways, each of which nbgrader 0.9 handles by failing the whole submission or hanging:
+
+* **A dead kernel** (``os._exit``, a kill signal, ``exit()``, a crash) stops the notebook there: the cell that
+  killed it gets an error output, and every later code cell gets a ``NotRun`` error output. A graded cell without
+  an error output scores full points in nbgrader, so no cell may be left without output when it never ran; the
+  cells that ran before keep their honest scores.
+* **A cell that times out** is interrupted (nbgrader's behaviour); if the kernel then does not answer within
+  ``unresponsive_grace`` seconds (the code ignores the interrupt) the kernel is killed and the rest is ``NotRun``,
+  instead of every later cell waiting out its own timeout.
+* **Output** is capped at ``max_output_bytes`` per cell as it arrives, so a notebook that prints hundreds of MB
+  cannot fill the grader's memory or the graded notebook; the cap leaves a marker line on stdout (not stderr,
+  which nbgrader would count as a failure of the cell).
+* **Kernel start-up** is retried (``start_attempts``): kernels started at once by parallel graders can collide on
+  a TCP port. A retry happens only when no cell has run yet, so no learner code runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from queue import Empty
+
+from jupyter_core.utils import ensure_async, run_sync
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute
+from traitlets import Integer
+
+from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
+
+NOT_RUN = "NotRun"
+KERNEL_DIED = "DeadKernelError"
+
+
+def error_output(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue,
+                        traceback=[f"{ename}: {evalue}"])
+
+
+class SafeExecute(Execute):
+    max_output_bytes = Integer(1_000_000, help="Largest output kept per cell (bytes of text/data).").tag(config=True)
+    unresponsive_grace = Integer(10, help="Seconds a timed-out kernel has to answer before it is killed.").tag(
+        config=True)
+    start_attempts = Integer(3, help="Kernel start attempts before the notebook fails.").tag(config=True)
+
+    def preprocess(self, nb, resources=None, km=None):
+        for attempt in range(1, self.start_attempts + 1):
+            self._reset_safety()
+            try:
+                return super().preprocess(nb, resources, km)
+            except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
+                if self._cells_started or attempt == self.start_attempts:
+                    raise
+                self.log.warning("kernel start failed (%s: %s); retrying", type(exc).__name__, exc)
+                time.sleep(0.5 * attempt)
+
+    def _reset_safety(self):
+        self._cells_started = False
+        self._stopped = None
+        self._timed_out = False
+        self._output_bytes = {}
+        self._truncated = set()
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        self._cells_started = True
+        if self._stopped:
+            cell.outputs = [error_output(NOT_RUN, f"this cell was not run: {self._stopped}")]
+            return cell, resources
+        self._timed_out = False
+        try:
+            cell, resources = super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            cell.outputs.append(error_output(
+                KERNEL_DIED, "the kernel died while running this cell (sys.exit/os._exit, exit(), a kill signal or a "
+                             "crash); the cells after it were not run"))
+            self._stopped = "the kernel died in an earlier cell"
+            return cell, resources
+        except CellTimeoutError as exc:
+            self._timed_out = True
+            if not any(o.get("output_type") == "error" for o in cell.outputs):
+                cell.outputs.append(error_output("CellTimeoutError", str(exc).splitlines()[0]))
+        if self._timed_out and not self._responsive():
+            self._kill()
+            self._stopped = (f"the kernel ignored the interrupt after a cell ran longer than {self.timeout} s, "
+                             "so it was stopped")
+        return cell, resources
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        self._timed_out = True
+        return await super()._async_handle_timeout(timeout, cell)
+
+    def _responsive(self) -> bool:
+        async def probe():
+            msg_id = self.kc.kernel_info()
+            deadline = time.monotonic() + self.unresponsive_grace
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=remaining))
+                except (Empty, asyncio.TimeoutError):
+                    return False
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    return True
+            return False
+
+        try:
+            return run_sync(probe)()
+        except Exception:  # noqa: BLE001 - a kernel that cannot even be probed is not responsive
+            return False
+
+    def _kill(self):
+        try:
+            run_sync(self.km.shutdown_kernel)(now=True)
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("could not stop the kernel: %s", exc)
+
+    def output(self, outs, msg, display_id, cell_index):
+        content = msg.get("content", {})
+        kind = msg.get("msg_type")
+        if kind in ("stream", "display_data", "execute_result", "update_display_data"):
+            size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
+            used = self._output_bytes.get(cell_index, 0)
+            if used + size > self.max_output_bytes:
+                if cell_index not in self._truncated:
+                    self._truncated.add(cell_index)
+                    room = max(self.max_output_bytes - used, 0)
+                    outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                        (content.get("text", "")[:room] if kind == "stream" else "")
+                        + f"\n{TRUNCATED_MARKER}: this cell printed more than {self.max_output_bytes} bytes\n")))
+                self._output_bytes[cell_index] = used + size
+                return None
+            self._output_bytes[cell_index] = used + size
+        return super().output(outs, msg, display_id, cell_index)

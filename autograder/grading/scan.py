@@ -1,0 +1,186 @@
+"""Static scan of a submission for code a human should look at before trusting its grade.
+
+The hidden tests already refuse to grade a kernel whose numpy or IPython was tampered with (``checks/session.py``);
+this scan reads the learner's code without running it and names what looks like an attempt to game the grader,
+so an instructor sees it in the report even when the attempt failed or scored nothing:
+
+* rebinding or deleting an attribute of numpy, builtins, sys, IPython or the kernel (``np.allclose = ...``,
+  ``setattr(np.testing, ...)``, ``builtins.print = ...``, ``sys.modules[...] = ...``);
+* any mention of the course's grading package (``autograder``) or of its reference / hidden checks;
+* ``get_ipython()`` used to change the kernel (``set_custom_exc``, ``events.register``, assigning to it);
+* leaving the kernel on purpose (``sys.exit``, ``os._exit``, ``os.kill``, ``exit()``, ``quit()``);
+* a class whose ``__eq__`` returns ``True`` unconditionally;
+* writing files or starting processes (``open(..., "w")``, ``shutil``, ``subprocess``, ``os.system``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+WATCHED_MODULES = {"numpy", "builtins", "sys", "IPython", "math", "os", "__builtins__"}
+_MAGIC = re.compile(r"^\s*[%!]", re.M)
+
+
+def _code(cell_source: str) -> str:
+    return "\n".join("pass" if _MAGIC.match(line) else line for line in cell_source.splitlines())
+
+
+def _root_name(node):
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id + "()"  # e.g. get_ipython(), or an alias of it
+    return None
+
+
+def _dotted(node) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self):
+        self.aliases = {name: name for name in WATCHED_MODULES}
+        self.aliases.update(np="numpy")
+        self.ipython_names = {"get_ipython()"}
+        self.findings = []
+
+    def _watched(self, node) -> str | None:
+        root = _root_name(node)
+        if root in self.ipython_names:
+            return "IPython"
+        return self.aliases.get(root)
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            if top == "autograder":
+                self.findings.append(f"imports {alias.name} (the course's grading package)")
+            if top in WATCHED_MODULES:
+                self.aliases[alias.asname or top] = top
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node):
+        top = (node.module or "").split(".")[0]
+        if top == "autograder":
+            self.findings.append(f"imports from {node.module} (the course's grading package)")
+        if top in ("numpy", "IPython", "sys", "builtins"):
+            for alias in node.names:
+                if alias.name in ("testing", "linalg", "random"):
+                    self.aliases[alias.asname or alias.name] = top
+                if alias.name == "get_ipython":
+                    self.ipython_names.add((alias.asname or alias.name) + "()")
+        self.generic_visit(node)
+
+    def _target(self, target, verb):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self._target(elt, verb)
+            return
+        if isinstance(target, (ast.Attribute, ast.Subscript)):
+            module = self._watched(target)
+            if module:
+                self.findings.append(f"{verb} {_dotted(target)} ({module})")
+
+    def visit_Assign(self, node):
+        for target in node.targets:
+            self._target(target, "rebinds")
+        if isinstance(node.value, ast.Call) and _dotted(node.value.func) == "get_ipython":
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.ipython_names.add(target.id)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._target(node.target, "rebinds")
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for target in node.targets:
+            self._target(target, "deletes")
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        name = _dotted(node.func)
+        first = node.args[0] if node.args else None
+        if name in ("setattr", "delattr", "object.__setattr__") and first is not None and self._watched(first):
+            self.findings.append(f"{name} on {_dotted(first)}")
+        if name in ("sys.exit", "os._exit", "os.kill", "os.abort", "exit", "quit", "os.killpg"):
+            self.findings.append(f"calls {name}() (leaves or kills the kernel)")
+        if name.endswith(("set_custom_exc", "events.register", "register_magic_function")) and (
+                self._watched(node.func) == "IPython" or "get_ipython" in name):
+            self.findings.append(f"changes the kernel with {name}()")
+        if name in ("os.system", "os.popen") or name.startswith(("subprocess.", "shutil.", "os.remove",
+                                                                  "os.unlink", "os.rename", "os.replace")):
+            self.findings.append(f"calls {name}() (files or processes)")
+        if name == "open" and (len(node.args) > 1 or any(k.arg == "mode" for k in node.keywords)):
+            mode = node.args[1] if len(node.args) > 1 else next(k.value for k in node.keywords if k.arg == "mode")
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str) and set(mode.value) & set("wax+"):
+                self.findings.append(f"writes a file ({_dotted(node)[:80]})")
+        if name in ("__import__", "importlib.import_module") and first is not None and isinstance(
+                first, ast.Constant) and str(first.value).startswith("autograder"):
+            self.findings.append(f"imports {first.value} (the course's grading package)")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and re.search(r"\bautograder\b|checks[/.]lesson|reference\.py", node.value):
+            self.findings.append(f"mentions the grading package in a string ({node.value[:60]!r})")
+
+    def visit_FunctionDef(self, node):
+        if node.name == "__eq__" and _always_true(node):
+            self.findings.append("defines an __eq__ that always returns True")
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        if isinstance(node.body, ast.Constant) and node.body.value is True:
+            self.findings.append("a lambda that always returns True (a fake comparison?)")
+        self.generic_visit(node)
+
+
+def _always_true(fn) -> bool:
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    return bool(returns) and all(isinstance(r.value, ast.Constant) and r.value.value is True for r in returns)
+
+
+def scan_source(source: str) -> list:
+    scanner = _Scanner()
+    try:
+        tree = ast.parse(_code(source))
+    except SyntaxError:
+        return []
+    scanner.visit(tree)
+    return scanner.findings
+
+
+def scan_notebook(nb, editable_only=True) -> list:
+    """Findings (deduplicated, in order) over the notebook's code cells.
+
+    ``editable_only``: skip locked cells whose source nbgrader restores from the release anyway (they are reported
+    separately as edited cells when they differ).
+    """
+    seen, findings = set(), []
+    scanner = _Scanner()
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if editable_only and meta.get("locked") and not meta.get("solution"):
+            continue
+        try:
+            tree = ast.parse(_code(cell.get("source", "")))
+        except SyntaxError:
+            continue
+        scanner.findings = []
+        scanner.visit(tree)
+        for f in scanner.findings:
+            if f not in seen:
+                seen.add(f)
+                findings.append(f)
+    return findings

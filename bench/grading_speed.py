@@ -1,0 +1,133 @@
+"""How fast a class is graded: serial `nbgrader autograde`, `python -m autograder.grade`, and the floor.
+
+    python bench/grading_speed.py [--students 60] [--workers N] [--lessons 01_warmup ...]
+    GRADING_BENCH_STUDENTS=12 make bench      # a quick run
+
+A synthetic class (a third complete, a third with a catalogued bug, a third blank, for every available lesson) is
+graded three ways, each in a fresh folder:
+
+* serial:  `nbgrader autograde LESSON` once per lesson on a course folder made by `autograder.course.make_course`
+           (nbgrader's own way: one submission after another, in-process kernels, no sandbox);
+* command: `autograder.grade.run` with N workers: sandboxed kernels, autograde + feedback + export + report;
+* floor:   executing the same notebooks nbgrader executes (the serial run's autograded notebooks, outputs
+           cleared) with nbclient in N processes: kernel start-up and the code itself, no grading at all.
+
+It prints the three wall-clock times and the ratios, whatever they are. Targets on 2 cores: command / floor <= 1.3
+and serial / command >= 1.7. Not a test: the figures depend on the machine and its load (printed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autograder import bugs, course, gradebook, grade, submissions  # noqa: E402
+
+
+def synthetic_class(root: Path, n_students: int, lessons) -> dict:
+    """Write ``n_students`` folders of notebooks; returns {student: kind}."""
+    kinds = {}
+    for lesson in lessons:
+        lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson[:2]]
+        for i in range(n_students):
+            student = f"s{i:03d}"
+            kind = ("complete", "buggy", "blank")[i % 3]
+            if kind == "buggy" and not lesson_bugs:
+                kind = "complete"
+            if kind == "complete":
+                nb = submissions.fill(lesson)
+            elif kind == "buggy":
+                b = lesson_bugs[(i // 3) % len(lesson_bugs)]
+                nb = submissions.fill(lesson, {b.function: b.source})
+            else:
+                nb = submissions.student_notebook(lesson)
+            course.write_notebook(nb, root / student / f"{lesson}.ipynb")
+            kinds[student] = kind
+    return kinds
+
+
+def serial_nbgrader(base: Path, class_dir: Path, lessons) -> float:
+    root = course.make_course(base / "serial", lessons)
+    for student_dir in class_dir.iterdir():
+        for lesson in lessons:
+            dest = root / "submitted" / student_dir.name / lesson / f"{lesson}.ipynb"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(student_dir / f"{lesson}.ipynb", dest)
+    started = time.monotonic()
+    for lesson in lessons:
+        gradebook.autograde(root, lesson)
+    return time.monotonic() - started
+
+
+def _execute_all(paths) -> int:
+    import nbformat
+    from nbclient import NotebookClient
+
+    os.environ.update(course.nbgrader_env())
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+    return len(paths)
+
+
+def floor(base: Path, workers: int) -> float:
+    notebooks = sorted(str(p) for p in (base / "serial" / "autograded").rglob("*.ipynb"))
+    shares = [notebooks[i::workers] for i in range(workers)]
+    started = time.monotonic()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        assert sum(pool.map(_execute_all, shares)) == len(notebooks)
+    return time.monotonic() - started
+
+
+def command(base: Path, class_dir: Path, lessons, workers: int) -> float:
+    settings = grade.Settings(out=str(base / "command"), lessons=list(lessons), workers=workers)
+    started = time.monotonic()
+    outcome = grade.run(class_dir, settings, progress=False, log=lambda *a: None)
+    elapsed = time.monotonic() - started
+    assert outcome["graded"] == len(list(class_dir.iterdir())) * len(lessons), outcome["graded"]
+    return elapsed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=int(os.environ.get("GRADING_BENCH_STUDENTS", 60)),
+                        help="class size (default 60, or $GRADING_BENCH_STUDENTS)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--lessons", nargs="+", default=None)
+    args = parser.parse_args(argv)
+    os.environ.update(course.nbgrader_env())
+    lessons = args.lessons or course.lesson_names()
+    base = Path(tempfile.mkdtemp(prefix="grading-bench-"))
+    try:
+        synthetic_class(base / "class", args.students, lessons)
+        n = args.students * len(lessons)
+        load = os.getloadavg()[0]
+        print(f"{args.students} students x {len(lessons)} lessons = {n} notebooks, {args.workers} workers, "
+              f"{os.cpu_count()} cores, load average {load:.1f} at start")
+        t_serial = serial_nbgrader(base, base / "class", lessons)
+        print(f"serial nbgrader autograde : {t_serial:7.1f} s  ({t_serial / n:.2f} s per notebook)")
+        t_command = command(base, base / "class", lessons, args.workers)
+        print(f"autograder.grade          : {t_command:7.1f} s  (autograde + feedback + export + report)")
+        t_floor = floor(base, args.workers)
+        print(f"floor (nbclient, {args.workers} procs)  : {t_floor:7.1f} s")
+        print(f"command / floor  = {t_command / t_floor:.2f}  (target <= 1.3)")
+        print(f"serial / command = {t_serial / t_command:.2f}  (target >= 1.7)")
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
