@@ -28,10 +28,10 @@ from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
-from autograder.verify import ClearRecords, VerifyHiddenTests  # noqa: E402
+from autograder.verify import VerifyHiddenTests  # noqa: E402
 
 _os.environ.setdefault("MHA_GRADING_SALT", str(_secrets.randbits(63)))
 c.Autograde.autograde_preprocessors = [
-    ClearRecords, Execute, VerifyHiddenTests, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+    Execute, VerifyHiddenTests, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]

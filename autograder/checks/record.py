@@ -1,12 +1,14 @@
 """Record what a learner's functions returned during a hidden test, so the grader can re-check it outside the
 learner's kernel (``autograder.verify``).
 
-Inside the kernel, ``session.run`` wraps every learner function in a ``Recorder`` and saves, after the test,
-each call's results (and its array arguments as they were after the call, to see in-place edits) to
-``.mha-grading/<test>.npz`` in the notebook's folder. The file holds plain numeric and text arrays only and is
-read back with ``allow_pickle=False``: a hostile file cannot run code in the grader.
+Inside the kernel, ``session.run`` wraps every learner function in a ``Recorder``; after the test it encodes each
+call's results (and any array argument the call changed in place) as an ``.npz`` archive and displays it as an
+output of the test cell with the media type ``MIMETYPE``. Outputs travel from the kernel to the grader over
+Jupyter's own channel, so this works whatever the kernel may write to disk (a sandboxed kernel writes nowhere the
+grader reads). The archive holds plain numeric and text arrays only and is read back with ``allow_pickle=False``:
+a hostile record cannot run code in the grader. The grader removes these outputs before anyone sees the notebook.
 
-Outside the kernel, ``replay_arguments`` turns the file back into stand-ins that return the recorded results,
+Outside the kernel, ``replay_arguments`` turns a record back into stand-ins that return the recorded results,
 call by call, and the very same hidden-test function grades them against the reference. A submission that
 tampered with the in-kernel checks gains nothing: to pass the re-check, its functions must have returned the
 reference's results on inputs drawn with a seed it could not know in advance.
@@ -14,18 +16,14 @@ reference's results on inputs drawn with a seed it could not know in advance.
 
 from __future__ import annotations
 
+import base64
 import builtins
-import os
-from pathlib import Path
+import io
 
 import numpy as np
 
-RECORD_DIR = ".mha-grading"
+MIMETYPE = "application/vnd.mha-course.hidden-test-record+json"
 _SCALAR_KINDS = {bool: "bool", int: "int", float: "float", str: "str"}
-
-
-def record_path(test: str, folder=None) -> Path:
-    return Path(folder or os.getcwd()) / RECORD_DIR / f"{test}.npz"
 
 
 class Recorder:
@@ -41,6 +39,7 @@ class Recorder:
         return getattr(self.fn, "__globals__", None)
 
     def __call__(self, *args, **kwargs):
+        before = [a.tobytes() if type(a) is np.ndarray else None for a in args]
         try:
             result = self.fn(*args, **kwargs)
         except Exception as exc:  # a test may expect an error (e.g. ValueError for a bad shape)
@@ -48,7 +47,8 @@ class Recorder:
             raise
         is_tuple = isinstance(result, tuple)
         outputs = list(result) if is_tuple else [result]
-        after = [np.array(a, copy=True) if type(a) is np.ndarray else None for a in args]
+        # keep an argument only if the call changed it in place (rare, and what the re-check must see)
+        after = [np.array(a, copy=True) if b is not None and a.tobytes() != b else None for a, b in zip(args, before)]
         self.calls.append((outputs, is_tuple, after))
         return result
 
@@ -77,8 +77,8 @@ def _encode(store: dict, key: str, value):
         store[key + ":kind"] = np.array("unrecordable:" + type(value).__name__)
 
 
-def save(test: str, arguments, keywords=None) -> Path:
-    """Write the record of one hidden test: each argument's value or, for a Recorder, its calls.
+def encode(arguments, keywords=None) -> bytes:
+    """The record of one hidden test as ``.npz`` bytes: each argument's value or, for a Recorder, its calls.
 
     Positional arguments are stored under ``p0``, ``p1``, ...; keyword arguments under ``k:<name>``.
     """
@@ -97,11 +97,30 @@ def save(test: str, arguments, keywords=None) -> Path:
                         store[f"{slot}c{i}a{k}"] = a
         else:
             _encode(store, f"{slot}:value", arg)
-    path = record_path(test)
-    path.parent.mkdir(exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez(fh, **store)
-    return path
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **store)
+    return buffer.getvalue()
+
+
+def emit(test: str, blob: bytes):
+    """Display the record as an output of the running cell, where the grader will find it."""
+    from IPython.display import display
+
+    display({MIMETYPE: {"test": test, "npz": base64.b64encode(blob).decode("ascii")}}, raw=True)
+
+
+def from_outputs(outputs, test: str):
+    """The ``.npz`` bytes of the last record of ``test`` among a cell's outputs, or None."""
+    found = None
+    for out in outputs:
+        data = out.get("data", {}).get(MIMETYPE) if out.get("output_type") == "display_data" else None
+        if isinstance(data, dict) and data.get("test") == test and isinstance(data.get("npz"), str):
+            found = data["npz"]
+    return base64.b64decode(found, validate=True) if found is not None else None
+
+
+def is_record(output) -> bool:
+    return output.get("output_type") == "display_data" and MIMETYPE in output.get("data", {})
 
 
 def _decode(data, key):
@@ -155,10 +174,10 @@ class Replay:
         return tuple(outputs) if n >= 0 else outputs[0]
 
 
-def replay_arguments(path, names, keywords=()) -> tuple:
+def replay_arguments(blob: bytes, names, keywords=()) -> tuple:
     """Stand-ins for a hidden test's positional arguments ``names`` and keyword arguments ``keywords``, read
-    from the record at ``path``: ``(args, kwargs)``."""
-    with np.load(path, allow_pickle=False) as npz:
+    from the record ``blob``: ``(args, kwargs)``."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
         data = {k: npz[k] for k in npz.files}
 
     def stand_in(slot, name):
