@@ -128,9 +128,23 @@ def isolate(libc, needed, *, tmp_mb: int = 64):
             _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
             _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
             os.close(fd)
+    needed_real = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
     for place in WRITABLE_BY_ALL:
         if os.path.isdir(place) and not os.path.islink(place):
+            # A needed path inside a throw-away place (the course cloned under /tmp, say) is kept, read-only.
+            inside = [p for p in needed_real if p.startswith(place.rstrip("/") + "/")]
+            tops = [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
+            fds = {p: os.open(p, os.O_PATH) for p in tops}
             _mount(libc, "tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_mb}m")
+            for target, fd in fds.items():
+                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()
+                _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+                _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
+                os.close(fd)
 
 
 TRUNCATED_MARKER = "[grader] output truncated"

@@ -1110,9 +1110,9 @@ def check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=None):
                   f"{np.shape(weights)}: repeat the KV heads so every query head has one")
         if np.shape(out) != (B, T, n_heads * d_head):
             _fail(f"out should be (B, T, d_model) = {(B, T, n_heads * d_head)}, got {np.shape(out)}")
-        expected, _ = multi_head_attention(x, W_Q, _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep), W_O, n_heads)
+        expected, _ = _call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep), W_O, n_heads)
         if not _close(out, expected, 1e-8):
-            tiled, _ = multi_head_attention(x, W_Q, _expand(W_K, n_kv, n_rep, "tile"), _expand(W_V, n_kv, n_rep, "tile"),
+            tiled, _ = _call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep, "tile"), _expand(W_V, n_kv, n_rep, "tile"),
                                             W_O, n_heads)
             if _close(out, tiled, 1e-8):
                 _fail("the KV heads are repeated in the order 0 1 0 1 (np.tile); query heads 0..n_rep-1 must share "
@@ -1180,7 +1180,7 @@ def check_causal_self_attention(causal_self_attention, multi_head_attention, gro
     if not _close(np.asarray(out_later)[:, :-1], np.asarray(out)[:, :-1], 1e-10):
         _fail("changing the last token changed the outputs of earlier tokens: they must not see the future. Is the "
               "causal mask passed to the attention?")
-    expected, _ = multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=_causal(T))
+    expected, _ = _call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, W_V, W_O, n_heads, mask=_causal(T))
     if not _close(out, expected, 1e-8):
         _fail("out differs from causal multi-head attention at the MHA end (n_kv_heads = n_heads)")
     _ok("causal_self_attention: no weight on the future, earlier rows blind to later tokens, equal to causal MHA")
@@ -1251,7 +1251,7 @@ def check_decode_step(decode_step, multi_head_attention, kv_cache_append=None, r
                   f"into n_kv_heads heads ({d_kv} columns of W_K, d_head={d_head} per head)")
         if np.shape(out_t) != (B, 1, n_heads * d_head):
             _fail(f"out_t should be (B, 1, d_model) = {(B, 1, n_heads * d_head)}, got {np.shape(out_t)}")
-        full, _ = multi_head_attention(x, W_Q, W_K_full, W_V_full, W_O, n_heads, mask=_causal(T))
+        full, _ = _call(multi_head_attention, "multi_head_attention", x, W_Q, W_K_full, W_V_full, W_O, n_heads, mask=_causal(T))
         if not _close(out_t, full[:, 3:], 1e-8):
             _fail("out_t is not row 3 of causal attention over the 4 tokens: append the new key and value to the "
                   "cache *before* attending (the token attends to itself too), then attend with its query to the "
@@ -1284,7 +1284,7 @@ def check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decod
         _fail(f"out should be (B, T, d_model) = {(B, T, n_heads * d_head)}, got {np.shape(out)}: join the step "
               "outputs along time, axis -2")
     n_rep = n_heads // n_kv
-    full, _ = multi_head_attention(x, W_Q, _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep), W_O, n_heads,
+    full, _ = _call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep), W_O, n_heads,
                                    mask=_causal(T))
     if not _close(out, full, 1e-8):
         rows = [t for t in range(T) if not _close(out[:, t], full[:, t], 1e-8)]
@@ -1299,9 +1299,9 @@ def check_tiled_attention(tiled_attention, scaled_dot_product_attention):
     Q = rng.normal(size=(2, 7, 4)) * 3  # (B, T_q, d_k); large scores so the running max really moves
     K = rng.normal(size=(2, 10, 4)) * 3  # (B, T_k, d_k)
     V = rng.normal(size=(2, 10, 5))  # (B, T_k, d_v)
-    plain, _ = scaled_dot_product_attention(Q, K, V)
+    plain, _ = _call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, K, V)
     Ks, Vs = K[:, :7], V[:, :7]
-    plain_causal, _ = scaled_dot_product_attention(Q, Ks, Vs, mask=_causal(7))
+    plain_causal, _ = _call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, Ks, Vs, mask=_causal(7))
     for block in (4, 3, 1, 64):
         out = _call(tiled_attention, "tiled_attention", Q, K, V, block)
         if np.shape(out) != (2, 7, 5):
