@@ -109,6 +109,17 @@ def _blocked_dirs(needed) -> dict:
     return blocked
 
 
+def _expose_read_only(libc, fd, target):
+    """Bind the file or folder open as ``fd`` (O_PATH, taken before a tmpfs covered it) at ``target``, read-only."""
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.mkdir(target)
+    else:
+        open(target, "w").close()
+    _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
+    _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
+    os.close(fd)
+
+
 def isolate(libc, needed, *, tmp_mb: int = 64):
     """Private mount namespace: fresh tmpfs where everyone may write; needed paths reachable by anyone."""
     if libc.unshare(_CLONE_NEWNS) != 0:
@@ -120,31 +131,19 @@ def isolate(libc, needed, *, tmp_mb: int = 64):
         fds = {name: os.open(os.path.join(parent, name), os.O_PATH) for name in children}
         _mount(libc, "tmpfs", parent, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
         for name, fd in fds.items():
-            target = os.path.join(parent, name)
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                os.mkdir(target)
-            else:
-                open(target, "w").close()
-            _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-            _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
-            os.close(fd)
+            _expose_read_only(libc, fd, os.path.join(parent, name))
     needed_real = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
     for place in WRITABLE_BY_ALL:
         if os.path.isdir(place) and not os.path.islink(place):
             # A needed path inside a throw-away place (the course cloned under /tmp, say) is kept, read-only.
-            inside = [p for p in needed_real if p.startswith(place.rstrip("/") + "/")]
+            prefix = place.rstrip("/") + "/"
+            inside = [p for p in needed_real if p.startswith(prefix)]
             tops = [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
             fds = {p: os.open(p, os.O_PATH) for p in tops}
             _mount(libc, "tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_mb}m")
             for target, fd in fds.items():
                 os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-                if stat.S_ISDIR(os.fstat(fd).st_mode):
-                    os.mkdir(target)
-                else:
-                    open(target, "w").close()
-                _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-                _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
-                os.close(fd)
+                _expose_read_only(libc, fd, target)
 
 
 TRUNCATED_MARKER = "[grader] output truncated"
