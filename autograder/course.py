@@ -75,10 +75,11 @@ def read_source(path) -> nbformat.NotebookNode:
             if meta["grade"] and "points" not in meta:
                 raise SourceError(f"{where}: a graded cell needs points")
             if (meta["grade"] and not meta["solution"] and cell.cell_type == "code" and meta.get("points", 0) > 0
-                    and "session.run(" not in cell.source.split("### END HIDDEN TESTS")[0]):
+                    and f'hidden_cell.run("{gid}")' not in cell.source.split("### END HIDDEN TESTS")[0]):
                 raise SourceError(f"{where}: a graded test cell must grade through a hidden "
-                                  "`session.run(...)` call, which is re-checked outside the learner's kernel; "
-                                  "visible asserts alone can be defeated by the notebook's own code")
+                                  f'`__import__("autograder.hidden_cell").hidden_cell.run("{gid}")` call (its test '
+                                  "runs in the grader; visible asserts alone can be defeated by the notebook's own "
+                                  "code)")
         elif "### BEGIN SOLUTION" in cell.source or "### BEGIN HIDDEN TESTS" in cell.source:
             raise SourceError(f"{where}: it holds a solution or hidden tests but has no nbgrader metadata, so it "
                               "would be given to learners as it is")

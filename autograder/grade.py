@@ -50,6 +50,9 @@ COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the forei
 EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_SETUP = 2, 3, 4
 
 
+KERNEL_MODULES = ("__init__.py", "hidden_cell.py", "sandbox.py")
+
+
 class SetupError(RuntimeError):
     """This machine cannot grade safely as set up; the message says what to install or change."""
 
@@ -101,16 +104,7 @@ def normalize_db_url(url: str) -> str:
 def _config_lines(s: Settings) -> str:
     lines = [
         "# Grading settings written by autograder/grade.py",
-        "from nbconvert.preprocessors import ClearMetadataPreprocessor",
-        "from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,",
-        "                                    SaveAutoGrades)",
-        "from autograder.grading.execute import SafeExecute",
-        "from autograder.verify import VerifyHiddenTests",
-        "# as in autograder/nbgrader_config.py, with the hardened execute step: passed hidden tests are re-checked",
-        "# outside the kernel (VerifyHiddenTests)",
-        "c.Autograde.autograde_preprocessors = [SafeExecute, VerifyHiddenTests, IgnorePattern,",
-        "                                      ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,",
-        "                                      AssignLatePenalties, CheckCellMetadata]",
+        "# the autograde pipeline itself is declared once, in autograder/nbgrader_config.py (loaded above)",
         f"c.Execute.timeout = {int(s.timeout)}",
         f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
         "c.Execute.shutdown_kernel = 'immediate'  # every output is in; a graceful stop costs ~1 s per notebook",
@@ -226,16 +220,16 @@ def ensure_students(s: Settings, students) -> None:
 
 
 def write_kernel_library(dest: Path) -> Path:
-    """The modules graded kernels may import, copied where the sandbox binds them read-only (world-readable
-    copies: the course itself may sit in a folder, or have files, that the sandbox uid cannot read)."""
+    """The only course modules a graded kernel can import, copied where the sandbox binds them read-only: what the
+    hidden cells call (``autograder/hidden_cell.py``), the launcher's last step (``autograder/sandbox.py``) and the
+    learner's helper module. No reference, hidden test or bug catalog: those stay with the grader. (Copies, made
+    world-readable: the course itself may sit in a folder, or have files, that the sandbox uid cannot read.)"""
     shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    sources = [(p, p.relative_to(course.ROOT)) for p in (course.ROOT / "autograder").rglob("*.py")]
-    sources += [(course.LESSONS / helper, Path(helper)) for helper in course.HELPERS]
-    for src, rel in sources:
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, target)
+    (dest / "autograder").mkdir(parents=True)
+    for module in KERNEL_MODULES:
+        shutil.copyfile(course.ROOT / "autograder" / module, dest / "autograder" / module)
+    for helper in course.HELPERS:
+        shutil.copyfile(course.LESSONS / helper, dest / helper)
     for path in [dest, *dest.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return dest

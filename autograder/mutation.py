@@ -3,8 +3,9 @@
     python -m autograder.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
 
 For each bug in ``autograder.bugs.CATALOG`` a submission is made from the completed student notebook with that
-one function replaced by the bug's source. All of a lesson's mutants (plus one unmutated control) are graded in
-one nbgrader course with one ``nbgrader autograde`` call, lessons in parallel. A bug is *caught* when
+one function replaced by the bug's source. Every mutant (one student per bug) and one unmutated control are
+graded in one run of the grading command itself (``autograder.grade.run``: the same pipeline, sandbox and limits
+as ``make grade``), ``--workers`` notebooks at a time. A bug is *caught* when
 
 * its total is below full marks,
 * exactly the tests listed in ``bug.tests`` lose points (no more, no fewer),
@@ -23,7 +24,6 @@ import re
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,13 +86,8 @@ def _visible_check_fails(lesson: str, bug) -> bool:
         sys.path.remove(str(course.LESSONS))
 
 
-def grade_lesson(lesson: str, bug_list, workdir: Path) -> list:
-    root = course.make_course(workdir / lesson, [lesson])
-    submissions.write_submission(root, CONTROL, lesson, submissions.fill(lesson))
-    for b in bug_list:
-        submissions.write_submission(root, b.id, lesson, submissions.fill(lesson, {b.function: b.source}))
-    gradebook.autograde(root, lesson)
-    gradebook.generate_feedback(root, lesson)
+def judge(root: Path, lesson: str, bug_list) -> list:
+    """Verdicts for ``bug_list`` from a graded course folder ``root`` (the grading command's ``OUT/course``)."""
     control = gradebook.total(root, lesson, CONTROL)
     control_lost = {gid for gid, (s, m) in gradebook.test_scores(root, lesson, CONTROL).items() if s < m}
     verdicts = []
@@ -121,6 +116,8 @@ def grade_lesson(lesson: str, bug_list, workdir: Path) -> list:
 
 
 def run(lessons=None, workers=2, keep=None) -> list:
+    from autograder import grade
+
     by_lesson = {}
     for b in catalog.CATALOG:
         by_lesson.setdefault(lesson_of(b), []).append(b)
@@ -128,9 +125,15 @@ def run(lessons=None, workers=2, keep=None) -> list:
         by_lesson = {k: v for k, v in by_lesson.items() if k in lessons}
     with tempfile.TemporaryDirectory(prefix="mha-mutants-") as tmp:
         workdir = Path(keep or tmp)
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            results = list(pool.map(lambda item: grade_lesson(item[0], item[1], workdir), by_lesson.items()))
-    return [v for lesson_verdicts in results for v in lesson_verdicts]
+        klass = workdir / "class"
+        for lesson, bug_list in by_lesson.items():
+            course.write_notebook(submissions.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
+            for b in bug_list:
+                course.write_notebook(submissions.fill(lesson, {b.function: b.source}), klass / b.id / f"{lesson}.ipynb")
+        settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
+        grade.run(klass, settings, progress=False, log=lambda *a: None)
+        return [v for lesson, bug_list in sorted(by_lesson.items())
+                for v in judge(settings.course_root, lesson, bug_list)]
 
 
 def report(verdicts, seconds) -> str:
@@ -148,7 +151,7 @@ def report(verdicts, seconds) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lessons", nargs="*", help="lesson names (default: every lesson with bugs)")
-    parser.add_argument("--workers", type=int, default=2, help="lessons graded at once")
+    parser.add_argument("--workers", type=int, default=2, help="notebooks graded at once")
     parser.add_argument("--keep", help="grade in this folder and keep it (default: a temporary folder)")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()

@@ -18,20 +18,23 @@ c.LimitOutput.max_traceback = 60
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Every passed hidden test is re-checked outside the learner's kernel (autograder/verify.py), and the
-# hidden-test inputs are salted afresh for each grading process so results cannot be prepared in advance.
+# The autograde pipeline, declared once: every grading path (``make grade``, the grading tests, the mutation
+# harness) runs it. ``SafeExecute`` runs each notebook in the sandboxed kernel and each hidden test in this
+# process (autograder/grading/execute.py, hidden_tests.py); nbgrader's own steps follow. Hidden-test inputs are
+# salted afresh by each grading process, so results cannot be prepared in advance; the salt never leaves it.
 import os as _os  # noqa: E402
 import secrets as _secrets  # noqa: E402
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
-from autograder.verify import VerifyHiddenTests  # noqa: E402
+from autograder.grading.execute import SafeExecute  # noqa: E402
 
 _os.environ.setdefault("MHA_GRADING_SALT", str(_secrets.randbits(63)))
-c.Autograde.autograde_preprocessors = [
-    Execute, VerifyHiddenTests, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
+AUTOGRADE_PIPELINE = [
+    SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    CheckCellMetadata,
 ]
+c.Autograde.autograde_preprocessors = AUTOGRADE_PIPELINE

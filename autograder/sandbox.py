@@ -44,8 +44,7 @@ KERNEL_NAME = "autograder-sandbox"
 KERNEL_LIBRARY = "/opt/mha-course"  # where the kernel library is bound inside the sandbox
 HOME = "/home/learner"
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "NBGRADER_EXECUTION", "PYTHONHASHSEED",
-             "PYDEVD_DISABLE_FILE_VALIDATION",
-             "MHA_GRADING_SALT")  # hidden-test inputs: the grader draws the salt, the kernel must use the same
+             "PYDEVD_DISABLE_FILE_VALIDATION", "MHA_HIDDEN_TESTS")
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "fonts",
         "alternatives", "mime.types", "matplotlibrc")
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -82,6 +81,7 @@ def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_0
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
         "interrupt_mode": "message",  # the kernel is not a child the grader can signal directly
+        "env": {"MHA_HIDDEN_TESTS": "grader"},  # hidden cells run their tests through the grader (hidden_cell.py)
         "metadata": {"debugger": False},
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")

@@ -30,7 +30,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import math
 
@@ -92,16 +91,14 @@ def softmax(x, axis=-1):
 
 # %% nbgrader={"grade": true, "grade_id": "softmax_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson01", "softmax_values", softmax, visible_check="check_softmax")
+__import__("autograder.hidden_cell").hidden_cell.run("softmax_values")
 ### END HIDDEN TESTS
 # Self-check: known values, any axis, float32 kept.
 check_softmax(softmax)
 
 # %% nbgrader={"grade": true, "grade_id": "softmax_stable", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson01", "softmax_stable", softmax, visible_check="check_softmax_stable")
+__import__("autograder.hidden_cell").hidden_cell.run("softmax_stable")
 ### END HIDDEN TESTS
 # Self-check: scores near 1e4 must not overflow.
 check_softmax_stable(softmax)
@@ -175,16 +172,14 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 # %% nbgrader={"grade": true, "grade_id": "attention_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson01", "attention_values", scaled_dot_product_attention, softmax=softmax, visible_check="check_attention")
+__import__("autograder.hidden_cell").hidden_cell.run("attention_values")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, the 1/sqrt(d_k) scale, out = weights @ V.
 check_attention(scaled_dot_product_attention)
 
 # %% nbgrader={"grade": true, "grade_id": "attention_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson01", "attention_mask", scaled_dot_product_attention, softmax=softmax, visible_check="check_attention_mask")
+__import__("autograder.hidden_cell").hidden_cell.run("attention_mask")
 ### END HIDDEN TESTS
 # Self-check: True = blocked, blocked weights exactly 0, rows renormalised, a 2-D mask broadcast over a batch.
 check_attention_mask(scaled_dot_product_attention)

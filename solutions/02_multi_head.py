@@ -35,7 +35,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import io
 import math
@@ -169,7 +168,7 @@ def split_heads(x, n_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "split_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson02", "split_heads_values", split_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("split_heads_values")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head, one sequence and a batch, ValueError, dtype kept.
 check_split_heads(split_heads)
@@ -243,7 +242,7 @@ def concat_heads(x):
 
 # %% nbgrader={"grade": true, "grade_id": "concat_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson02", "concat_heads_values", concat_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("concat_heads_values")
 ### END HIDDEN TESTS
 # Self-check: row t is every head of token t, on one sequence and on a batch.
 check_concat_heads(concat_heads)
@@ -288,8 +287,7 @@ check_output_projection(output_projection)
 
 # %% nbgrader={"grade": true, "grade_id": "output_projection_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson02", "output_projection_values", output_projection, concat_heads=concat_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("output_projection_values")
 ### END HIDDEN TESTS
 # Hidden tests of output_projection run here when your notebook is graded, with a correct concat_heads in place
 # of yours, so a slip in concat_heads costs points only once. Your self-check is the cell above.
@@ -384,29 +382,20 @@ check_mha_mask(multi_head_attention)
 
 # %% nbgrader={"grade": true, "grade_id": "mha_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson02", "mha_values", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
-    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
-    softmax=softmax)
+__import__("autograder.hidden_cell").hidden_cell.run("mha_values")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention without a mask. When graded, your layer runs with a correct split_heads,
 # concat_heads, output_projection and attention in place of yours: only the layer's own code is graded here.
 
 # %% nbgrader={"grade": true, "grade_id": "mha_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson02", "mha_mask", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
-    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
-    softmax=softmax)
+__import__("autograder.hidden_cell").hidden_cell.run("mha_mask")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention with masks: a (T, T) mask, a causal mask, a (B, 1, T, T) mask.
 
 # %% nbgrader={"grade": true, "grade_id": "mha_composition", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson02", "mha_composition", multi_head_attention, split_heads=split_heads, concat_heads=concat_heads,
-    output_projection=output_projection, scaled_dot_product_attention=scaled_dot_product_attention,
-    softmax=softmax)
+__import__("autograder.hidden_cell").hidden_cell.run("mha_composition")
 ### END HIDDEN TESTS
 # Hidden test of the pieces together: your multi_head_attention calling *your* split_heads, concat_heads and
 # output_projection, as the contract names them. A piece that is wrong on its own is charged in its own test

@@ -28,7 +28,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import io
 
@@ -78,14 +77,14 @@ def mha_param_count(d_model, n_heads, bias=False):
 
 # %% nbgrader={"grade": true, "grade_id": "param_count", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson03", "param_count", mha_param_count)
+__import__("autograder.hidden_cell").hidden_cell.run("param_count")
 ### END HIDDEN TESTS
 # Self-check: the paper's 512-wide layer, the same count for every n_heads, biases.
 check_param_count(mha_param_count)
 
 # %% nbgrader={"grade": true, "grade_id": "param_count_bias", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson03", "param_count_bias", mha_param_count)
+__import__("autograder.hidden_cell").hidden_cell.run("param_count_bias")
 ### END HIDDEN TESTS
 # Self-check (biases): BERT-base's layer, 4 * 768^2 + 4 * 768.
 check_param_count_bias(mha_param_count)
@@ -117,8 +116,7 @@ def exercise_512():
 
 # %% nbgrader={"grade": true, "grade_id": "exercise_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson03", "exercise_values", exercise_512, mha_param_count=mha_param_count)
+__import__("autograder.hidden_cell").hidden_cell.run("exercise_values")
 ### END HIDDEN TESTS
 check_exercise_512(exercise_512, mha_param_count)
 
@@ -311,8 +309,7 @@ def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
 
 # %% nbgrader={"grade": true, "grade_id": "gqa_count", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson03", "gqa_count", gqa_param_count, mha_param_count=mha_param_count)
+__import__("autograder.hidden_cell").hidden_cell.run("gqa_count")
 ### END HIDDEN TESTS
 # Self-check: MHA as a special case, MQA, Llama-2 70B, bias widths.
 check_gqa_param_count(gqa_param_count)
@@ -327,8 +324,7 @@ def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
 
 # %% nbgrader={"grade": true, "grade_id": "kv_cache_bytes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson03", "kv_cache_bytes", kv_cache_bytes_per_token)
+__import__("autograder.hidden_cell").hidden_cell.run("kv_cache_bytes")
 ### END HIDDEN TESTS
 check_kv_cache_bytes(kv_cache_bytes_per_token)
 

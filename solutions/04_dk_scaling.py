@@ -28,7 +28,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import io
 import math
@@ -100,7 +99,7 @@ def dot_product_std(d_k, n_samples, scaled, rng):
 
 # %% nbgrader={"grade": true, "grade_id": "std_experiment", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson04", "std_experiment", dot_product_std)
+__import__("autograder.hidden_cell").hidden_cell.run("std_experiment")
 ### END HIDDEN TESTS
 # Self-check: about sqrt(d_k) unscaled, about 1 scaled, the same result for the same seed.
 check_dot_product_std(dot_product_std)
@@ -248,8 +247,7 @@ def multi_head_scores(x, W_Q, W_K, n_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "head_scores", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson04", "head_scores", multi_head_scores, split_heads=split_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("head_scores")
 ### END HIDDEN TESTS
 # Self-check: shape (n_heads, T, T), the 1/sqrt(d_head) scale, float32 kept.
 check_multi_head_scores(multi_head_scores, split_heads)

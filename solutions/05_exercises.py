@@ -41,7 +41,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import math
 
@@ -116,7 +115,7 @@ d_head_512 = 512 // 8
 
 # %% nbgrader={"grade": true, "grade_id": "d_head_512", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson05", "d_head_512", d_head_512)
+__import__("autograder.hidden_cell").hidden_cell.run("d_head_512")
 ### END HIDDEN TESTS
 # Self-check: a whole number of columns, and 8 heads of that width fill d_model.
 check_head_width(d_head_512, 512, 8, name="d_head_512")
@@ -133,8 +132,7 @@ param_count_1_head = 4 * d_model * d_model
 
 # %% nbgrader={"grade": true, "grade_id": "param_count_512", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson05", "param_count_512", param_count_8_heads, param_count_1_head)
+__import__("autograder.hidden_cell").hidden_cell.run("param_count_512")
 ### END HIDDEN TESTS
 # Self-check: the form of the two counts, and whether the head count changed them.
 check_param_counts(param_count_8_heads, param_count_1_head)
@@ -155,8 +153,7 @@ d_head_8_heads = d_model_small // 8
 
 # %% nbgrader={"grade": true, "grade_id": "d_head_small", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson05", "d_head_small", d_head_2_heads, d_head_8_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("d_head_small")
 ### END HIDDEN TESTS
 # Self-check: whole numbers of columns that fill d_model = 32.
 check_head_width(d_head_2_heads, 32, 2, name="d_head_2_heads")
@@ -206,7 +203,7 @@ def merge_heads(x):
 
 # %% nbgrader={"grade": true, "grade_id": "roundtrip", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson05", "roundtrip", split_into_heads, merge_heads)
+__import__("autograder.hidden_cell").hidden_cell.run("roundtrip")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head (an arange input), batches, and an exact round trip.
 check_split_merge(split_into_heads, merge_heads)
@@ -285,8 +282,7 @@ def head_weights(x, W_Q, W_K, n_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "heads_differ", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson05", "heads_differ", head_weights, split_into_heads=split_into_heads, softmax=softmax)
+__import__("autograder.hidden_cell").hidden_cell.run("heads_differ")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, same layer same weights, W_Q = 0 gives uniform weights, per-head probes.
 check_head_weights(head_weights, split_into_heads)
@@ -360,9 +356,7 @@ def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "mha_from_scratch_test", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson05", "mha_from_scratch", mha_from_scratch,
-    split_into_heads=split_into_heads, merge_heads=merge_heads, softmax=softmax)
+__import__("autograder.hidden_cell").hidden_cell.run("mha_from_scratch_test")
 ### END HIDDEN TESTS
 # Self-check: output (T, d_model) for every head count, W_O applied, a known output, the per-head scale.
 check_mha_from_scratch(mha_from_scratch, split_into_heads, merge_heads)
@@ -459,7 +453,7 @@ mc_answer = "c"
 
 # %% nbgrader={"grade": true, "grade_id": "multiple_choice", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson05", "multiple_choice", mc_answer)
+__import__("autograder.hidden_cell").hidden_cell.run("multiple_choice")
 ### END HIDDEN TESTS
 # Self-check: one letter from a to d.
 check_choice(mc_answer)

@@ -37,7 +37,6 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
-__import__("autograder.checks.session").checks.session.start()
 ### END HIDDEN TESTS
 import math
 import time
@@ -161,7 +160,7 @@ def repeat_kv(x, n_rep):
 
 # %% nbgrader={"grade": true, "grade_id": "repeat_kv_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson06", "repeat_kv_values", repeat_kv)
+__import__("autograder.hidden_cell").hidden_cell.run("repeat_kv_values")
 ### END HIDDEN TESTS
 # Self-check: head order 0 0 0 1 1 1, batch axis untouched, n_rep = 1 changes nothing.
 check_repeat_kv(repeat_kv)
@@ -196,8 +195,7 @@ def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=Non
 
 # %% nbgrader={"grade": true, "grade_id": "gqa_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson06", "gqa_values", grouped_query_attention, repeat_kv=repeat_kv)
+__import__("autograder.hidden_cell").hidden_cell.run("gqa_values")
 ### END HIDDEN TESTS
 # Self-check: the MHA end, the MQA end, and a true group, against multi-head attention with repeated weights.
 check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=repeat_kv)
@@ -292,7 +290,7 @@ def causal_mask(T, convention="course"):
 
 # %% nbgrader={"grade": true, "grade_id": "mask_conventions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson06", "mask_conventions", causal_mask)
+__import__("autograder.hidden_cell").hidden_cell.run("mask_conventions")
 ### END HIDDEN TESTS
 # Self-check: each convention's values for T = 4, its dtype, and a ValueError for an unknown name.
 check_causal_masks(causal_mask)
@@ -326,9 +324,7 @@ def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "causal_full_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson06", "causal_full_values", causal_self_attention, grouped_query_attention=grouped_query_attention,
-    repeat_kv=repeat_kv, causal_mask=causal_mask)
+__import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
 ### END HIDDEN TESTS
 # Self-check: no weight on a future token, earlier rows unchanged when a later token changes.
 check_causal_self_attention(causal_self_attention, multi_head_attention,
@@ -351,7 +347,7 @@ def kv_cache_append(cache_k, cache_v, k, v):
 
 # %% nbgrader={"grade": true, "grade_id": "kv_cache_append_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson06", "kv_cache_append_values", kv_cache_append)
+__import__("autograder.hidden_cell").hidden_cell.run("kv_cache_append_values")
 ### END HIDDEN TESTS
 # Self-check: the cache grows along time (axis -2), batched and unbatched, inputs untouched.
 check_kv_cache_append(kv_cache_append)
@@ -383,8 +379,7 @@ def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "decode_step_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson06", "decode_step_values", decode_step, kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
+__import__("autograder.hidden_cell").hidden_cell.run("decode_step_values")
 ### END HIDDEN TESTS
 # Self-check: one step from a cache of 3 tokens equals row 3 of causal attention over 4 tokens.
 check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
@@ -413,9 +408,7 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade": true, "grade_id": "decode_loop_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run(
-    "lesson06", "decode_loop_values", decode_with_kv_cache, decode_step=decode_step,
-    kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
+__import__("autograder.hidden_cell").hidden_cell.run("decode_loop_values")
 ### END HIDDEN TESTS
 # Self-check: decoding token by token gives exactly the rows of full causal attention.
 check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decode_step=decode_step,
@@ -537,14 +530,14 @@ def tiled_attention(Q, K, V, block_size, causal=False):
 
 # %% nbgrader={"grade": true, "grade_id": "tiled_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson06", "tiled_values", tiled_attention)
+__import__("autograder.hidden_cell").hidden_cell.run("tiled_values")
 ### END HIDDEN TESTS
 # Self-check: equal to plain attention within 1e-10 (float64) for several block sizes, causal or not.
 check_tiled_attention(tiled_attention, scaled_dot_product_attention)
 
 # %% nbgrader={"grade": true, "grade_id": "tiled_memory", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.checks.session").checks.session.run("lesson06", "tiled_memory", tiled_attention)
+__import__("autograder.hidden_cell").hidden_cell.run("tiled_memory")
 ### END HIDDEN TESTS
 # Self-check: the peak allocation stays far below one (T, T) float64 matrix.
 check_tiled_memory(tiled_attention)

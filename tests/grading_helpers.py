@@ -1,19 +1,20 @@
-"""Grade real notebooks through the real nbgrader path and read the results back from the gradebook."""
+"""Grade real notebooks through the grading command (``autograder.grade.run``, the pipeline ``make grade`` uses)
+and read the results back from its gradebook."""
 
-from autograder import course, gradebook, submissions
+from autograder import course, grade as grading_command, gradebook
 
 
-def grade(tmp_path, lesson, notebooks: dict, feedback=True):
-    """Create a course with ``lesson``, submit ``{student: notebook}``, autograde, generate feedback.
+def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
+    """Grade ``{student: notebook}`` for ``lesson`` in a fresh workspace under ``tmp_path``.
 
-    Returns ``{student: {"total": (score, max), "tests": {grade_id: (score, max)}, "feedback": text}}``.
+    Returns ``{student: {"total": (score, max), "tests": {grade_id: (score, max)}, "feedback": text, "errors"}}``.
     """
-    root = course.make_course(tmp_path / "course", [lesson])
+    klass = tmp_path / "class"
     for student, nb in notebooks.items():
-        submissions.write_submission(root, student, lesson, nb)
-    gradebook.autograde(root, lesson)
-    if feedback:
-        gradebook.generate_feedback(root, lesson)
+        course.write_notebook(nb, klass / student / f"{lesson}.ipynb")
+    s = grading_command.Settings(out=str(tmp_path / "graded"), lessons=[lesson], **{"workers": 2, **settings})
+    grading_command.run(klass, s, progress=False, log=lambda *a: None)
+    root = s.course_root
     results = {}
     for student in notebooks:
         results[student] = {

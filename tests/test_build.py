@@ -95,5 +95,5 @@ def test_graded_cell_without_hidden_check_fails_the_build(tmp_path):
     bad = tmp_path / "99_bad.py"
     bad.write_text('# %% nbgrader={"grade": true, "grade_id": "t", "locked": true, "points": 1, '
                    '"schema_version": 3, "solution": false}\nassert f() == 42\n')
-    with pytest.raises(course.SourceError, match="session.run"):
+    with pytest.raises(course.SourceError, match="hidden_cell.run"):
         course.read_source(bad)

@@ -1,9 +1,9 @@
-"""The hidden-check machinery on its own: tamper-resistant comparison and the kernel guard."""
+"""The hidden-check machinery on its own: comparison that no learner object can fool, bug diagnoses."""
 
 import numpy as np
 import pytest
 
-from autograder.checks import compare, runner, session
+from autograder.checks import compare, runner
 
 
 class AlwaysEqual(np.ndarray):
@@ -57,80 +57,6 @@ def test_check_catches_in_place_modification():
         return x
     with pytest.raises(runner.WrongAnswer, match="in place"):
         runner.check("softmax", softmax, [runner.Case((np.arange(4.0),))])
-
-
-def test_verify_detects_rebinding_and_imports(monkeypatch):
-    session.start()
-    session.verify({})
-    monkeypatch.setattr(np, "allclose", lambda *a, **k: True)
-    with pytest.raises(session.Tampered, match="numpy.allclose was reassigned"):
-        session.verify({})
-    monkeypatch.undo()
-    session.start()
-    from autograder import reference
-    with pytest.raises(session.Tampered, match="hold code from the course's grading package"):
-        session.verify({"split_heads": reference.split_heads})
-
-
-def _record_softmax_values(softmax):
-    """Run a hidden test in this process the way the kernel does and return its record."""
-    from autograder.checks import lesson01, record
-
-    rec = record.Recorder(softmax)
-    try:
-        lesson01.softmax_values(rec)
-    except AssertionError:
-        pass
-    return record.encode([rec])
-
-
-def test_recheck_accepts_a_correct_record_and_rejects_a_forged_one():
-    from autograder import reference
-    from autograder.verify import VerifyHiddenTests
-
-    blob = _record_softmax_values(reference.softmax)
-    assert VerifyHiddenTests.recheck(blob, "lesson01", "softmax_values", ["softmax"]) is None
-
-    blob = _record_softmax_values(lambda x, axis=-1: np.zeros_like(x))
-    problem = VerifyHiddenTests.recheck(blob, "lesson01", "softmax_values", ["softmax"])
-    assert problem and "recorded results are wrong" in problem
-
-
-def test_recheck_refuses_a_missing_or_pickled_record():
-    import io
-
-    from autograder.verify import VerifyHiddenTests
-
-    assert "left no record" in VerifyHiddenTests.recheck(None, "lesson01", "softmax_values", ["softmax"])
-    buffer = io.BytesIO()
-    np.savez(buffer, **{"p0:calls": np.array([object()], dtype=object)})
-    assert "could not be re-checked" in VerifyHiddenTests.recheck(buffer.getvalue(), "lesson01",
-                                                                   "softmax_values", ["softmax"])
-
-
-def test_records_travel_as_cell_outputs_and_are_removed_after_the_recheck():
-    import base64
-
-    import nbformat
-
-    from autograder import reference
-    from autograder.checks import record
-    from autograder.verify import VerifyHiddenTests
-
-    blob = _record_softmax_values(reference.softmax)
-    cell = nbformat.v4.new_code_cell(
-        '__import__("autograder.checks.session").checks.session.run("lesson01", "softmax_values", softmax)')
-    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "softmax_values", "points": 2}
-    cell.outputs = [nbformat.v4.new_output("display_data", data={
-        record.MIMETYPE: {"test": "softmax_values", "npz": base64.b64encode(blob).decode()}})]
-    assert record.from_outputs(cell.outputs, "softmax_values") == blob
-    nb = nbformat.v4.new_notebook(cells=[cell])
-    VerifyHiddenTests().preprocess(nb, {})
-    assert cell.outputs == [], "a good record leaves no error, and the record itself is removed"
-
-    cell.outputs = []
-    VerifyHiddenTests().preprocess(nb, {})
-    assert [o.ename for o in cell.outputs] == ["NotVerified"]
 
 
 def test_hidden_inputs_depend_on_the_grading_salt(monkeypatch):

@@ -10,10 +10,12 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks.runner import Case, WrongAnswer, bound, check, distinct_dims, rng_for
+from autograder.checks.registry import hidden_test
 
 _SDPA = "scaled_dot_product_attention"
 
 
+@hidden_test(uses=('softmax',), visible_check='check_softmax')
 def softmax_values(softmax):
     """Values along every axis, 1-D to 3-D, float64 and float32."""
     rng = rng_for("softmax_values")
@@ -32,6 +34,7 @@ def softmax_values(softmax):
                           "input's dtype (use Python floats, not np.float64 constants)")
 
 
+@hidden_test(uses=('softmax',), visible_check='check_softmax_stable')
 def softmax_stable(softmax):
     """No overflow or NaN for scores around +-1e4."""
     rng = rng_for("softmax_stable")
@@ -52,6 +55,7 @@ def _qkv(rng, lead, d, dtype=np.float64):
     return Q, K, V
 
 
+@hidden_test(uses=('scaled_dot_product_attention',), helpers=('softmax',), visible_check='check_attention')
 def attention_values(scaled_dot_product_attention, softmax=None):
     """Unmasked attention: unbatched, batched, batched with heads, float32. Graded with the reference softmax."""
     rng = rng_for("attention_values")
@@ -74,6 +78,7 @@ def _mask(rng, shape):
     return mask
 
 
+@hidden_test(uses=('scaled_dot_product_attention',), helpers=('softmax',), visible_check='check_attention_mask')
 def attention_mask(scaled_dot_product_attention, softmax=None):
     """Masked attention: a (T_q, T_k) mask broadcast over the batch, a per-example mask, a causal mask."""
     rng = rng_for("attention_mask")

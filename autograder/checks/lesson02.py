@@ -17,6 +17,7 @@ import numpy as np
 from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
+from autograder.checks.registry import hidden_test
 
 _MHA = "multi_head_attention"
 _HELPERS = ("split_heads", "concat_heads", "output_projection", "scaled_dot_product_attention", "softmax")
@@ -30,6 +31,7 @@ def _dims(rng):
     return d
 
 
+@hidden_test(uses=('split_heads',))
 def split_heads_values(split_heads):
     """Columns i*d_head:(i+1)*d_head of every token land in head i; any leading axes; dtype kept; ValueError."""
     rng = rng_for("split_heads_values")
@@ -59,6 +61,7 @@ def split_heads_values(split_heads):
                           f"ValueError because {h} heads do not divide {bad_width} columns equally")
 
 
+@hidden_test(uses=('concat_heads',))
 def concat_heads_values(concat_heads):
     """The exact inverse of split_heads, on any leading axes."""
     rng = rng_for("concat_heads_values")
@@ -88,6 +91,7 @@ def _output_cases(rng, d):
     ]
 
 
+@hidden_test(uses=('output_projection',), helpers=('concat_heads',))
 def output_projection_values(output_projection, concat_heads=None, split_heads=None):
     """Concat(heads) @ W_O, graded with the reference concat_heads bound in place of the learner's."""
     rng = rng_for("output_projection_values")
@@ -108,6 +112,9 @@ def _mask(rng, shape):
     return mask
 
 
+@hidden_test(
+    uses=('multi_head_attention',),
+    helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
 def mha_values(multi_head_attention, **learner_helpers):
     """The whole layer without a mask, with the reference helpers and attention bound in place."""
     rng = rng_for("mha_values")
@@ -123,6 +130,9 @@ def mha_values(multi_head_attention, **learner_helpers):
           bind=_REFERENCE_HELPERS)
 
 
+@hidden_test(
+    uses=('multi_head_attention',),
+    helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
 def mha_mask(multi_head_attention, **learner_helpers):
     """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask."""
     rng = rng_for("mha_mask")
@@ -152,6 +162,9 @@ def _passes(*args, **kwargs):
     return None
 
 
+@hidden_test(
+    uses=('multi_head_attention',),
+    helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
 def mha_composition(multi_head_attention, split_heads=None, concat_heads=None, output_projection=None,
                     **lesson01):
     """The learner's own split_heads, concat_heads, output_projection and multi_head_attention together.

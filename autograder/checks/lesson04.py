@@ -17,6 +17,7 @@ import numpy as _np
 from autograder import reference
 from autograder.bugs import by_id
 from autograder.checks.runner import Case, WrongAnswer, bound, check, rng_for
+from autograder.checks.registry import hidden_test
 
 
 
@@ -42,6 +43,7 @@ def _inputs(rng, lead, d, dtype=_np.float64):
     return x, W_Q, W_K, d["n_heads"]
 
 
+@hidden_test(uses=('multi_head_scores',), helpers=('split_heads',))
 def head_scores(multi_head_scores, split_heads=None):
     """Unbatched, batched, two batch axes, float32 (which must stay float32). Graded with the reference
     split_heads bound in: this lesson gives split_heads, and lesson 02 grades it."""
@@ -108,6 +110,7 @@ def _diagnose(d_k, scaled, got, expected):
     return "the measured standard deviation is not what q.k of unit-variance vectors gives"
 
 
+@hidden_test(uses=('dot_product_std',))
 def std_experiment(dot_product_std):
     """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; and the same seed
     twice gives the same value (the experiment draws from the rng it is given)."""

@@ -8,7 +8,6 @@ function is graded with the reference versions of the helpers it calls (``bind=`
 
 from __future__ import annotations
 
-import _tracemalloc
 import math
 
 import numpy as np
@@ -16,7 +15,8 @@ import numpy as np
 from autograder import bugs as bug_catalog
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, _call, check, known_bug, rng_for
+from autograder.checks.runner import call_measuring_memory, Case, WrongAnswer, _call, check, known_bug, rng_for
+from autograder.checks.registry import hidden_test
 
 # (n_heads, n_kv_heads, d_head) configurations; in every one n_rep = n_heads // n_kv_heads >= 2 and
 # n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
@@ -46,6 +46,7 @@ def _config(rng, i):
     return n_heads, n_kv_heads, d_head, B, T
 
 
+@hidden_test(uses=('repeat_kv',))
 def repeat_kv_values(repeat_kv):
     """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head repeated in a row."""
     rng = _rng("repeat_kv_values")
@@ -59,6 +60,7 @@ def repeat_kv_values(repeat_kv):
     check("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
 
 
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',))
 def gqa_values(grouped_query_attention, repeat_kv=None):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -85,6 +87,7 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
           atol=1e-5, bind={"repeat_kv": reference.repeat_kv})
 
 
+@hidden_test(uses=('causal_mask',))
 def mask_conventions(causal_mask):
     """The causal mask in each convention: right dtype family, shape and values."""
     kinds = {"course": "b", "nn.MultiheadAttention": "b", "F.scaled_dot_product_attention": "b",
@@ -116,6 +119,7 @@ def mask_conventions(causal_mask):
                                   f"at {wrong} of {T * T} positions; see the table above: which value means blocked?")
 
 
+@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'))
 def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
     """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
     rng = _rng("causal_full_values")
@@ -130,6 +134,7 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
                 "causal_mask": reference.causal_mask})
 
 
+@hidden_test(uses=('kv_cache_append',))
 def kv_cache_append_values(kv_cache_append):
     """Append along the time axis; the first case is a second decoding step (cache of 1 token + 1 new token)."""
     rng = _rng("kv_cache_append_values")
@@ -149,6 +154,7 @@ def kv_cache_append_values(kv_cache_append):
     check("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'))
 def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
@@ -165,6 +171,7 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
           bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
 
 
+@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'))
 def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
     """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
     rng = _rng("decode_loop_values")
@@ -196,6 +203,7 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
+@hidden_test(uses=('tiled_attention',))
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -205,26 +213,16 @@ def tiled_values(tiled_attention):
           ref=_tiled_reference)
 
 
+@hidden_test(uses=('tiled_attention',))
 def tiled_memory(tiled_attention):
     """Never holds a (T_q, T_k) array: the peak allocation stays well below one (T, T) float64 matrix."""
     rng = _rng("tiled_memory")
     T, d, block = 1024, 8, 32
     Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
     full = T * T * 8
-    # the C module's functions: the ``tracemalloc`` wrappers are plain Python attributes a notebook could rebind
-    was_tracing = _tracemalloc.is_tracing()
-    if not was_tracing:
-        _tracemalloc.start()
-    _tracemalloc.reset_peak()
-    base = _tracemalloc.get_traced_memory()[0]
-    try:
-        out = _call(tiled_attention, Case((Q, K, V, block), label=f"T={T}, block_size={block}"), "tiled_attention")
-        still_tracing = _tracemalloc.is_tracing()
-        peak = _tracemalloc.get_traced_memory()[1] - base
-    finally:
-        if not was_tracing:
-            _tracemalloc.stop()
-    if not still_tracing:
+    out, peak = call_measuring_memory(tiled_attention, Case((Q, K, V, block), label=f"T={T}, block_size={block}"),
+                                      "tiled_attention")
+    if peak < 0:
         raise WrongAnswer("tiled_attention stopped Python's memory tracing (tracemalloc.stop()), so its memory cannot "
                           "be measured; remove that call")
     # The values are graded by tiled_values; here they only have to show the function computes attention (a

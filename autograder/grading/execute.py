@@ -41,15 +41,24 @@ from nbgrader.preprocessors import Execute
 from traitlets import Enum, Integer
 
 from autograder import sandbox
-from autograder.grading import cgroups, uids
+from autograder.checks import registry
+from autograder.grading import cgroups, hidden_tests, uids
 from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
+WRONG_ANSWER = "WrongAnswer"
+HIDDEN_TEST_NOT_RUN = "HiddenTestNotRun"
 KERNEL_DIED = "DeadKernelError"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
 sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
+
+
+def hidden_cell_passed(text: str) -> bool:
+    from autograder.hidden_cell import PASSED
+
+    return PASSED in text
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -67,7 +76,11 @@ class SafeExecute(Execute):
     notebook_timeout = Integer(600, help="Seconds a whole notebook may run before its kernel is killed.").tag(
         config=True)
 
+    _hidden: dict = {}
+
     def preprocess(self, nb, resources=None, km=None):
+        notebook = ((resources or {}).get("nbgrader") or {}).get("notebook") or ""
+        self._hidden = registry.tests_of(registry.lesson_module(notebook)) if notebook[:2].isdigit() else {}
         for attempt in range(1, self.start_attempts + 1):
             self._reset_safety()
             try:
@@ -175,6 +188,49 @@ class SafeExecute(Execute):
             self._stopped = (f"the kernel ignored the interrupt after a cell ran longer than {self.timeout} s, "
                              "so it was stopped")
         return cell, resources
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None, store_history=True):
+        """Run a cell; for a hidden test cell, run its test here and answer the kernel's calls meanwhile."""
+        meta = cell.metadata.get("nbgrader", {})
+        test = self._hidden.get(meta.get("grade_id")) if meta.get("grade") and not meta.get("solution") else None
+        if test is None:
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        session = hidden_tests.Session(test)
+        self.kc.allow_stdin = True
+        server = asyncio.ensure_future(self._serve_stdin(session))
+        try:
+            return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+        finally:
+            server.cancel()
+            session.close()
+            self.kc.allow_stdin = False
+            self._write_verdict(cell, session)
+
+    execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
+
+    async def _serve_stdin(self, session):
+        loop = asyncio.get_running_loop()
+        while True:
+            msg = await ensure_async(self.kc.stdin_channel.get_msg(timeout=None))
+            if msg.get("msg_type") != "input_request":
+                continue
+            reply = await loop.run_in_executor(None, session.answer, msg["content"].get("prompt", ""))
+            self.kc.input(reply)
+
+    @staticmethod
+    def _write_verdict(cell, session):
+        """The grader's verdict decides the cell: a failure becomes an error output (nbgrader scores it 0)."""
+        has_error = any(o.get("output_type") == "error" for o in cell.outputs)
+        if session.verdict is None:
+            if not has_error:
+                cell.outputs.append(error_output(
+                    HIDDEN_TEST_NOT_RUN, "the hidden test of this cell did not run to its end (the notebook "
+                                         "interrupted it or changed how the cell runs); it cannot pass"))
+        elif not session.verdict[0]:
+            message = session.verdict[1] or "the hidden test did not pass"
+            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream"
+                                                              and hidden_cell_passed(o.get("text", "")))]
+            cell.outputs.append(error_output(WRONG_ANSWER, message))
 
     async def _async_handle_timeout(self, timeout, cell=None):
         self._timed_out = True

@@ -1,0 +1,87 @@
+"""Hidden tests registered by name: one per graded test cell, named by that cell's grade_id.
+
+A lesson's hidden tests live in ``autograder/checks/lessonNN.py``; each is declared with ``@hidden_test``, which
+records the learner names it reads from the notebook (``uses``: passed positionally; ``helpers``: passed by
+keyword, the learner's own versions of functions the test may check together) and the visible self-check that
+follows it in the cell (``visible_check``: it gives way when the hidden test passes, so one bug is charged once).
+
+The hidden cell itself is one line, ``__import__("autograder.hidden_cell").hidden_cell.run("<grade_id>")``; the
+grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
+text), and runs it with the learner's names looked up in the notebook's namespace.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from autograder import course
+
+
+@dataclass(frozen=True)
+class HiddenTest:
+    lesson: str  # "lesson01"
+    name: str  # the graded cell's grade_id
+    function: object
+    uses: tuple
+    helpers: tuple = ()
+    visible_check: str | None = None
+
+    @property
+    def names(self) -> tuple:
+        return self.uses + self.helpers
+
+    def __call__(self, values: dict):
+        """Run the test on ``values`` ({learner name: function or value}); raises AssertionError when it fails."""
+        return self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
+
+
+_TESTS: dict = {}
+
+
+def hidden_test(*, uses, helpers=(), visible_check=None, name=None):
+    """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
+
+    def register(function):
+        lesson = function.__module__.rsplit(".", 1)[-1]
+        test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check)
+        _TESTS[(lesson, test.name)] = test
+        return function
+
+    return register
+
+
+def lesson_module(notebook_name: str) -> str:
+    """``01_warmup`` -> ``lesson01``."""
+    return f"lesson{notebook_name[:2]}"
+
+
+def tests_of(lesson: str) -> dict:
+    """{grade_id: HiddenTest} of one lesson (``lesson01``)."""
+    importlib.import_module(f"autograder.checks.{lesson}")
+    return {name: test for (les, name), test in _TESTS.items() if les == lesson}
+
+
+def find(lesson: str, grade_id: str):
+    return tests_of(lesson).get(grade_id)
+
+
+def all_tests() -> dict:
+    for name in course.lesson_names():
+        tests_of(lesson_module(name))
+    return dict(_TESTS)
+
+
+def run_here(grade_id: str, namespace: dict) -> HiddenTest:
+    """Run a hidden test in this process, on the notebook's own namespace (an instructor's kernel, nbval)."""
+    for name in course.lesson_names():
+        test = find(lesson_module(name), grade_id)
+        if test is not None:
+            missing = object()
+            values = {n: namespace.get(n, missing) for n in test.names}
+            absent = [n for n, v in values.items() if v is missing]
+            if absent:
+                raise NameError(f"{', '.join(absent)} is not defined: run the cells above this one first")
+            test(values)
+            return test
+    raise LookupError(f"no hidden test is registered for the cell {grade_id!r}")

@@ -1,0 +1,168 @@
+"""The grader's side of a hidden test cell: the test runs here, the learner's functions run in the kernel.
+
+``SafeExecute`` (``execute.py``) opens a ``Session`` for each graded cell that has a registered hidden test
+(``autograder/checks/registry.py``, found by the cell's grade_id) and answers the kernel's stdin requests with
+``Session.answer``; the protocol is described in ``autograder/hidden_cell.py``. The test function runs in a
+thread of the grader with ``RemoteFunction`` stand-ins for the learner's functions: calling one sends the
+inputs to the kernel and returns what the learner's function returned there (and applies any change it made to
+its array arguments in place, so the test sees it). Inputs are drawn here with this process's salt; the
+reference, the expected values and the bug catalog never leave this process. The verdict (``Session.verdict``)
+is written into the cell by ``SafeExecute``: the kernel cannot turn a failure into a pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+
+from autograder.hidden_cell import Unrecordable, _exception, decode, decode_value, encode, encode_value
+
+WAIT = 3600  # seconds a side waits for the other; the cell's own timeout stops a kernel long before
+
+
+class KernelGone(Exception):
+    """The kernel stopped answering (it died, timed out, or left the protocol)."""
+
+
+class ProtocolError(Exception):
+    """The kernel sent something the protocol does not allow."""
+
+
+class RemoteFunction:
+    """A learner's function, called in the kernel. ``binding`` names the helpers answered by the grader."""
+
+    def __init__(self, name: str, session: "Session"):
+        self.__name__ = self.name = name
+        self._session = session
+        self._bind: dict = {}
+
+    @contextlib.contextmanager
+    def binding(self, helpers: dict):
+        saved = self._bind
+        self._bind = {**saved, **helpers}
+        try:
+            yield
+        finally:
+            self._bind = saved
+
+    def __call__(self, *args, **kwargs):
+        return self._session.call(self, args, kwargs)[0]
+
+    def measuring_memory(self, *args, **kwargs):
+        """(result, peak bytes allocated during the call, as the kernel's tracemalloc saw it)."""
+        return self._session.call(self, args, kwargs, measure_memory=True)
+
+    def __repr__(self):
+        return f"<the notebook's {self.name}>"
+
+
+class Session:
+    """One hidden test cell being graded."""
+
+    def __init__(self, test):
+        self.test = test
+        self.verdict = None  # (passed, message) once the test has finished
+        self._state = "new"
+        self._to_kernel: queue.Queue = queue.Queue()
+        self._from_kernel: queue.Queue = queue.Queue()
+
+    # ---------------------------------------------------------------- the kernel's messages (stdin requests)
+
+    def answer(self, prompt: str) -> str:
+        """The reply to one input request of the kernel (blocks until the test thread has one)."""
+        try:
+            message = decode(prompt)
+            op = message["op"]
+            if self._state == "new" and op == "names":
+                self._state = "named"
+                return encode({"op": "names", "names": list(self.test.names)})
+            if self._state == "named" and op == "ready":
+                self._state = "running"
+                values = {name: self._value(name, message.get("values", {}).get(name)) for name in self.test.names}
+                threading.Thread(target=self._run, args=(values,), daemon=True).start()
+            elif self._state == "running" and op in ("result", "raised", "helper"):
+                self._from_kernel.put(message)
+            else:
+                raise ProtocolError(f"unexpected {op!r} in state {self._state}")
+        except Exception as exc:  # noqa: BLE001 - a malformed or out-of-turn message from the notebook
+            self._finish(False, "the notebook interfered with the hidden test's channel "
+                                f"({type(exc).__name__}); the test cannot pass")
+            self._from_kernel.put(KernelGone())
+            return encode({"op": "done", "passed": False})
+        try:
+            return encode(self._to_kernel.get(timeout=WAIT))
+        except queue.Empty:
+            return encode({"op": "done", "passed": False})
+
+    def _value(self, name, data):
+        if data is None or data == {"function": True} or data == {"unrecordable": "_Absent"}:
+            return RemoteFunction(name, self)  # an absent name fails in the kernel with the learner's NameError
+        return decode_value(data)
+
+    def close(self):
+        """The cell is over: release a test still waiting for the kernel."""
+        self._from_kernel.put(KernelGone())
+        self._to_kernel.put({"op": "done", "passed": False})
+
+    # ---------------------------------------------------------------- the test thread
+
+    def _run(self, values):
+        try:
+            self.test(values)
+        except KernelGone:
+            self._finish(False, None)
+        except AssertionError as exc:
+            self._finish(False, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the test could not use what the notebook returned
+            self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})")
+        else:
+            self._finish(True, None)
+        self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check})
+
+    def _finish(self, passed, message):
+        if self.verdict is None:
+            self.verdict = (passed, message)
+
+    def call(self, fn: RemoteFunction, args, kwargs, measure_memory=False):
+        self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
+                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "bind": sorted(fn._bind),
+                             "measure_memory": measure_memory})
+        while True:
+            try:
+                message = self._from_kernel.get(timeout=WAIT)
+            except queue.Empty:
+                raise KernelGone() from None
+            if isinstance(message, KernelGone):
+                raise message
+            if message["op"] == "helper":
+                self._to_kernel.put(self._helper(fn, message))
+                continue
+            if message["op"] == "raised":
+                exc = _exception(str(message.get("type", "Exception")), str(message.get("message", "")))
+                exc.learner_traceback = [str(line) for line in message.get("traceback", [])][-12:]
+                raise exc
+            for index, data in (message.get("changed") or {}).items():
+                i = int(index)
+                if i < len(args) and hasattr(args[i], "shape"):
+                    new = decode_value(data)
+                    if getattr(new, "shape", None) == args[i].shape:
+                        args[i][...] = new
+            value = decode_value(message.get("value"))
+            peak = message.get("peak")
+            return value, (int(peak) if isinstance(peak, int) else None)
+
+    def _helper(self, fn: RemoteFunction, message) -> dict:
+        """A bound helper was called inside the learner's function: answer with the grader's version."""
+        helper = fn._bind.get(message.get("name"))
+        if helper is None:
+            return {"op": "helper_raised", "type": "NameError",
+                    "message": f"{message.get('name')!r} is not a helper of this test"}
+        try:
+            args = [decode_value(a) for a in message.get("args", [])]
+            kwargs = {k: decode_value(v) for k, v in message.get("kwargs", {}).items()}
+            if any(isinstance(v, Unrecordable) for v in (*args, *kwargs.values())):
+                raise TypeError("an argument is not a numpy array or a plain value")
+            return {"op": "helper_result", "value": encode_value(helper(*args, **kwargs))}
+        except Exception as exc:  # noqa: BLE001 - as the helper would raise in the learner's kernel
+            return {"op": "helper_raised", "type": type(exc).__name__, "message": str(exc)[:2000]}

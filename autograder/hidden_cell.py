@@ -1,0 +1,222 @@
+"""What a hidden test cell runs in the learner's kernel: ``run("<test>")``. It holds no answer.
+
+During grading (the kernel's environment says ``MHA_HIDDEN_TESTS=grader``) the hidden test itself runs in the
+grader's own process (``autograder/grading/hidden_tests.py``), where the reference, the hidden inputs and the bug
+catalog are; none of them is in the kernel, which can read only this module and the learner's helper module. The
+two talk over the kernel's stdin channel, one message at a time, each a line of JSON (``encode``/``decode``):
+
+    kernel  -> grader   {"op": "ready", "test": name, "values": {name: value or {"function": true}}}
+    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "bind": [helpers], ...}
+    kernel  -> grader   {"op": "helper", "name": h, "args": [...], "kwargs": {...}}   (a bound helper was called)
+    grader  -> kernel   {"op": "helper_result", ...}
+    kernel  -> grader   {"op": "result", "value": ..., "changed": {arg index: new value}} or {"op": "raised", ...}
+    grader  -> kernel   {"op": "done", "passed": bool}
+
+The kernel only runs the learner's functions on the inputs it is sent and returns what they return; while a
+function runs, the helpers the grader names (``bind``) are replaced, in the learner's namespace, by stand-ins that
+ask the grader for the reference result, so an earlier bug never costs points twice. The grader decides the
+score and writes it into the cell itself: nothing the kernel says can turn a failed test into a passed one.
+
+Anywhere else (an instructor's notebook, nbval), ``run`` imports the hidden tests and runs them here, directly.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import io
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+PASSED = "\u2714 passed the hidden tests of this cell"
+_NDARRAY = type(np.empty(0))
+
+
+# ------------------------------------------------------------------ values on the wire (both sides use these)
+
+def encode_value(value):
+    """A JSON-able form of a value: arrays as .npy bytes (never pickled), plain scalars, None, tuples, lists."""
+    if type(value) is _NDARRAY and value.dtype.kind in "biufcUS":
+        buffer = io.BytesIO()
+        np.save(buffer, value, allow_pickle=False)
+        return {"array": base64.b64encode(buffer.getvalue()).decode("ascii")}
+    if isinstance(value, (np.integer, np.floating, np.bool_)) and type(value).__module__ == "numpy":
+        return {"numpy_scalar": encode_value(np.asarray(value))}
+    if value is None or type(value) in (bool, int, float, str):
+        return {"plain": value} if not (type(value) is float and value != value) else {"nan": True}
+    if type(value) in (tuple, list):
+        return {type(value).__name__: [encode_value(v) for v in value]}
+    if type(value) is dict and all(type(k) is str for k in value):
+        return {"dict": {k: encode_value(v) for k, v in value.items()}}
+    return {"unrecordable": type(value).__name__}
+
+
+class Unrecordable:
+    """Stands in for a value that cannot cross the channel (an object of the learner's own class, say): it never
+    equals a reference result."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+    def __repr__(self):
+        return f"<{self.kind} object>"
+
+
+def decode_value(data):
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError("malformed value")
+    (kind, payload), = data.items()
+    if kind == "array":
+        return np.load(io.BytesIO(base64.b64decode(payload, validate=True)), allow_pickle=False)
+    if kind == "numpy_scalar":
+        return decode_value(payload)[()]
+    if kind == "plain":
+        if payload is not None and type(payload) not in (bool, int, float, str):
+            raise ValueError("malformed value")
+        return payload
+    if kind == "nan":
+        return float("nan")
+    if kind in ("tuple", "list"):
+        items = [decode_value(v) for v in payload]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        return {str(k): decode_value(v) for k, v in payload.items()}
+    if kind == "unrecordable":
+        return Unrecordable(str(payload))
+    raise ValueError(f"unknown kind of value {kind!r}")
+
+
+def encode(message: dict) -> str:
+    return json.dumps(message, separators=(",", ":"))
+
+
+def decode(text: str) -> dict:
+    message = json.loads(text)
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ValueError("malformed message")
+    return message
+
+
+# ------------------------------------------------------------------ the kernel side
+
+def _namespace():
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else sys.modules["__main__"].__dict__
+
+
+def _ask(message: dict) -> dict:
+    return decode(builtins.input(encode(message)))
+
+
+def _learner_traceback(exc) -> list:
+    """The frames of the learner's own cells (IPython names their code ``<ipython-input-...>`` or
+    ``/tmp/ipykernel_*/...``), formatted; the grading frames are left out."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename.startswith("<ipython-input") or "ipykernel_" in f.filename]
+    lines = [f"  line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
+    return lines + [f"{type(exc).__name__}: {exc}"]
+
+
+class _Helper:
+    """Stands in for a learner's helper while a graded function runs: the grader answers with the reference."""
+
+    def __init__(self, name):
+        self.__name__ = self.name = name
+
+    def __call__(self, *args, **kwargs):
+        reply = _ask({"op": "helper", "name": self.name, "args": [encode_value(a) for a in args],
+                      "kwargs": {k: encode_value(v) for k, v in kwargs.items()}})
+        while reply.get("op") == "call":  # the grader's helper is itself one of the learner's functions
+            reply = _ask(_call(_namespace(), reply))
+        if reply.get("op") == "helper_raised":
+            raise _exception(reply.get("type", "RuntimeError"), reply.get("message", ""))
+        return decode_value(reply["value"])
+
+
+def _exception(type_name: str, message: str) -> Exception:
+    exc_type = getattr(builtins, type_name, None)
+    if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
+        exc_type = type(type_name, (Exception,), {})
+    return exc_type(message)
+
+
+def _call(namespace: dict, message: dict) -> dict:
+    """Run one learner function on the grader's inputs, with the named helpers bound; report what it did."""
+    fn = namespace.get(message["name"])
+    args = [decode_value(a) for a in message.get("args", [])]
+    kwargs = {k: decode_value(v) for k, v in message.get("kwargs", {}).items()}
+    before = [a.copy() if type(a) is _NDARRAY else None for a in args]
+    g = getattr(fn, "__globals__", None)
+    missing = object()
+    saved = {}
+    if g is not None:
+        for name in message.get("bind", []):
+            saved[name] = g.get(name, missing)
+            g[name] = _Helper(name)
+    peak = None
+    try:
+        if not callable(fn):
+            raise NameError(f"name {message['name']!r} is not defined as a function")
+        if message.get("measure_memory"):
+            import _tracemalloc
+
+            was_tracing = _tracemalloc.is_tracing()
+            if not was_tracing:
+                _tracemalloc.start()
+            _tracemalloc.reset_peak()
+            base = _tracemalloc.get_traced_memory()[0]
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                peak = _tracemalloc.get_traced_memory()[1] - base if _tracemalloc.is_tracing() else -1
+                if not was_tracing:
+                    _tracemalloc.stop()
+        else:
+            result = fn(*args, **kwargs)
+    except Exception as exc:  # the learner's error: the grader reports it with the learner's own frames
+        return {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:2000],
+                "traceback": _learner_traceback(exc)}
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                g.pop(name, None)
+            else:
+                g[name] = value
+    changed = {str(i): encode_value(a) for i, (a, b) in enumerate(zip(args, before))
+               if b is not None and type(a) is _NDARRAY and (a.shape != b.shape or a.tobytes() != b.tobytes())}
+    return {"op": "result", "value": encode_value(result), "changed": changed, "peak": peak}
+
+
+def _passed(namespace: dict, visible_check) -> None:
+    """The hidden test passed: the visible self-check after it in the cell (which runs the learner's own helpers)
+    gives way, so that a bug elsewhere does not cost this cell's points a second time."""
+    if visible_check:
+        namespace[visible_check] = lambda *args, **kwargs: None
+    print(PASSED)
+
+
+def run(test: str) -> None:
+    """Run the hidden test of this cell: through the grader when graded, else here (instructor, nbval)."""
+    namespace = _namespace()
+    if os.environ.get("MHA_HIDDEN_TESTS") != "grader":
+        from autograder.checks import registry
+
+        return _passed(namespace, registry.run_here(test, namespace).visible_check)
+    names = _ask({"op": "names", "test": test})["names"]
+    values = {n: {"function": True} if callable(namespace.get(n)) else encode_value(namespace.get(n, _Absent()))
+              for n in names}
+    message = _ask({"op": "ready", "test": test, "values": values})
+    while message["op"] == "call":
+        message = _ask(_call(namespace, message))
+    if message["op"] == "done" and message.get("passed"):
+        _passed(namespace, message.get("visible_check"))
+
+
+class _Absent:
+    """A name the notebook does not define."""

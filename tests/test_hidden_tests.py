@@ -1,0 +1,138 @@
+"""The hidden-test channel on its own: the kernel side (``autograder/hidden_cell.py``) talking to the grader side
+(``autograder/grading/hidden_tests.py``) in one process, the kernel's ``input()`` answered by ``Session.answer``.
+
+The real thing runs over a kernel's stdin channel (tests/test_grading_*.py, tests/test_tamper.py); here each
+step of the protocol is checked directly: a verdict the kernel cannot fake, helpers answered by the grader, a
+changed input seen by the test, a learner's error reported with the learner's own frames only.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+
+import numpy as np
+import pytest
+
+from autograder import hidden_cell, reference
+from autograder.bugs import by_id
+from autograder.checks import registry
+from autograder.grading.hidden_tests import Session
+
+
+def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
+    """Run ``hidden_cell.run`` against a grader session; ``forge`` may rewrite the kernel's messages."""
+    session = Session(registry.find(lesson, grade_id))
+    monkeypatch.setenv("MHA_HIDDEN_TESTS", "grader")
+    monkeypatch.setattr(hidden_cell, "_namespace", lambda: namespace)
+    monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(forge(prompt) if forge else prompt))
+    try:
+        hidden_cell.run(grade_id)
+    finally:
+        session.close()
+    return session.verdict
+
+
+def test_a_correct_function_passes_and_its_visible_check_gives_way(monkeypatch, capsys):
+    ns = {"softmax": reference.softmax, "check_softmax": "the visible check"}
+    assert _grade(monkeypatch, "lesson01", "softmax_values", ns) == (True, None)
+    assert ns["check_softmax"] != "the visible check" and hidden_cell.PASSED in capsys.readouterr().out
+
+
+def test_a_catalogued_bug_fails_with_its_diagnosis(monkeypatch):
+    bug = by_id("softmax_no_max_subtraction")
+    ns = {}
+    exec(bug.source, {"np": np}, ns)
+    passed, message = _grade(monkeypatch, "lesson01", "softmax_stable", ns)
+    assert not passed and bug.id in message
+
+
+def test_helpers_are_answered_by_the_grader(monkeypatch):
+    """attention graded with the reference softmax: a wrong softmax in the notebook costs nothing here."""
+    calls = []
+
+    def wrong_softmax(x, axis=-1):
+        calls.append(1)
+        return np.zeros_like(x)
+
+    def attention(Q, K, V, mask=None):
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]).astype(Q.dtype)
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores)
+        weights = np.where(np.isnan(weights), 0.0, weights).astype(Q.dtype)
+        return weights @ V, weights
+
+    ns = {"softmax": wrong_softmax}
+    attention.__globals__["softmax"] = wrong_softmax  # the learner's namespace is this module's here
+    ns["scaled_dot_product_attention"] = attention
+    passed, message = _grade(monkeypatch, "lesson01", "attention_values", ns)
+    assert passed, message
+    assert calls == [], "the notebook's own softmax ran while its attention was graded"
+
+
+def test_a_changed_input_is_seen_by_the_test(monkeypatch):
+    def softmax(x, axis=-1):
+        x -= x.max(axis=axis, keepdims=True)
+        np.exp(x, out=x)
+        x /= x.sum(axis=axis, keepdims=True)
+        return x
+
+    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": softmax})
+    assert not passed and "in place" in message
+
+
+def test_a_learners_error_is_reported_with_the_learners_frames_only(monkeypatch):
+    source = "def softmax(x, axis=-1):\n    return x / undefined_name\n"
+    ns = {"np": np}
+    exec(compile(source, "/tmp/ipykernel_1/123.py", "exec"), ns)
+    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", ns)
+    assert not passed and "NameError" in message and "undefined_name" in message
+    assert "autograder" not in message and "hidden_cell" not in message
+
+
+def test_an_undefined_function_fails_the_test(monkeypatch):
+    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", {})
+    assert not passed and "softmax" in message
+
+
+@pytest.mark.parametrize("forgery", ["claims_done", "garbage", "wrong_results"])
+def test_the_kernel_cannot_talk_its_way_to_a_pass(monkeypatch, forgery):
+    def forge(prompt):
+        message = json.loads(prompt)
+        if forgery == "claims_done" and message["op"] == "ready":
+            return json.dumps({"op": "done", "passed": True})
+        if forgery == "garbage" and message["op"] == "result":
+            return "{not json"
+        if forgery == "wrong_results" and message["op"] == "result":
+            message["value"] = hidden_cell.encode_value(np.zeros(3))
+            return json.dumps(message)
+        return prompt
+
+    passed, _ = _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": reference.softmax}, forge)
+    assert passed is False
+
+
+def test_values_cross_the_channel_without_pickle():
+    for value in [np.arange(6.0).reshape(2, 3).astype(np.float32), np.array([True, False]), 3, 2.5, "b", None,
+                  (1, np.ones(2)), [1, 2], {"x": np.zeros(1)}, float("nan"), np.float32(1.5)]:
+        back = hidden_cell.decode_value(json.loads(json.dumps(hidden_cell.encode_value(value))))
+        assert type(back) is type(value) or isinstance(value, np.generic)
+    assert isinstance(hidden_cell.decode_value(hidden_cell.encode_value(object())), hidden_cell.Unrecordable)
+    with pytest.raises(ValueError):
+        hidden_cell.decode_value({"array": "bm90IGFuIG5weQ=="})  # not an .npy
+
+
+def test_every_graded_cell_has_exactly_one_registered_test_and_every_test_is_used():
+    from autograder import course
+
+    cells = set()
+    for source in course.lesson_sources():
+        lesson = registry.lesson_module(source.stem)
+        for cell in course.read_source(source).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade") and cell.cell_type == "code" and meta.get("points", 0) > 0:
+                assert registry.find(lesson, meta["grade_id"]) is not None, meta["grade_id"]
+                assert cell.source.count("hidden_cell.run(") == 1
+                cells.add((lesson, meta["grade_id"]))
+    assert set(registry.all_tests()) == cells
