@@ -220,6 +220,8 @@ class SafeExecute(Execute):
     @staticmethod
     def _write_verdict(cell, session):
         """The grader's verdict decides the cell: a failure becomes an error output (nbgrader scores it 0)."""
+        if session.printed:
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=session.printed))
         has_error = any(o.get("output_type") == "error" for o in cell.outputs)
         if session.verdict is None:
             if not has_error:

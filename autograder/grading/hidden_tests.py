@@ -13,6 +13,7 @@ is written into the cell by ``SafeExecute``: the kernel cannot turn a failure in
 from __future__ import annotations
 
 import contextlib
+import io
 import queue
 import threading
 
@@ -63,6 +64,7 @@ class Session:
     def __init__(self, test):
         self.test = test
         self.verdict = None  # (passed, message) once the test has finished
+        self.printed = ""  # what the test printed for the learner
         self._state = "new"
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
@@ -108,8 +110,10 @@ class Session:
     # ---------------------------------------------------------------- the test thread
 
     def _run(self, values):
+        printed = io.StringIO()
         try:
-            self.test(values)
+            with contextlib.redirect_stdout(printed):  # what the test tells the learner goes into the cell
+                self.test(values)
         except KernelGone:
             self._finish(False, None)
         except AssertionError as exc:
@@ -118,6 +122,8 @@ class Session:
             self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})")
         else:
             self._finish(True, None)
+        finally:
+            self.printed = printed.getvalue()
         self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check})
 
     def _finish(self, passed, message):
