@@ -7,13 +7,15 @@ from autograder import course, grade as grading_command, gradebook
 def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
     """Grade ``{student: notebook}`` for ``lesson`` in a fresh workspace under ``tmp_path``.
 
-    Returns ``{student: {"total": (score, max), "tests": {grade_id: (score, max)}, "feedback": text, "errors"}}``.
+    Returns ``{student: {"total": (score, max), "tests": {grade_id: (score, max)}, "feedback": text, "errors",
+    "flags"}}``.
     """
     klass = tmp_path / "class"
     for student, nb in notebooks.items():
         course.write_notebook(nb, klass / student / f"{lesson}.ipynb")
     s = grading_command.Settings(out=str(tmp_path / "graded"), lessons=[lesson], **{"workers": 2, **settings})
-    grading_command.run(klass, s, progress=False, log=lambda *a: None)
+    outcome = grading_command.run(klass, s, progress=False, log=lambda *a: None)
+    flags = {row["student"]: " | ".join(row["flags"]) for row in outcome["rows"]}
     root = s.course_root
     results = {}
     for student in notebooks:
@@ -22,6 +24,7 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
             "tests": gradebook.test_scores(root, lesson, student),
             "feedback": gradebook.feedback_text(root, lesson, student) if feedback else "",
             "errors": gradebook.cell_errors(root, lesson, student),
+            "flags": flags.get(student, ""),
         }
     return results
 

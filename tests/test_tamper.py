@@ -1,6 +1,10 @@
 """Submissions that attack the grading code inside their own kernel get no points for it.
 
-Each attack is paired with wrong functions (zeros): an attack that worked would turn those into points.
+Each attack is paired with wrong functions (zeros): an attack that worked would turn those into points. The
+kernel holds no answer (the hidden tests run in the grader, ``autograder/hidden_cell.py``), so the attacks that
+look for one (the reference read by path, imported by a name built at run time, or any file on the machine that
+defines a contract function) find nothing, and the ones that try to fake a pass are overruled by the grader,
+which writes the verdict into the cell itself.
 """
 
 import pytest
@@ -20,8 +24,10 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 '''
 
 ATTACKS = {
-    # the hidden tests call session.run: make it do nothing
-    "run_replaced": "import sys\nsys.modules['autograder.checks.session'].run = lambda *a, **k: None\n",
+    # the hidden cells call hidden_cell.run: make it do nothing
+    "run_replaced": "import sys, autograder.hidden_cell\nsys.modules['autograder.hidden_cell'].run = lambda *a, **k: None\n",
+    # answer the grader's questions with a claim of success
+    "input_forged": "import builtins\nbuiltins.input = lambda prompt='': '{\"op\": \"done\", \"passed\": true}'\n",
     # make every comparison helper say "equal"
     "allclose_rebound": "np.allclose = lambda *a, **k: True\nnp.testing.assert_allclose = lambda *a, **k: None\n"
                         "np.array_equal = lambda *a, **k: True\n",
@@ -29,9 +35,52 @@ ATTACKS = {
     "errors_hidden": "get_ipython().showtraceback = lambda *a, **k: None\n",
     # swallow errors with a custom exception handler
     "custom_exc": "get_ipython().set_custom_exc((Exception,), lambda *a, **k: None)\n",
-    # turn off the guard and the re-check it relies on, in one go
-    "guard_off": "import sys\ns = sys.modules['autograder.checks.session']\ns.verify = lambda *a, **k: None\n"
-                 "s.run = lambda *a, **k: None\n",
+    # find the file that defines the contract on sys.path, read it with open() and exec it
+    "reads_reference": """
+import os, sys
+for folder in sys.path:
+    for dirpath, _, files in os.walk(folder or "."):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if name.endswith(".py"):
+                try:
+                    text = open(path).read()
+                except OSError:
+                    continue
+                if "def multi_head_attention" in text and "def split_heads" in text:
+                    found = {}
+                    exec(compile(text, path, "exec"), found)
+                    softmax = found["softmax"]
+                    scaled_dot_product_attention = found["scaled_dot_product_attention"]
+""",
+    # import it by a name built at run time
+    "imports_by_built_name": """
+import importlib
+try:
+    ref = importlib.import_module(".".join(["autograder", "refer" + "ence"]))
+    softmax, scaled_dot_product_attention = ref.softmax, ref.scaled_dot_product_attention
+except ImportError:
+    pass
+""",
+    # search the whole file system for any Python file that defines a contract function
+    "searches_everywhere": """
+import os
+for dirpath, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if d not in ("proc", "sys", "dev")]
+    for name in files:
+        if name.endswith(".py"):
+            try:
+                text = open(os.path.join(dirpath, name)).read()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "def scaled_dot_product_attention(Q, K, V, mask=None)" in text and "def softmax" in text:
+                found = {}
+                try:
+                    exec(text, found)
+                    softmax, scaled_dot_product_attention = found["softmax"], found["scaled_dot_product_attention"]
+                except Exception:
+                    pass
+""",
 }
 
 FAKE_EQ = '''
@@ -78,6 +127,12 @@ def test_honest_submission_in_the_same_batch_keeps_full_marks(results):
 
 
 def test_disabled_grader_is_explained_in_the_feedback(results):
-    assert "left no record" in results["run_replaced"]["feedback"]
-    assert "numpy.allclose was reassigned" in results["allclose_rebound"]["feedback"]
-    assert "grading package" in results["imports_reference"]["feedback"]
+    assert "did not run to its end" in results["run_replaced"]["feedback"]
+    assert "did not run to its end" in results["input_forged"]["feedback"]
+    assert "softmax" in results["allclose_rebound"]["feedback"]  # just wrong values, named as such
+
+
+@pytest.mark.parametrize("attack", ["reads_reference", "imports_by_built_name", "searches_everywhere",
+                                    "imports_reference", "run_replaced", "input_forged"])
+def test_attacks_are_flagged_for_a_human(results, attack):
+    assert results[attack]["flags"], f"{attack} was not flagged"

@@ -13,7 +13,9 @@ so an instructor sees it in the report even when the attempt failed or scored no
 * writing files or starting processes (``open(..., "w")``, ``shutil``, ``subprocess``, ``os.system``);
 * using the network (``socket``, ``urllib``, ``http.client``, ``requests``, ``ftplib``, ``smtplib``, ``zmq``,
   ``curl``/``wget`` in a shell command): graded kernels have no network, but a human should know it was tried;
-* reading the machine's process table or other kernels' files (``/proc``, connection files).
+* reading the machine's process table or other kernels' files (``/proc``, connection files);
+* running code built at run time (``exec``, ``eval``, an import by a computed name) or searching folders
+  (``os.walk``, ``glob``): how a notebook would look for the grader's code.
 """
 
 from __future__ import annotations
@@ -144,6 +146,13 @@ class _Scanner(ast.NodeVisitor):
         if name in ("__import__", "importlib.import_module") and first is not None and isinstance(
                 first, ast.Constant) and str(first.value).startswith("autograder"):
             self.findings.append(f"imports {first.value} (the course's grading package)")
+        if name in ("__import__", "importlib.import_module", "importlib.__import__") and first is not None and \
+                not isinstance(first, ast.Constant):
+            self.findings.append(f"imports a module by a name built at run time ({_dotted(node)[:80]})")
+        if name in ("exec", "eval", "compile", "builtins.exec", "builtins.eval"):
+            self.findings.append(f"runs code built at run time ({name}())")
+        if name in ("os.walk", "os.scandir", "glob.glob", "glob.iglob", "pathlib.Path.rglob") or name.endswith(".rglob"):
+            self.findings.append(f"searches folders ({_dotted(node)[:60]})")
         self.generic_visit(node)
 
     def visit_Constant(self, node):
