@@ -46,6 +46,9 @@ def encode_value(value):
         return {"array": base64.b64encode(buffer.getvalue()).decode("ascii")}
     if isinstance(value, (np.integer, np.floating, np.bool_)) and type(value).__module__ == "numpy":
         return {"numpy_scalar": encode_value(np.asarray(value))}
+    if type(value) is np.random.Generator:  # its bit generator's state: the same draws on both sides
+        bits = value.bit_generator
+        return {"generator": {"bit_generator": type(bits).__name__, "state": _plain(bits.state)}}
     if value is None or type(value) in (bool, int, float, str):
         return {"plain": value} if not (type(value) is float and value != value) else {"nan": True}
     if type(value) in (tuple, list):
@@ -53,6 +56,23 @@ def encode_value(value):
     if type(value) is dict and all(type(k) is str for k in value):
         return {"dict": {k: encode_value(v) for k, v in value.items()}}
     return {"unrecordable": type(value).__name__}
+
+
+def _plain(state):
+    """A bit generator's state with numpy integers and arrays as plain Python values (JSON-able)."""
+    if isinstance(state, dict):
+        return {k: _plain(v) for k, v in state.items()}
+    if type(state) is _NDARRAY:
+        return {"uint_array": state.tolist(), "dtype": str(state.dtype)}
+    return int(state) if isinstance(state, np.integer) else state
+
+
+def _unplain(state):
+    if isinstance(state, dict) and set(state) == {"uint_array", "dtype"}:
+        return np.array(state["uint_array"], dtype=np.dtype(state["dtype"]))
+    if isinstance(state, dict):
+        return {k: _unplain(v) for k, v in state.items()}
+    return state
 
 
 class Unrecordable:
@@ -85,6 +105,13 @@ def decode_value(data):
         return tuple(items) if kind == "tuple" else items
     if kind == "dict":
         return {str(k): decode_value(v) for k, v in payload.items()}
+    if kind == "generator":
+        bits = payload["bit_generator"]
+        if bits not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
+            raise ValueError(f"unknown bit generator {bits!r}")
+        generator = np.random.Generator(getattr(np.random, bits)())
+        generator.bit_generator.state = _unplain(payload["state"])
+        return generator
     if kind == "unrecordable":
         return Unrecordable(str(payload))
     raise ValueError(f"unknown kind of value {kind!r}")
@@ -151,7 +178,8 @@ def _call(namespace: dict, message: dict) -> dict:
     fn = namespace.get(message["name"])
     args = [decode_value(a) for a in message.get("args", [])]
     kwargs = {k: decode_value(v) for k, v in message.get("kwargs", {}).items()}
-    before = [a.copy() if type(a) is _NDARRAY else None for a in args]
+    before = [a.copy() if type(a) is _NDARRAY else
+              encode_value(a) if type(a) is np.random.Generator else None for a in args]
     g = getattr(fn, "__globals__", None)
     missing = object()
     saved = {}
@@ -188,8 +216,9 @@ def _call(namespace: dict, message: dict) -> dict:
                 g.pop(name, None)
             else:
                 g[name] = value
-    changed = {str(i): encode_value(a) for i, (a, b) in enumerate(zip(args, before))
-               if b is not None and type(a) is _NDARRAY and (a.shape != b.shape or a.tobytes() != b.tobytes())}
+    changed = {str(i): encode_value(a) for i, (a, b) in enumerate(zip(args, before)) if b is not None and (
+        (type(a) is _NDARRAY and (a.shape != b.shape or a.tobytes() != b.tobytes()))
+        or (type(a) is np.random.Generator and encode_value(a) != b))}
     return {"op": "result", "value": encode_value(result), "changed": changed, "peak": peak}
 
 

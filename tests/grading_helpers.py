@@ -13,7 +13,7 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
     klass = tmp_path / "class"
     for student, nb in notebooks.items():
         course.write_notebook(nb, klass / student / f"{lesson}.ipynb")
-    s = grading_command.Settings(out=str(tmp_path / "graded"), lessons=[lesson], **{"workers": 2, **settings})
+    s = grading_command.Settings(out=str(tmp_path), lessons=[lesson], **{"workers": 2, **settings})  # course: tmp_path/course
     outcome = grading_command.run(klass, s, progress=False, log=lambda *a: None)
     flags = {row["student"]: " | ".join(row["flags"]) for row in outcome["rows"]}
     root = s.course_root

@@ -204,7 +204,7 @@ def _model_functions():
 def _run_hidden(ns):
     hidden.roundtrip(ns["split_into_heads"], ns["merge_heads"])
     hidden.heads_differ(ns["head_weights"], split_into_heads=ns["split_into_heads"], softmax=ns["softmax"])
-    hidden.mha_from_scratch(ns["mha_from_scratch"], split_into_heads=ns["split_into_heads"],
+    hidden.mha_from_scratch_test(ns["mha_from_scratch"], split_into_heads=ns["split_into_heads"],
                             merge_heads=ns["merge_heads"], softmax=ns["softmax"])
 
 

@@ -17,6 +17,8 @@ import io
 import queue
 import threading
 
+import numpy as np
+
 from autograder.hidden_cell import Unrecordable, _exception, decode, decode_value, encode, encode_value
 
 WAIT = 3600  # seconds a side waits for the other; the cell's own timeout stops a kernel long before
@@ -150,10 +152,11 @@ class Session:
                 raise exc
             for index, data in (message.get("changed") or {}).items():
                 i = int(index)
-                if i < len(args) and hasattr(args[i], "shape"):
-                    new = decode_value(data)
-                    if getattr(new, "shape", None) == args[i].shape:
-                        args[i][...] = new
+                new = decode_value(data)
+                if i < len(args) and type(args[i]) is np.ndarray and getattr(new, "shape", None) == args[i].shape:
+                    args[i][...] = new
+                elif i < len(args) and type(args[i]) is type(new) is np.random.Generator:
+                    args[i].bit_generator.state = new.bit_generator.state  # the draws the learner made
             value = decode_value(message.get("value"))
             peak = message.get("peak")
             return value, (int(peak) if isinstance(peak, int) else None)
