@@ -26,7 +26,7 @@ def has_password(url: str) -> bool:
 def without_password(url: str) -> str:
     if not url or _parse(url).password is None:
         return url
-    return _parse(url).set(password=None).render_as_string(hide_password=False)
+    return _parse(url)._replace(password=None).render_as_string(hide_password=False)  # set() ignores None
 
 
 def _same_database(a, b) -> bool:
