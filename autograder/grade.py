@@ -674,10 +674,15 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     """Grade everything; returns {"rows", "csv", "report", "graded", "integrity", "notes"}."""
     old_umask = os.umask(0o077)  # nothing in the workspace is readable by the sandbox uid or other users
+    old_url = os.environ.get(dburl.ENV)
     try:
         return _run(submissions, s, progress=progress, log=log)
     finally:
         os.umask(old_umask)
+        if old_url is None:  # the password set for this run's nbgrader steps does not outlive it
+            os.environ.pop(dburl.ENV, None)
+        else:
+            os.environ[dburl.ENV] = old_url
 
 
 def preflight(s: Settings) -> None:
