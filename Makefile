@@ -52,7 +52,17 @@ docs: venv ## rebuild docs/bug-catalog.md from the bug catalog
 mutants: venv ## grade every catalogued bug for real and print the mutation score
 	$(PY) -m autograder.mutation
 
-.PHONY: grade
+.PHONY: grade formgrader
+GRADE_OUT = $(or $(OUT),grading)
+# A database password never appears on a command line make echoes: DB (or MHA_GRADEBOOK_URL) reaches the command
+# through the environment, and the password may instead live in PGPASSWORD or ~/.pgpass.
+grade formgrader: export MHA_GRADEBOOK_URL := $(or $(DB),$(MHA_GRADEBOOK_URL))
 grade: venv ## grade a class: make grade SUBMISSIONS=path [OUT=grading] [WORKERS=n] [DB=postgresql://...]
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [WORKERS=n] [DB=url]" >&2; exit 2; }
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)") $(GRADE_ARGS)
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(WORKERS),--workers $(WORKERS)) $(GRADE_ARGS)
+
+formgrader: venv ## grade the written answers in nbgrader's formgrader: make formgrader [OUT=grading]
+	@test -f "$(GRADE_OUT)/course/nbgrader_config.py" || { echo "no grading course in $(GRADE_OUT)/course: run make grade SUBMISSIONS=... OUT=$(GRADE_OUT) first" >&2; exit 2; }
+	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
+	cd "$(GRADE_OUT)/course" && env -u MPLBACKEND $(abspath $(BIN))/jupyter lab --ServerApp.root_dir=. \
+		--LabApp.default_url=/formgrader $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
