@@ -658,6 +658,8 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out)
     preflight(s)
+    if s.isolation == "uid":
+        execute.remove_stale_sandboxes()  # of an earlier run that was killed
     prepare_course(s, log)
     todo = stage(s, roster)
     ensure_students(s, roster.students)

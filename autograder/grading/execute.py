@@ -32,6 +32,7 @@ import shutil
 import tempfile
 import threading
 import time
+from pathlib import Path
 from queue import Empty
 
 from jupyter_core.utils import ensure_async, run_sync
@@ -50,6 +51,40 @@ NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
 sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
+
+
+def remove_stale_sandboxes() -> int:
+    """Remove what kernels of a grader that was killed left behind (their processes died with it): control
+    groups and private folders of uids no grader holds. Returns how many were removed."""
+    removed = 0
+    for uid in stale_sandbox_uids():
+        cgroups.remove(sandbox.cgroup_name(uid))
+        uids.kill(uid)
+        removed += 1
+    for folder in Path(tempfile.gettempdir()).glob("mha-kernel-*"):
+        owner = channel_owner(folder)
+        if owner is not None and owner != 0 and not uids.is_held(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def stale_sandbox_uids() -> list:
+    """Uids with a control group that no grader holds any more."""
+    found = set()
+    for d in {d.parent for d in cgroups.group_dirs("uid-0")}:
+        for group in d.glob("uid-*") if d.is_dir() else ():
+            uid = int(group.name[4:]) if group.name[4:].isdigit() else None
+            if uid is not None and not uids.is_held(uid):
+                found.add(uid)
+    return sorted(found)
+
+
+def channel_owner(folder: Path):
+    try:
+        return (folder / "channel").stat().st_uid
+    except OSError:
+        return None
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
