@@ -142,7 +142,9 @@ def isolate(libc, needed, *, tmp_mb: int = 64):
             fds = {p: os.open(p, os.O_PATH) for p in tops}
             _mount(libc, "tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_mb}m")
             for target, fd in fds.items():
+                umask = os.umask(0o022)  # the grader's umask (077) would leave these folders closed to the uid
                 os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+                os.umask(umask)
                 _expose_read_only(libc, fd, target)
 
 
