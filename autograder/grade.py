@@ -49,11 +49,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder import course, sandbox
-from autograder.grading import findings, intake, scan
+from autograder.grading import canary, findings, intake, scan
 
 SANDBOX_UID_BASE = 61000
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
 EXIT_LAYOUT, EXIT_INTEGRITY = 2, 3
+EXIT_CANARY = 4  # the model answers did not earn full marks: no student graded
 
 
 @dataclass
@@ -195,7 +196,8 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
 
 
 def _state_path(s: Settings, student: str, lesson: str) -> Path:
-    return Path(s.out) / "state" / student / f"{lesson}.json"
+    folder = canary.folder(s.out) if canary.is_canary(student) else Path(s.out) / "state"
+    return folder / student / f"{lesson}.json"
 
 
 def _read_state(s: Settings, student: str, lesson: str):
@@ -534,6 +536,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     roster = intake.collect(original, s.lessons, out)
     preflight(s)
     prepare_course(s, log)
+    checked = canary.check(s, log)  # raises CanaryFailed, before any student is touched
     todo = stage(s, roster)
     ensure_students(s, roster.students)
     graded = run_tasks(s, todo, progress=progress)
@@ -558,7 +561,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     csv_path = write_csv(s, rows)
     report = write_report(s, rows, notes)
     return {"rows": rows, "csv": csv_path, "report": report, "graded": graded, "integrity": integrity,
-            "notes": notes}
+            "notes": notes, "canary": checked}
 
 
 def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
@@ -630,9 +633,12 @@ def main(argv=None) -> int:
     except intake.LayoutError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LAYOUT
+    except canary.CanaryFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CANARY
     rows = outcome["rows"]
     print(f"graded {outcome['graded']} notebooks in {time.monotonic() - started:.1f} s "
-          f"({s.workers} workers); {len(rows)} students")
+          f"({s.workers} workers); {len(rows)} students; {outcome['canary'].summary()}")
     print("\n".join(distribution(rows)))
     for note in outcome["notes"]:
         print("note:", note)
