@@ -119,7 +119,8 @@ def test_no_student_id_can_be_a_canary_id():
     ({"ename": "CellTimeoutError", "evalue": "A cell timed out while it was being executed", "kind": "answer"},
      "ran longer than --timeout 60 s"),
     ({"ename": "MemoryError", "evalue": "", "kind": "answer"}, "raise --memory-mb"),
-    ({"ename": "AssertionError", "evalue": "wrong", "kind": "test"}, "The hidden checks and the model answers disagree"),
+    ({"ename": "AssertionError", "evalue": "wrong", "kind": "test"},
+     "The hidden checks and the model answers disagree"),
     ({"ename": "NotVerified", "evalue": "re-checked outside", "kind": "test"},
      "The hidden checks and the model answers disagree"),
 ])
