@@ -19,6 +19,10 @@ uid in a private mount namespace), cells are stopped after ``--timeout`` seconds
 costs only the cells it did not run (``autograder/grading/execute.py``), and suspicious code is flagged for a
 human (``autograder/grading/scan.py``).
 
+Checked first: before any student, the model answers of every lesson are graded through the same pipeline
+(``autograder/grading/canary.py``); unless they earn full marks, no student is graded and the command exits with
+``EXIT_CANARY`` and says what broke.
+
 Nothing lost: each (student, lesson) is recorded in ``DIR/state/`` as soon as it is graded; running the command
 again grades only what is new, changed or unfinished (a batch killed halfway resumes) and rebuilds the outputs.
 """
