@@ -71,8 +71,8 @@ def check(s, log=print) -> Outcome:
         submissions.write_submission(s.course_root, cid, lesson, submissions.fill(lesson))
     grade.ensure_students(s, ids.values())
     log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
-    grade.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
     try:
+        grade.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
         problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
     finally:
         remove(s, ids.values())
