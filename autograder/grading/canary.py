@@ -17,12 +17,15 @@ folder, so they appear in no grade, report or export. A failing canary's graded 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import nbformat
 
 from autograder import course, submissions
 
@@ -105,9 +108,6 @@ def remove(s, ids) -> None:
 
 def _problem(s, lesson: str, cid: str) -> str:
     """'' when the canary of ``lesson`` earned every autograded point, else the sentence and the first error."""
-    import json
-
-    import nbformat
     from nbgrader.api import Gradebook, MissingEntry
 
     from autograder import grade
@@ -185,7 +185,12 @@ def diagnose(s, lesson: str, first: dict) -> str:
     if missing:
         return (f"A package the lessons need ({missing.group(1)}) is missing from the kernels' Python; install the "
                 f"course's requirements (make venv) into that environment.")
-    if (kind == "nbgrader" and _KERNEL_START.search(evalue)) or (ename == "DeadKernelError" and kind == "setup"):
+    kernel_did_not_start = (kind == "nbgrader" and _KERNEL_START.search(evalue)) or (
+        ename == "DeadKernelError" and kind == "setup")
+    if kernel_did_not_start and s.memory_mb < 512:
+        return (f"The grading kernel did not start: --memory-mb {s.memory_mb} is too small for Python and numpy to "
+                f"load; raise it (the default is 2048).")
+    if kernel_did_not_start:
         return ("The grading kernel did not start (or died before the model answer ran): the sandbox cannot run "
                 "on this machine as it is; run the command once as a normal user to tell a sandbox problem from a "
                 "broken Python environment, and see the error below.")
