@@ -11,6 +11,9 @@ export PYTHONPATH := $(abspath .)
 PYTEST_ARGS ?=
 # Extra options for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser" (the browser tests pass port and token).
 LAB_ARGS ?=
+# JupyterLab refuses to start as root (a container, a cloud machine) unless told --allow-root; `make lab` tells it.
+AS_ROOT := $(shell test "$$(id -u)" = 0 && echo yes)
+ROOT_NOTE := make lab: you are root, so JupyterLab starts with --allow-root (notebooks run with root's rights)
 
 .PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
 
@@ -26,7 +29,8 @@ $(BIN)/.installed: requirements.txt
 venv: $(BIN)/.installed ## create .venv with everything the course and its tests need
 
 lab: venv ## open the lessons in JupyterLab
-	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(LAB_ARGS)
+	$(if $(AS_ROOT),@echo "$(ROOT_NOTE)")
+	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(if $(AS_ROOT),--allow-root) $(LAB_ARGS)
 
 test: venv ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)

@@ -20,6 +20,10 @@ their own per notebook, no network, a file system of read-only binds), cells are
 seconds and notebooks after ``--notebook-timeout``, output is capped, a dead kernel costs only the cells it did not
 run (``autograder/grading/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
 
+Checked first: before any student, the model answers of every lesson are graded through the same pipeline
+(``autograder/grading/canary.py``); unless they earn full marks, no student is graded and the command exits with
+``EXIT_CANARY`` and says what broke.
+
 Nothing lost: each (student, lesson) is recorded in ``DIR/state/`` as soon as it is graded; running the command
 again grades only what is new, changed or unfinished (a batch killed halfway resumes) and rebuilds the outputs.
 
@@ -50,17 +54,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder import course, sandbox
-from autograder.grading import cgroups, dburl, execute, findings, intake, marks, outcome, scan
+from autograder.grading import canary, cgroups, dburl, execute, findings, intake, marks, outcome, scan
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
-EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP = 2, 3, 4, 5
+EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY = 2, 3, 4, 5, 6
 EXIT_HELP = """exit status:
   0  every notebook graded (written answers may still await manual grading: see the report)
   2  the submissions' layout was not understood, or a bad option (the message says what to do)
   3  the original submissions changed during grading
   4  grading errors: the grader failed on some notebooks (not the learners); their scores are left empty and
      listed first in report.html; fix the cause and run the command again, which grades only those
-  5  this machine cannot grade safely as set up (e.g. root without bubblewrap); nothing was graded"""
+  5  this machine cannot grade safely as set up (e.g. root without bubblewrap); nothing was graded
+  6  the canary failed: the lessons' own model answers did not earn full marks here, so no student was graded;
+     the message says what broke and how to fix it"""
 
 
 class SetupError(RuntimeError):
@@ -222,7 +228,8 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
 
 
 def _state_path(s: Settings, student: str, lesson: str) -> Path:
-    return Path(s.out) / "state" / student / f"{lesson}.json"
+    folder = canary.folder(s.out) if canary.is_canary(student) else Path(s.out) / "state"
+    return folder / student / f"{lesson}.json"
 
 
 def _read_state(s: Settings, student: str, lesson: str):
@@ -661,6 +668,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     prepare_course(s, log)
+    checked = canary.check(s, log)  # raises CanaryFailed, before any student is touched
     todo = stage(s, roster)
     ensure_students(s, roster.students)
     graded = run_tasks(s, todo, progress=progress)
@@ -689,7 +697,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     write_student_ids(s, roster)
     report = write_report(s, rows, notes)
     return {"rows": rows, "csv": csv_path, "report": report, "graded": graded, "integrity": integrity,
-            "notes": notes, "refreshed": refreshed, "errors": grading_errors(rows)}
+            "notes": notes, "refreshed": refreshed, "errors": grading_errors(rows), "canary": checked}
 
 
 def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
@@ -769,9 +777,12 @@ def main(argv=None) -> int:
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_SETUP
+    except canary.CanaryFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CANARY
     rows = result["rows"]
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
-          f"({s.workers} workers); {len(rows)} students")
+          f"({s.workers} workers); {len(rows)} students; {result['canary'].summary()}")
     if result["refreshed"]:
         print(f"feedback regenerated for {result['refreshed']} notebooks whose grades changed (manual grading)")
     print("\n".join(distribution(rows)))
