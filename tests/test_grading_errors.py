@@ -4,8 +4,8 @@ Fixture notebooks (no kernel) pin down ``outcome.grading_error``. One batch of r
 (lesson 01; alice, bob and a folder named ``o'brien``) then proves each case through the real command:
 
 A. a gradebook write fails for bob (a SQLite trigger refuses his submission row);
-B. the kernel cannot start (the kernelspec names a missing interpreter);
-C. the locked setup cell fails: run from a copy of the course whose ``lessons/selfcheck.py`` is empty, so the
+B. bob's kernel cannot start (a wrapper around the kernel launcher exits when it starts in his folder);
+C. the locked setup cell fails: bob's kernel gets a kernel library whose ``selfcheck.py`` is empty, so the
    kernels cannot import the course's helper module;
 D. everything fixed: bob is graded, without regrading the others.
 """
@@ -19,7 +19,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -157,24 +156,28 @@ def _batch(base: Path) -> dict:
     runs = {"A": _cli(root, out)}
     with sqlite3.connect(gradebook) as db:
         db.execute("DROP TRIGGER refuse_bob")
+    # B and C break the kernels of one student only (the canary, graded first with the same kernels, must pass):
+    # the kernel starts in the student's folder, which a wrapper around the launcher looks at.
     spec = out / "jupyter" / "kernels" / "autograder-sandbox" / "kernel.json"
     good = spec.read_text()
-    broken = json.loads(good)
-    broken["argv"][0] = str(base / "no-such-python")
-    spec.write_text(json.dumps(broken))  # B: the kernel cannot start
+
+    def wrap(action):
+        wrapped = json.loads(good)
+        wrapped["argv"] = ["/bin/sh", "-c", f'case "$PWD" in */bob/*) {action};; esac; exec "$0" "$@"',
+                           *wrapped["argv"]]
+        spec.write_text(json.dumps(wrapped))
+
+    wrap("exit 3")  # B: bob's kernel cannot start
     runs["B"] = _cli(root, out)
+    # C: bob's kernel cannot import the course's helper module (its kernel library has an empty selfcheck.py)
+    broken = base / "broken-library"
+    shutil.copytree(out / "kernel-library", broken)
+    (broken / "selfcheck.py").write_text("")
+    for path in [broken, *broken.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    wrap(f'set -- "$@" --library {broken}')
+    runs["C"] = _cli(root, out)
     spec.write_text(good)
-    # C: the kernels cannot import the course's helper module. The copy lives in a folder the sandbox user can
-    # enter (pytest's own temporary folders are private), so only the emptied module is missing.
-    copy = Path(tempfile.mkdtemp(prefix="mha-course-copy-"))
-    try:
-        os.chmod(copy, 0o755)
-        for part in ("autograder", "solutions", "lessons"):
-            shutil.copytree(course.ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
-        (copy / "lessons" / "selfcheck.py").write_text("")
-        runs["C"] = _cli(root, out, cwd=copy, pythonpath=str(copy))
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)
     runs["D"] = _cli(root, out)
     return {"runs": runs, "out": str(out), "obrien": intake.student_id("o'brien")}
 
