@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder import course, sandbox
-from autograder.grading import findings, intake, scan
+from autograder.grading import feedback_page, findings, intake, page_safety, scan
 
 SANDBOX_UID_BASE = 61000
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
@@ -106,10 +106,11 @@ def _config_lines(s: Settings) -> str:
         "from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,",
         "                                    SaveAutoGrades)",
         "from autograder.grading.execute import SafeExecute",
+        "from autograder.grading.learner_errors import LearnerFacingErrors",
         "from autograder.verify import VerifyHiddenTests",
         "# as in autograder/nbgrader_config.py, with the hardened execute step: passed hidden tests are re-checked",
-        "# outside the kernel (VerifyHiddenTests)",
-        "c.Autograde.autograde_preprocessors = [SafeExecute, VerifyHiddenTests, IgnorePattern,",
+        "# outside the kernel (VerifyHiddenTests); error outputs are rewritten for the learner (LearnerFacingErrors)",
+        "c.Autograde.autograde_preprocessors = [SafeExecute, VerifyHiddenTests, LearnerFacingErrors, IgnorePattern,",
         "                                      ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,",
         "                                      AssignLatePenalties, CheckCellMetadata]",
         f"c.Execute.timeout = {int(s.timeout)}",
@@ -494,7 +495,7 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 {''.join(body)}</table></body></html>
 """
     path = Path(s.out) / "report.html"
-    path.write_text(page, encoding="utf-8")
+    path.write_text(page_safety.protect(page), encoding="utf-8")  # no script runs in it, whatever a name holds
     return path
 
 
@@ -547,6 +548,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
         notes.append(f"nbgrader export failed: {type(exc).__name__}: {exc}")
     rows = results(s, roster)
+    feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
     if not s.sandbox:
         notes.append("Kernels ran as the user who ran this command (not root), so they were limited (memory, "
                      "time, output) but not isolated from that user's files; the originals' hashes were checked.")
