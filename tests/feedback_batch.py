@@ -81,7 +81,8 @@ def _grade(base: Path) -> dict:
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=TIMEOUT)
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
     scores = {row["student"]: row["lessons"][LESSON][0] for row in outcome["rows"]}
-    return {"root": str(root), "out": str(out), "scores": scores}
+    flags = {row["student"]: row["flags"] for row in outcome["rows"]}
+    return {"root": str(root), "out": str(out), "scores": scores, "flags": flags}
 
 
 def graded_batch(tmp_path_factory) -> dict:

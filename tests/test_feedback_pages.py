@@ -97,7 +97,8 @@ def test_a_learner_error_keeps_only_the_learners_frames(batch):
 def test_a_timeout_is_one_sentence_naming_the_function(batch):
     text = _text(page(batch, "timeout"))
     assert f"scaled_dot_product_attention did not finish within {TIMEOUT} s" in text
-    assert "KeyboardInterrupt" not in text and "CellTimeoutError" not in text
+    assert "KeyboardInterrupt" not in text and "No reply from kernel" not in text
+    assert any(": timeout:" in flag for flag in batch["flags"]["timeout"]), batch["flags"]["timeout"]
 
 
 def test_pages_run_no_script_load_nothing_and_render_maths(batch):

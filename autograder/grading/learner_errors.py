@@ -27,7 +27,7 @@ from autograder import course
 from autograder.grading.execute import TIMED_OUT
 from autograder.verify import hidden_calls
 
-TIMEOUT_ENAME = "CellTimeout"
+TIMEOUT_ENAME = "CellTimeoutError"  # the name nbclient gives it; the report flags it as a timeout
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _CELL_FILE = re.compile(r"/tmp/ipykernel_\d+/\d+\.py")
 
