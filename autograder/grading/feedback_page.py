@@ -25,13 +25,14 @@ from pathlib import Path
 from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
-from traitlets import default
+from traitlets.config import Config
 
 from autograder.grading import page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
 TEMPLATE_NAME = "mha_feedback"
+NBGRADER_TEMPLATES = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
 
 
 def without_hidden_tests(source: str) -> str:
@@ -55,17 +56,13 @@ class MathMLRenderer(IPythonRenderer):
 class FeedbackExporter(HTMLExporter):
     """nbgrader's feedback HTML, sanitised, with maths rendered at write time and a Content-Security-Policy."""
 
-    @default("template_name")
-    def _template_name_default(self):
-        return TEMPLATE_NAME
-
-    @default("sanitize_html")
-    def _sanitize_html_default(self):
-        return True
-
-    @default("extra_template_basedirs")
-    def _extra_template_basedirs_default(self):
-        return [str(TEMPLATES)]
+    def __init__(self, config=None, **kwargs):
+        # Settings of this class outrank HTMLExporter's, which nbgrader's formgrader and API also set.
+        config = copy.deepcopy(config) if config is not None else Config()
+        config.FeedbackExporter.template_name = TEMPLATE_NAME
+        config.FeedbackExporter.extra_template_basedirs = [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
+        config.FeedbackExporter.sanitize_html = True
+        super().__init__(config=config, **kwargs)
 
     @pass_context  # the filter reads the cell's attachments from the template context
     def markdown2html(self, context, source):
@@ -76,13 +73,11 @@ class FeedbackExporter(HTMLExporter):
         return MarkdownWithMath(renderer=renderer).render(source)
 
     def default_filters(self):
-        for name, fn in super().default_filters():
-            yield name, (page_safety.clean if name == "clean_html" else fn)
-        yield "clean_html", page_safety.clean
+        yield from super().default_filters()
+        yield "clean_html", page_safety.clean  # registered last, so it replaces nbconvert's
         yield "markdown2html", self.markdown2html
 
     def from_notebook_node(self, nb, resources=None, **kw):
-        self.sanitize_html = True  # never configurable off: learners' outputs are untrusted
         nb = copy.deepcopy(nb)
         for cell in nb.cells:
             if cell.cell_type == "code":
@@ -93,11 +88,7 @@ class FeedbackExporter(HTMLExporter):
 
 def configure(c) -> None:
     """Make nbgrader's generate_feedback write its pages with ``FeedbackExporter`` (``c``: an nbgrader config)."""
-    nbgrader_templates = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
     c.GenerateFeedback.exporter_class = FeedbackExporter
-    c.HTMLExporter.template_name = TEMPLATE_NAME
-    c.HTMLExporter.extra_template_basedirs = [str(TEMPLATES), str(nbgrader_templates)]
-    c.HTMLExporter.sanitize_html = True
 
 
 NOTICE = """<!DOCTYPE html>
