@@ -14,10 +14,10 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook.
 
-Safety: kernels start through ``autograder.sandbox`` (memory, file-size and process limits; as root, an unprivileged
-uid in a private mount namespace), cells are stopped after ``--timeout`` seconds, output is capped, a dead kernel
-costs only the cells it did not run (``autograder/grading/execute.py``), and suspicious code is flagged for a
-human (``autograder/grading/scan.py``).
+Safety: kernels start through ``autograder.sandbox`` (as root: bubblewrap namespaces, a uid and a control group of
+their own per notebook, no network, a file system of read-only binds), cells are stopped after ``--timeout``
+seconds and notebooks after ``--notebook-timeout``, output is capped, a dead kernel costs only the cells it did not
+run (``autograder/grading/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
 
 Nothing lost: each (student, lesson) is recorded in ``DIR/state/`` as soon as it is graded; running the command
 again grades only what is new, changed or unfinished (a batch killed halfway resumes) and rebuilds the outputs.
@@ -33,27 +33,25 @@ import json
 import logging
 import multiprocessing as mp
 import os
-import pwd
 import re
 import shutil
-import signal
-import socket
-import stat
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder import course, sandbox
-from autograder.grading import feedback_page, findings, intake, page_safety, scan
+from autograder.grading import cgroups, execute, feedback_page, findings, intake, page_safety, scan
 
-SANDBOX_UID_BASE = 61000
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
-EXIT_LAYOUT, EXIT_INTEGRITY = 2, 3
+EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_SETUP = 2, 3, 4
+
+
+class SetupError(RuntimeError):
+    """This machine cannot grade safely as set up; the message says what to install or change."""
 
 
 @dataclass
@@ -65,8 +63,8 @@ class Settings:
     timeout: int = 60
     memory_mb: int = 2048
     max_output: int = 1_000_000
-    uid_base: int = SANDBOX_UID_BASE
-    sandbox: bool = field(default_factory=lambda: os.geteuid() == 0)
+    notebook_timeout: int = 300
+    isolation: str = field(default_factory=sandbox.isolation_level)
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
@@ -81,7 +79,8 @@ class Settings:
 
     def key(self) -> str:
         """Changes whenever grades made under the old settings would no longer be valid."""
-        parts = [json.dumps([self.lessons, self.gradebook_url, self.timeout, self.memory_mb, self.max_output])]
+        parts = [json.dumps([self.lessons, self.gradebook_url, self.timeout, self.memory_mb, self.max_output,
+                             self.notebook_timeout, self.isolation])]
         parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
         parts += [p.read_text(encoding="utf-8") for p in sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
@@ -118,6 +117,8 @@ def _config_lines(s: Settings) -> str:
         "c.Execute.shutdown_kernel = 'immediate'  # every output is in; a graceful stop costs ~1 s per notebook",
         f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
         f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
+        f"c.SafeExecute.isolation = {s.isolation!r}",
+        f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
     ]
@@ -149,7 +150,8 @@ def prepare_course(s: Settings, log) -> None:
     with config.open("a", encoding="utf-8") as fh:
         fh.write(_config_lines(s))
     os.chmod(config, 0o600)  # may hold a database password
-    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output)
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
+                               library=write_kernel_library(out / "kernel-library"), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=_env(s), capture_output=True)
     proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
@@ -224,61 +226,20 @@ def ensure_students(s: Settings, students) -> None:
             gb.update_or_create_student(student)
 
 
-# ---------------------------------------------------------------- sandbox users
-
-def _proc_uid(pid: str):
-    """Real uid of a live process (None for a zombie, already dead, or a process that is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("State:") and line.split()[1] in ("Z", "X"):
-                    return None
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def kill_uid(uid: int) -> int:
-    """SIGKILL every process of the sandbox ``uid`` (a uid only the grading sandbox uses); returns how many."""
-    killed = 0
-    for _ in range(3):
-        pids = [p for p in os.listdir("/proc") if p.isdigit() and _proc_uid(p) == uid]
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
-        time.sleep(0.05)
-    return killed
-
-
-def _uid_in_use(uid: int) -> bool:
-    try:
-        pwd.getpwuid(uid)
-        return True
-    except KeyError:
-        return False
-
-
-def acquire_uid(base: int, held: list) -> int:
-    """A uid with no account on this machine, locked for this process (an abstract socket, freed at exit)."""
-    for uid in range(base, base + 1000):
-        if _uid_in_use(uid):
-            continue
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(f"\0autograder-sandbox-{uid}")
-        except OSError:
-            sock.close()
-            continue
-        held.append(sock)
-        return uid
-    raise RuntimeError("no free sandbox uid")
+def write_kernel_library(dest: Path) -> Path:
+    """The modules graded kernels may import, copied where the sandbox binds them read-only (world-readable
+    copies: the course itself may sit in a folder, or have files, that the sandbox uid cannot read)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    sources = [(p, p.relative_to(course.ROOT)) for p in (course.ROOT / "autograder").rglob("*.py")]
+    sources += [(course.LESSONS / helper, Path(helper)) for helper in course.HELPERS]
+    for src, rel in sources:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+    for path in [dest, *dest.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return dest
 
 
 # ---------------------------------------------------------------- worker side
@@ -290,12 +251,7 @@ def _init_worker(settings: dict):
     s = Settings(**settings)
     os.environ.update(_env(s))
     os.umask(0o077)
-    _W.update(settings=s, uid=None, held=[])
-    if s.sandbox:
-        uid = acquire_uid(s.uid_base, _W["held"])  # binding the lock socket is atomic across processes
-        kill_uid(uid)  # leftovers of a killed run that used the same uid
-        os.environ["AUTOGRADER_SANDBOX_UID"] = str(uid)
-        _W["uid"] = uid
+    _W.update(settings=s)
     import warnings
 
     warnings.filterwarnings("ignore")  # nbgrader's SQLAlchemy warnings would scribble over the progress bar
@@ -341,25 +297,12 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
     from nbgrader.converters import Autograde, GenerateFeedback
 
     s = _W["settings"]
-    uid = _W["uid"]
     root = s.course_root
-    released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
-    n_code = sum(1 for c in released.cells if c.cell_type == "code")
     flags = list(task["flags"])
     started = time.monotonic()
-    watchdog = None
-    if uid is not None:
-        kill_uid(uid)
-        watchdog = threading.Timer(s.timeout * (n_code + 2) + 60, kill_uid, [uid])
-        watchdog.daemon = True
-        watchdog.start()
-    try:
-        result = _nbgrader_step(Autograde, student, lesson)
-    finally:
-        if watchdog is not None:
-            watchdog.cancel()
-        if uid is not None and kill_uid(uid):
-            flags.append("left processes running after grading (killed)")
+    execute.sandbox_events.clear()
+    result = _nbgrader_step(Autograde, student, lesson)
+    flags += [e for e in dict.fromkeys(execute.sandbox_events)]
     record = {"student": student, "lesson": lesson, "hash": task["hash"],
               "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
               "score": 0.0, "max_score": None, "flags": flags, "seconds": 0.0}
@@ -511,17 +454,21 @@ def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
 
 
 def preflight(s: Settings) -> None:
-    """The sandbox uid must be able to read the course code the kernels import; say how to fix it if not."""
-    if not s.sandbox:
-        return
-    needed = [course.LESSONS / helper for helper in course.HELPERS]
-    needed += sorted((course.ROOT / "autograder").rglob("*.py"))
-    unreadable = [p for p in needed if not os.stat(p).st_mode & stat.S_IROTH]
-    unreadable += [d for d in {p.parent for p in needed} if os.stat(d).st_mode & 0o005 != 0o005]
-    if unreadable:
-        raise RuntimeError(f"the grading sandbox's unprivileged user cannot read {unreadable[0]} (and "
-                           f"{len(unreadable) - 1} more): run `chmod -R o+rX {course.ROOT}` (the kernels import "
-                           "the hidden checks and the learners' helper module from there)")
+    """As root, kernels must be isolated: refuse to grade without bubblewrap rather than run them as root."""
+    if os.geteuid() == 0 and s.isolation != "uid":
+        raise SetupError("grading as root needs bubblewrap to isolate each kernel (Debian/Ubuntu: "
+                           "`apt-get install bubblewrap`); without it a notebook would run as root")
+
+
+ISOLATION_NOTES = {
+    "uid": "",
+    "userns": ("Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, "
+               "no other process or file of the machine, but no separate uid and no control group (memory in "
+               "tmpfs and the CPU share are not bounded). Grade as root for the full sandbox."),
+    "none": ("Kernels ran as the user who ran this command, without bubblewrap: they were limited (memory, "
+             "time, output) but could read and write that user's files and reach the network; the originals' "
+             "hashes were checked. Install bubblewrap, or grade as root, for the full sandbox."),
+}
 
 
 def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
@@ -549,9 +496,11 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append(f"nbgrader export failed: {type(exc).__name__}: {exc}")
     rows = results(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
-    if not s.sandbox:
-        notes.append("Kernels ran as the user who ran this command (not root), so they were limited (memory, "
-                     "time, output) but not isolated from that user's files; the originals' hashes were checked.")
+    if ISOLATION_NOTES[s.isolation]:
+        notes.append(ISOLATION_NOTES[s.isolation])
+    if s.isolation == "uid" and not cgroups.available():
+        notes.append("No writable cgroup file system: each kernel's address space, processes and CPU time were "
+                     "limited, but memory held in tmpfs files or IPC objects and its CPU share were not.")
     after = intake.tree_hashes(original)
     integrity = before == after
     if not integrity:
@@ -576,13 +525,9 @@ def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
     settings = asdict(s)
     if s.workers <= 1:
         _init_worker(settings)
-        try:
-            for student in students:
-                done += len(grade_student(student, todo[student]))
-                bar.update()
-        finally:
-            for sock in _W.get("held", []):
-                sock.close()
+        for student in students:
+            done += len(grade_student(student, todo[student]))
+            bar.update()
     else:
         ctx = mp.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(s.workers, len(students)), mp_context=ctx,
@@ -621,17 +566,22 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell before it is stopped")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit of each kernel")
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
+    parser.add_argument("--notebook-timeout", type=int, default=300,
+                        help="seconds a whole notebook may run before its kernel is stopped")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
-                 max_output=args.max_output)
+                 max_output=args.max_output, notebook_timeout=args.notebook_timeout)
     started = time.monotonic()
     try:
         outcome = run(args.submissions, s, progress=not args.quiet)
     except intake.LayoutError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LAYOUT
+    except SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_SETUP
     rows = outcome["rows"]
     print(f"graded {outcome['graded']} notebooks in {time.monotonic() - started:.1f} s "
           f"({s.workers} workers); {len(rows)} students")

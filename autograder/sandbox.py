@@ -1,24 +1,31 @@
 """Kernel launcher for grading untrusted notebooks: ``python -m autograder.sandbox -f CONNECTION_FILE``.
 
-The grading course's kernelspec (``autograder-sandbox``, written by ``install_kernelspec``) starts kernels through
-this module instead of starting ``ipykernel`` directly. Before ipykernel starts, and so before any learner code
-runs, it:
+The grading course's kernelspec (``autograder-sandbox``, written by ``install_kernelspec``) starts every kernel
+through this module. How much it can isolate depends on who runs the grader (``isolation_level``):
 
-1. sets resource limits on the kernel process: address space (``--memory-mb``: a memory bomb raises
-   ``MemoryError`` instead of exhausting the machine), largest file it may write, number of processes of its
-   user (fork bombs), no core dumps, and a CPU-time ceiling (a stray process cannot spin forever);
-2. when started as root (how the grading command runs in CI and on a grading server), enters a private mount
-   namespace in which ``/tmp``, ``/var/tmp``, ``/run/lock`` and ``/dev/shm`` (the places every user may write) are
-   fresh, size-limited tmpfs mounts that vanish with the kernel, exposes the Python installation and the course
-   code read-only even when they live under a private directory (e.g. ``/root/.pyenv``) and hides the rest of such
-   a directory, then switches to an unprivileged uid (``--uid``) that owns nothing on the machine. The kernel can
-   then write nowhere but its own throw-away tmpfs: not the gradebook, not another student's folder, not the
-   original submissions, not the course code (all root-owned and not writable by others);
-3. replaces the environment by a short allow-list (no database URL or other secret of the grader leaks in), and
-   starts ``ipykernel`` with a copy of the connection file the unprivileged user can read.
+``uid`` (run as root: CI, a grading server, a container). ``SafeExecute`` gives each notebook a uid that no
+other live process uses, a private folder holding the kernel's connection file and its IPC sockets, and passes
+``--uid``. The launcher then
 
-Run without root, step 2 is skipped: the limits still apply, and the grading command reports that kernels were not
-isolated from the files of the user who ran it.
+1. creates the notebook's control group (``autograder/grading/cgroups.py``: memory including tmpfs pages and
+   kernel objects, a process count, at most one CPU) and moves itself into it;
+2. mounts one throw-away tmpfs, limited in size *and* inodes, that becomes the kernel's ``/tmp``, ``/var/tmp``,
+   ``/dev/shm`` and home;
+3. starts bubblewrap (``bwrap``) with new PID, IPC, network, UTS and mount namespaces. The kernel's file system
+   is built up, not hidden down: read-only binds of the system's ``/usr`` (and a few files of ``/etc``), the
+   Python installation and venv (each at its real path, so folders above them that others cannot enter do not
+   matter), the kernel library (the modules the hidden cells and the learner's helper import, copied by the
+   grader and bound at ``KERNEL_LIBRARY``), the tmpfs, and the connection folder. The original submissions, the
+   grading workspace, the gradebook and other kernels are simply not there. No network exists inside (the
+   grader talks to the kernel over IPC sockets in the connection folder); the kernel sees only its own
+   processes and IPC objects, and when it ends, every process it started ends with it (PID namespace);
+4. inside, drops to the notebook's uid (no capabilities, no new privileges), sets per-process limits (address
+   space ``--memory-mb``: a memory bomb raises ``MemoryError``; file size; processes; CPU time; no core dumps),
+   replaces the environment by a short allow-list, and starts ``ipykernel``.
+
+``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces and file system,
+without the separate uid and control group. ``none`` (neither): only the per-process limits; the kernel can read
+and write what the user running the grader can, and the report says so.
 """
 
 from __future__ import annotations
@@ -28,34 +35,53 @@ import ctypes
 import json
 import os
 import resource
-import stat
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 KERNEL_NAME = "autograder-sandbox"
-WRITABLE_BY_ALL = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
-_KEEP_ENV = ("PATH", "PYTHONPATH", "MPLBACKEND", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "NBGRADER_EXECUTION",
-             "PYTHONHASHSEED", "PYDEVD_DISABLE_FILE_VALIDATION",
+KERNEL_LIBRARY = "/opt/mha-course"  # where the kernel library is bound inside the sandbox
+HOME = "/home/learner"
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "NBGRADER_EXECUTION", "PYTHONHASHSEED",
+             "PYDEVD_DISABLE_FILE_VALIDATION",
              "MHA_GRADING_SALT")  # hidden-test inputs: the grader draws the salt, the kernel must use the same
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "fonts",
+        "alternatives", "mime.types", "matplotlibrc")
+_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _CLONE_NEWNS = 0x00020000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
+TMP_INODES = 20_000
+MAX_PROCS = 64
 
 
-def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_000,
-                       uid_env: str = "AUTOGRADER_SANDBOX_UID") -> Path:
-    """Write ``<jupyter_dir>/kernels/autograder-sandbox/kernel.json``; put ``jupyter_dir`` on JUPYTER_PATH.
+def isolation_level() -> str:
+    """``uid`` as root with bubblewrap, ``userns`` where unprivileged bubblewrap works, else ``none``."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "none"
+    if os.geteuid() == 0:
+        return "uid"
+    probe = subprocess.run([bwrap, "--unshare-all", "--ro-bind", "/", "/", "true"], capture_output=True)
+    return "userns" if probe.returncode == 0 else "none"
 
-    The uid is read from the environment variable ``uid_env`` at kernel start, so each grading worker can give its
-    kernels their own uid while sharing one kernelspec.
+
+def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_000, library,
+                       isolation: str) -> Path:
+    """Write ``<jupyter_dir>/kernels/autograder-sandbox/kernel.json``.
+
+    ``library``: the folder of modules kernels may import (the grader copies them there, world-readable).
+    ``SafeExecute`` adds ``--uid N`` for each notebook when ``isolation`` is ``uid``.
     """
     spec_dir = Path(jupyter_dir) / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
         "argv": [sys.executable, "-m", "autograder.sandbox", "--memory-mb", str(memory_mb),
-                 "--max-output", str(max_output), "--uid-from-env",
-                 uid_env, "-f", "{connection_file}"],
+                 "--max-output", str(max_output), "--library", str(library), "--isolation", isolation,
+                 "-f", "{connection_file}"],
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
+        "interrupt_mode": "message",  # the kernel is not a child the grader can signal directly
         "metadata": {"debugger": False},
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
@@ -77,6 +103,10 @@ def set_limits(memory_mb: int, *, max_file_mb: int = 64, max_procs: int | None =
         lower(resource.RLIMIT_NPROC, max_procs)
 
 
+def cgroup_name(uid: int) -> str:
+    return f"uid-{uid}"
+
+
 def _libc():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
@@ -90,60 +120,69 @@ def _mount(libc, source, target, fstype, flags, data=None):
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def _others_can_enter(path: str) -> bool:
-    return bool(os.stat(path).st_mode & stat.S_IXOTH)
-
-
-def _blocked_dirs(needed) -> dict:
-    """{directory others cannot enter: names of its children on the way to a needed path}."""
-    blocked: dict = {}
-    for path in needed:
-        path = os.path.realpath(path)
-        if not os.path.exists(path):
-            continue
-        parts = Path(path).parts
-        for i in range(1, len(parts)):
-            parent = str(Path(*parts[:i]))
-            if not _others_can_enter(parent):
-                blocked.setdefault(parent, set()).add(parts[i])
-    return blocked
-
-
-def _expose_read_only(libc, fd, target):
-    """Bind the file or folder open as ``fd`` (O_PATH, taken before a tmpfs covered it) at ``target``, read-only."""
-    if stat.S_ISDIR(os.fstat(fd).st_mode):
-        os.mkdir(target)
-    else:
-        open(target, "w").close()
-    _mount(libc, f"/proc/self/fd/{fd}", target, None, _MS_BIND | _MS_REC)
-    _mount(libc, None, target, None, _MS_BIND | _MS_REC | _MS_REMOUNT | _MS_RDONLY)
-    os.close(fd)
-
-
-def isolate(libc, needed, *, tmp_mb: int = 64):
-    """Private mount namespace: fresh tmpfs where everyone may write; needed paths reachable by anyone."""
+def _private_tmpfs(target: str, *, size_mb: int, inodes: int) -> None:
+    """A tmpfs at ``target`` seen only by this process and its children (a private mount namespace)."""
+    libc = _libc()
     if libc.unshare(_CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
-    # Deepest first, so that a re-exposed child keeps the mounts already made below it (MS_REC).
-    for parent, children in sorted(_blocked_dirs(needed).items(), key=lambda kv: -len(Path(kv[0]).parts)):
-        fds = {name: os.open(os.path.join(parent, name), os.O_PATH) for name in children}
-        _mount(libc, "tmpfs", parent, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
-        for name, fd in fds.items():
-            _expose_read_only(libc, fd, os.path.join(parent, name))
-    needed_real = sorted({os.path.realpath(p) for p in needed if os.path.exists(p)})
-    for place in WRITABLE_BY_ALL:
-        if os.path.isdir(place) and not os.path.islink(place):
-            # A needed path inside a throw-away place (the course cloned under /tmp, say) is kept, read-only.
-            prefix = place.rstrip("/") + "/"
-            inside = [p for p in needed_real if p.startswith(prefix)]
-            tops = [p for p in inside if not any(p != q and p.startswith(q + "/") for q in inside)]
-            fds = {p: os.open(p, os.O_PATH) for p in tops}
-            _mount(libc, "tmpfs", place, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=1777,size={tmp_mb}m")
-            for target, fd in fds.items():
-                os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-                _expose_read_only(libc, fd, target)
+    _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0755,size={size_mb}m,nr_inodes={inodes}")
+
+
+def python_paths() -> list:
+    """What the kernel's Python needs, as real paths: the installation, the venv and anything else on sys.path."""
+    not_python = {os.path.realpath(p) for p in [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)] if p}
+    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    for entry in sys.path:  # the working folder and PYTHONPATH (the course, the lessons) are not bound
+        if entry and os.path.isabs(entry) and os.path.exists(entry) and os.path.realpath(entry) not in not_python:
+            paths.add(os.path.realpath(entry))
+    return sorted(p for p in paths if not any(p.startswith(q + os.sep) for q in paths if q != p))
+
+
+def kernel_python() -> str:
+    """The venv's interpreter by a path that exists inside the sandbox (the venv's real folder)."""
+    return os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable))
+
+
+def bwrap_command(*, library: str, scratch: str, channel: str, isolation: str) -> list:
+    """bubblewrap's arguments: the namespaces, then the file system, built up from read-only binds."""
+    cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
+           "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
+    if isolation == "userns":
+        cmd += ["--unshare-user", "--cap-drop", "ALL"]
+    for folder in ("/etc", "/home", "/opt", "/var"):  # bubblewrap would make them 0700
+        cmd += ["--perms", "0755", "--dir", folder]
+    for name in _SYSTEM:
+        path = f"/{name}"
+        if os.path.islink(path):
+            cmd += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            cmd += ["--ro-bind", path, path]
+    for name in _ETC:
+        if os.path.exists(f"/etc/{name}"):
+            cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    binds = [(path, path) for path in python_paths()] + [(library, KERNEL_LIBRARY)]
+    # Folders above the binds: bubblewrap would make them 0700 (root's), which the notebook's uid cannot enter.
+    cmd += _folders_above([dest for _, dest in binds])
+    for src, dest in binds:
+        cmd += ["--ro-bind", src, dest]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    if isolation == "uid":  # the limited tmpfs the launcher mounted
+        for place in ("/tmp", "/var/tmp", "/dev/shm"):
+            cmd += ["--bind", f"{scratch}/tmp", place]
+        cmd += ["--bind", f"{scratch}/home", HOME]
+    else:  # no privilege to mount a tmpfs with an inode limit: bubblewrap's own, limited in size
+        cmd += ["--size", str(64 << 20), "--tmpfs", "/tmp", "--dir", "/var/tmp", "--dir", HOME]
+    cmd += _folders_above([channel]) + ["--bind", channel, channel]
+    return cmd + ["--chdir", HOME + ("/work" if isolation == "uid" else "")]
+
+
+def _folders_above(paths) -> list:
+    """Make the folders above ``paths`` enterable by anyone (bubblewrap would make them 0700, root's)."""
+    above = {str(parent) for path in paths for parent in Path(path).parents}
+    above -= {"/", "/etc", "/home", "/opt", "/var", "/tmp", "/var/tmp", "/dev", HOME, *(f"/{n}" for n in _SYSTEM)}
+    return [arg for folder in sorted(above, key=lambda p: p.count("/")) for arg in ("--perms", "0755", "--dir", folder)]
 
 
 TRUNCATED_MARKER = "[grader] output truncated"
@@ -217,12 +256,76 @@ def _font_caches() -> dict:
     return found
 
 
-def _clean_env(home: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or k.startswith("JPY_")}
+def _clean_env(home: str, library: str) -> dict:
+    # not JPY_PARENT_PID: inside a PID namespace the kernel's parent is pid 1, which ipykernel takes for "the
+    # parent exited" when told to watch a parent pid
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or (k.startswith("JPY_") and k != "JPY_PARENT_PID")}
     env.update(HOME=home, TMPDIR="/tmp", USER="learner", LOGNAME="learner", MPLCONFIGDIR=f"{home}/.matplotlib",
                IPYTHONDIR=f"{home}/.ipython", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONDONTWRITEBYTECODE="1", MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"))
+               PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=library, MPLBACKEND=os.environ.get("MPLBACKEND", "Agg"))
     return env
+
+
+def _kernel_argv(python: str, connection_file: str, max_output: int, kernel_args) -> list:
+    if max_output:
+        kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(max_output)]
+    return [python, "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
+
+
+def _seed_home(home: Path, uid: int | None) -> None:
+    """The kernel's home: a work folder and matplotlib's font cache (without it: seconds per kernel)."""
+    for sub in ("work", ".matplotlib"):
+        (home / sub).mkdir(parents=True, mode=0o700, exist_ok=True)
+    for name, data in _font_caches().items():
+        (home / ".matplotlib" / name).write_bytes(data)
+    if uid is not None:
+        for path in (home, *home.rglob("*")):
+            os.chown(path, uid, uid)
+
+
+def _launch_isolated(args, kernel_args) -> None:
+    """Root: control group, limited tmpfs, then bubblewrap running ``--drop-to`` inside."""
+    from autograder.grading import cgroups
+
+    uid, conn = args.uid, os.path.abspath(args.connection_file)
+    channel = os.path.dirname(conn)
+    scratch = os.path.join(os.path.dirname(channel), "scratch")
+    for path in (channel, conn):
+        os.chown(path, uid, uid)
+    try:
+        cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
+        cgroups.join(cgroup_name(uid), os.getpid())
+    except OSError:
+        pass  # no writable cgroup file system: the grader reports it; per-process limits still apply
+    _private_tmpfs(scratch, size_mb=args.tmp_mb, inodes=TMP_INODES)
+    os.makedirs(f"{scratch}/tmp", mode=0o1777)
+    os.chmod(f"{scratch}/tmp", 0o1777)
+    _seed_home(Path(scratch) / "home", uid)
+    cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="uid")
+    python = kernel_python()
+    cmd += ["--", python, "-m", "autograder.sandbox", "--drop-to", str(uid), "--memory-mb", str(args.memory_mb),
+            "--max-output", str(args.max_output), "-f", conn, *kernel_args]
+    env = _clean_env(HOME, KERNEL_LIBRARY)
+    os.execve(cmd[0], cmd, env)
+
+
+def _drop_and_start(args, kernel_args) -> None:
+    """Inside bubblewrap, still root in the new namespaces: limits, then the notebook's uid, then ipykernel."""
+    uid = args.drop_to
+    set_limits(args.memory_mb, max_procs=MAX_PROCS)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
+        raise SystemExit("could not drop privileges")
+    _exec_kernel(_kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args), dict(os.environ))
+
+
+def _exec_kernel(argv: list, env: dict) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)  # ipykernel's start-up notes; cell output goes over zmq
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.execve(argv[0], argv, env)
 
 
 def main(argv=None):
@@ -230,48 +333,28 @@ def main(argv=None):
     parser.add_argument("-f", dest="connection_file", required=True)
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--max-output", type=int, default=0, help="bytes of output kept per cell (0: no cap)")
-    parser.add_argument("--uid", type=int, default=None)
-    parser.add_argument("--uid-from-env", default=None)
+    parser.add_argument("--tmp-mb", type=int, default=64, help="size of the kernel's tmpfs")
+    parser.add_argument("--library", default=None, help="folder of the modules kernels may import")
+    parser.add_argument("--isolation", choices=("uid", "userns", "none"), default="none")
+    parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")
+    parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
     args, kernel_args = parser.parse_known_args(argv)
-    uid = args.uid
-    if uid is None and args.uid_from_env and os.environ.get(args.uid_from_env):
-        uid = int(os.environ[args.uid_from_env])
-    connection = Path(args.connection_file).read_bytes()
-    font_caches = _font_caches()
-    home = os.environ.get("HOME", "/tmp")
-    if uid is not None and os.geteuid() == 0:
-        cwd = os.getcwd()
-        needed = [sys.executable, os.path.realpath(sys.executable), sys.prefix, sys.base_prefix,
-                  *[p for p in sys.path if p and os.path.abspath(p) != cwd],
-                  *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-        isolate(_libc(), [p for p in needed if p])
-        home = "/tmp/home"
-        os.makedirs(f"{home}/work", mode=0o700)
-        os.makedirs(f"{home}/.matplotlib", mode=0o700)
-        for name, data in font_caches.items():  # without it matplotlib rebuilds its font list: seconds per kernel
-            Path(f"{home}/.matplotlib/{name}").write_bytes(data)
-            os.chown(f"{home}/.matplotlib/{name}", uid, uid)
-        conn = f"{home}/kernel.json"
-        Path(conn).write_bytes(connection)
-        for path in (home, f"{home}/work", f"{home}/.matplotlib", conn):
-            os.chown(path, uid, uid)
-        os.chmod(conn, 0o600)
-        set_limits(args.memory_mb, max_procs=128)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        if os.getuid() != uid or os.geteuid() != uid:
-            raise SystemExit("could not drop privileges")
-        os.chdir(f"{home}/work")
-    else:
-        conn = args.connection_file
+    if args.drop_to is not None:
+        return _drop_and_start(args, kernel_args)
+    if args.isolation == "uid":
+        if args.uid is None or os.geteuid() != 0:
+            raise SystemExit("isolation 'uid' needs root and a --uid from the grader")
+        return _launch_isolated(args, kernel_args)
+    if args.isolation == "userns":
+        conn = os.path.abspath(args.connection_file)
+        cmd = bwrap_command(library=args.library, scratch="", channel=os.path.dirname(conn), isolation="userns")
         set_limits(args.memory_mb)
-    env = _clean_env(home)
-    devnull = os.open(os.devnull, os.O_WRONLY)  # ipykernel's start-up warnings; cell output goes over zmq
-    os.dup2(devnull, 2)
-    if args.max_output:
-        kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(args.max_output)]
-    os.execve(sys.executable, [sys.executable, "-m", "ipykernel_launcher", "-f", conn, *kernel_args], env)
+        cmd += ["--", *_kernel_argv(kernel_python(), conn, args.max_output, kernel_args)]
+        return _exec_kernel(cmd, _clean_env(HOME, KERNEL_LIBRARY))
+    set_limits(args.memory_mb)
+    home = os.environ.get("HOME", "/tmp")
+    return _exec_kernel(_kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args),
+                        _clean_env(home, args.library or ""))
 
 
 if __name__ == "__main__":

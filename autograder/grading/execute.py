@@ -13,13 +13,24 @@ ways, each of which nbgrader 0.9 handles by failing the whole submission or hang
 * **Output** is capped at ``max_output_bytes`` per cell as it arrives, so a notebook that prints hundreds of MB
   cannot fill the grader's memory or the graded notebook; the cap leaves a marker line on stdout (not stderr,
   which nbgrader would count as a failure of the cell).
-* **Kernel start-up** is retried (``start_attempts``): kernels started at once by parallel graders can collide on
-  a TCP port. A retry happens only when no cell has run yet, so no learner code runs twice.
+* **Kernel start-up** is retried (``start_attempts``). A retry happens only when no cell has run yet, so no
+  learner code runs twice.
+
+With ``isolation`` set (``uid`` as root, ``userns`` where unprivileged bubblewrap works; see
+``autograder/sandbox.py``), each kernel gets a private folder for its connection file and IPC sockets (the kernel
+has no network), and with ``uid`` a uid of its own (``autograder/grading/uids.py``) and a control group
+(``autograder/grading/cgroups.py``). When the notebook is done, every process left in them is killed, and the
+notebook as a whole is stopped after ``notebook_timeout`` seconds. What the sandbox saw (processes left behind,
+the memory limit hit) is appended to ``sandbox_events`` for the grading command's flags.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import tempfile
+import threading
 import time
 from queue import Empty
 
@@ -27,13 +38,19 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Enum, Integer
 
+from autograder import sandbox
+from autograder.grading import cgroups, uids
 from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
 KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "timed_out_after_seconds"
+NOTEBOOK_TIMEOUT = "NotebookTimeout"
+MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
+LEFT_PROCESSES = "left processes running after grading (killed)"
+sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
 
 
 def error_output(ename: str, evalue: str) -> NotebookNode:
@@ -46,6 +63,10 @@ class SafeExecute(Execute):
     unresponsive_grace = Integer(10, help="Seconds a timed-out kernel has to answer before it is killed.").tag(
         config=True)
     start_attempts = Integer(3, help="Kernel start attempts before the notebook fails.").tag(config=True)
+    isolation = Enum(("uid", "userns", "none"), "none", help="How kernels are isolated (autograder/sandbox.py).").tag(
+        config=True)
+    notebook_timeout = Integer(600, help="Seconds a whole notebook may run before its kernel is killed.").tag(
+        config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         for attempt in range(1, self.start_attempts + 1):
@@ -57,8 +78,67 @@ class SafeExecute(Execute):
                     raise
                 self.log.warning("kernel start failed (%s: %s); retrying", type(exc).__name__, exc)
                 time.sleep(0.5 * attempt)
+            finally:
+                self._end_sandbox()
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if self.isolation == "none":
+            return km
+        self._private = tempfile.mkdtemp(prefix="mha-kernel-")  # short: IPC socket paths have a length limit
+        channel = os.path.join(self._private, "channel")
+        os.mkdir(channel, 0o700)
+        os.mkdir(os.path.join(self._private, "scratch"), 0o700)
+        km.transport = "ipc"
+        km.connection_file = os.path.join(channel, "kernel.json")
+        arguments = [a for a in self.extra_arguments if not a.startswith("--uid=")]
+        if self.isolation == "uid":
+            self._uid = uids.acquire()
+            arguments.append(f"--uid={self._uid.uid}")
+        self.extra_arguments = arguments
+        self._deadline = threading.Timer(self.notebook_timeout, self._expire)
+        self._deadline.daemon = True
+        self._deadline.start()
+        return km
+
+    def _expire(self):
+        """The whole notebook ran too long: kill its kernel and everything it started."""
+        self._expired = True
+        if self._uid is not None:
+            cgroups.kill(sandbox.cgroup_name(self._uid.uid))
+            uids.kill(self._uid.uid)
+        elif getattr(self, "km", None) is not None:
+            self._kill()
+
+    async def _async_cleanup_kernel(self):
+        if self._uid is not None:  # before the kernel stops: anything else of its uid was left behind
+            alive = getattr(self, "km", None) is not None and await ensure_async(self.km.is_alive())
+            if len(uids.processes_of(self._uid.uid)) > (1 if alive else 0):
+                sandbox_events.append(LEFT_PROCESSES)
+        return await super()._async_cleanup_kernel()
+
+    _cleanup_kernel = run_sync(_async_cleanup_kernel)  # nbclient binds the name to its own coroutine
+
+    def _end_sandbox(self):
+        """Kill whatever the notebook left, release its uid and control group, remove its private folder."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+        if self._expired:
+            sandbox_events.append(f"notebook time limit: the notebook ran longer than {self.notebook_timeout} s "
+                                  "in all and was stopped")
+        if self._uid is not None:
+            name = sandbox.cgroup_name(self._uid.uid)
+            if cgroups.memory_limit_hit(name):
+                sandbox_events.append("memory limit: " + MEMORY_LIMIT)
+            cgroups.remove(name)
+            uids.kill(self._uid.uid)
+            self._uid.release()
+        if self._private:
+            shutil.rmtree(self._private, ignore_errors=True)
+        self._uid, self._private, self._deadline = None, None, None
 
     def _reset_safety(self):
+        self._uid, self._private, self._deadline, self._expired = None, None, None, False
         self._cells_started = False
         self._stopped = None
         self._timed_out = False
@@ -76,10 +156,16 @@ class SafeExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            cell.outputs.append(error_output(
-                KERNEL_DIED, "the kernel died while running this cell (sys.exit/os._exit, exit(), a kill signal or a "
-                             "crash); the cells after it were not run"))
-            self._stopped = "the kernel died in an earlier cell"
+            if self._expired:
+                cell.outputs.append(error_output(
+                    NOTEBOOK_TIMEOUT, f"the notebook ran longer than {self.notebook_timeout} s in all and was "
+                                      "stopped during this cell; the cells after it were not run"))
+                self._stopped = "the notebook ran past its time limit in an earlier cell"
+            else:
+                cell.outputs.append(error_output(
+                    KERNEL_DIED, "the kernel died while running this cell (sys.exit/os._exit, exit(), a kill signal, "
+                                 "the memory limit or a crash); the cells after it were not run"))
+                self._stopped = "the kernel died in an earlier cell"
             return cell, resources
         except CellTimeoutError as exc:
             self._timed_out = True

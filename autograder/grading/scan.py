@@ -10,7 +10,10 @@ so an instructor sees it in the report even when the attempt failed or scored no
 * ``get_ipython()`` used to change the kernel (``set_custom_exc``, ``events.register``, assigning to it);
 * leaving the kernel on purpose (``sys.exit``, ``os._exit``, ``os.kill``, ``exit()``, ``quit()``);
 * a class whose ``__eq__`` returns ``True`` unconditionally;
-* writing files or starting processes (``open(..., "w")``, ``shutil``, ``subprocess``, ``os.system``).
+* writing files or starting processes (``open(..., "w")``, ``shutil``, ``subprocess``, ``os.system``);
+* using the network (``socket``, ``urllib``, ``http.client``, ``requests``, ``ftplib``, ``smtplib``, ``zmq``,
+  ``curl``/``wget`` in a shell command): graded kernels have no network, but a human should know it was tried;
+* reading the machine's process table or other kernels' files (``/proc``, connection files).
 """
 
 from __future__ import annotations
@@ -19,11 +22,23 @@ import ast
 import re
 
 WATCHED_MODULES = {"numpy", "builtins", "sys", "IPython", "math", "os", "__builtins__"}
+NETWORK_MODULES = {"socket", "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib", "telnetlib",
+                   "zmq", "websocket", "websockets", "paramiko", "asyncssh"}
+_SHELL_NETWORK = re.compile(r"\b(curl|wget|nc|ncat|netcat|ssh|scp)\b")
 _MAGIC = re.compile(r"^\s*[%!]", re.M)
 
 
 def _code(cell_source: str) -> str:
     return "\n".join("pass" if _MAGIC.match(line) else line for line in cell_source.splitlines())
+
+
+def _shell_findings(cell_source: str) -> list:
+    """What the cell's ``!command`` and ``%%bash``-style lines do that a human should see (network tools)."""
+    lines = [line for line in cell_source.splitlines() if _MAGIC.match(line)]
+    if cell_source.lstrip().startswith("%%"):
+        lines = cell_source.splitlines()
+    return [f"uses the network ({m.group(1)} in a shell command)" for line in lines
+            for m in [_SHELL_NETWORK.search(line)] if m]
 
 
 def _root_name(node):
@@ -61,6 +76,8 @@ class _Scanner(ast.NodeVisitor):
             top = alias.name.split(".")[0]
             if top == "autograder":
                 self.findings.append(f"imports {alias.name} (the course's grading package)")
+            if top in NETWORK_MODULES:
+                self.findings.append(f"uses the network (imports {alias.name})")
             if top in WATCHED_MODULES:
                 self.aliases[alias.asname or top] = top
         self.generic_visit(node)
@@ -69,6 +86,8 @@ class _Scanner(ast.NodeVisitor):
         top = (node.module or "").split(".")[0]
         if top == "autograder":
             self.findings.append(f"imports from {node.module} (the course's grading package)")
+        if top in NETWORK_MODULES:
+            self.findings.append(f"uses the network (imports from {node.module})")
         if top in ("numpy", "IPython", "sys", "builtins"):
             for alias in node.names:
                 if alias.name in ("testing", "linalg", "random"):
@@ -130,6 +149,10 @@ class _Scanner(ast.NodeVisitor):
     def visit_Constant(self, node):
         if isinstance(node.value, str) and re.search(r"\bautograder\b|checks[/.]lesson|reference\.py", node.value):
             self.findings.append(f"mentions the grading package in a string ({node.value[:60]!r})")
+        if isinstance(node.value, str) and re.search(r"^/proc\b|kernel-.*\.json|/proc/\d*|runtime/kernel", node.value):
+            self.findings.append(f"reads the process table or kernel files ({node.value[:60]!r})")
+        if isinstance(node.value, str) and re.search(r"^(https?|ftp)://|\b(curl|wget)\s", node.value):
+            self.findings.append(f"uses the network ({node.value[:60]!r})")
 
     def visit_FunctionDef(self, node):
         if node.name == "__eq__" and _always_true(node):
@@ -154,9 +177,9 @@ def scan_source(source: str) -> list:
     try:
         tree = ast.parse(_code(source))
     except SyntaxError:
-        return []
+        return _shell_findings(source)
     scanner.visit(tree)
-    return scanner.findings
+    return scanner.findings + _shell_findings(source)
 
 
 def scan_notebook(nb, editable_only=True) -> list:
@@ -173,12 +196,11 @@ def scan_notebook(nb, editable_only=True) -> list:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if editable_only and meta.get("locked") and not meta.get("solution"):
             continue
+        scanner.findings = _shell_findings(cell.get("source", ""))
         try:
-            tree = ast.parse(_code(cell.get("source", "")))
+            scanner.visit(ast.parse(_code(cell.get("source", ""))))
         except SyntaxError:
-            continue
-        scanner.findings = []
-        scanner.visit(tree)
+            pass
         for f in scanner.findings:
             if f not in seen:
                 seen.add(f)

@@ -1,0 +1,55 @@
+"""Grading works from any folder: the course, its venv and the submissions under a folder only root may enter.
+
+A fresh clone in a ``mktemp -d`` folder (mode 0700) or in root's home is where a new user starts. The sandbox
+uid cannot enter such a folder, so the kernels must get what they need some other way (bubblewrap binds the
+Python installation and a world-readable copy of the kernel library at their own places). This test copies the
+course into a 0700 folder, makes its ``.venv`` a symlink to the venv running the tests, puts the class there
+too, and runs the grading command from the copy, as a user would.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder import course, submissions
+from autograder.bugs import by_id
+
+LESSON = "01_warmup"
+pytestmark = [pytest.mark.grading]
+
+
+def _copy_course(dest: Path) -> Path:
+    for name in ("autograder", "solutions", "lessons"):
+        shutil.copytree(course.ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / ".venv").symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+    return dest
+
+
+def test_a_course_under_a_private_folder_with_a_symlinked_venv_grades_everyone_correctly(tmp_path):
+    private = tmp_path / "home"
+    private.mkdir(mode=0o700)
+    os.chmod(private, 0o700)
+    copy = _copy_course(private / "course")
+    for path in copy.rglob("*.py"):  # as a clone made with umask 077 leaves them
+        os.chmod(path, 0o600)
+    klass = private / "class"
+    course.write_notebook(submissions.fill(LESSON), klass / "ada" / f"{LESSON}.ipynb")
+    course.write_notebook(submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
+                          klass / "bob" / f"{LESSON}.ipynb")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PATH")}
+    env.update(PYTHONPATH=str(copy), PATH=f"{copy / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    proc = subprocess.run([str(copy / ".venv" / "bin" / "python"), "-m", "autograder.grade", str(klass),
+                           "--out", str(private / "grading"), "--lessons", "01", "--workers", "2", "--quiet"],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with (private / "grading" / "grades.csv").open() as fh:
+        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    assert {s: rows[s][f"{LESSON} score"] for s in rows} == {"ada": "8", "bob": "7"}, rows
+    assert rows["ada"]["flags"] == "" and rows["bob"]["flags"] == ""
