@@ -54,7 +54,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autograder import course, sandbox
-from autograder.grading import canary, cgroups, dburl, execute, findings, intake, marks, outcome, scan
+from autograder.grading import (canary, cgroups, dburl, execute, feedback_page, findings, intake, marks, outcome,
+                                page_safety, scan)
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
 EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY = 2, 3, 4, 5, 6
@@ -124,10 +125,11 @@ def _config_lines(s: Settings) -> str:
         "from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput,",
         "                                    SaveAutoGrades)",
         "from autograder.grading.execute import SafeExecute",
+        "from autograder.grading.learner_errors import LearnerFacingErrors",
         "from autograder.verify import VerifyHiddenTests",
         "# as in autograder/nbgrader_config.py, with the hardened execute step: passed hidden tests are re-checked",
-        "# outside the kernel (VerifyHiddenTests)",
-        "c.Autograde.autograde_preprocessors = [SafeExecute, VerifyHiddenTests, IgnorePattern,",
+        "# outside the kernel (VerifyHiddenTests); error outputs are rewritten for the learner (LearnerFacingErrors)",
+        "c.Autograde.autograde_preprocessors = [SafeExecute, VerifyHiddenTests, LearnerFacingErrors, IgnorePattern,",
         "                                      ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,",
         "                                      AssignLatePenalties, CheckCellMetadata]",
         f"c.Execute.timeout = {int(s.timeout)}",
@@ -615,7 +617,7 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 {''.join(body)}</table></body></html>
 """
     path = Path(s.out) / "report.html"
-    path.write_text(page, encoding="utf-8")
+    path.write_text(page_safety.protect(page), encoding="utf-8")  # no script runs in it, whatever a name holds
     return path
 
 
@@ -683,6 +685,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
         notes.append(f"nbgrader export failed: {type(exc).__name__}: {exc}")
     rows = results(s, roster)
+    feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
     if ISOLATION_NOTES[s.isolation]:
         notes.append(ISOLATION_NOTES[s.isolation])
     if s.isolation == "uid" and not cgroups.available():

@@ -150,6 +150,7 @@ def run(lesson: str, test: str, *learner_functions, visible_check=None, **learne
         namespace.update(getattr(fn, "__globals__", {}))
     verify(namespace)
     before = set(sys.modules)
+    uncatalogued = None
     try:
         module = importlib.import_module(f"autograder.checks.{lesson}")
         record = importlib.import_module("autograder.checks.record")
@@ -160,6 +161,10 @@ def run(lesson: str, test: str, *learner_functions, visible_check=None, **learne
         ip = _ipython()
         if visible_check and ip is not None:
             ip.user_ns[visible_check] = judged_by_hidden_tests
+    except AssertionError as exc:
+        if not getattr(exc, "uncatalogued", False):
+            raise
+        uncatalogued = exc
     finally:
         for name in set(sys.modules) - before:
             if name.startswith("autograder"):
@@ -167,3 +172,35 @@ def run(lesson: str, test: str, *learner_functions, visible_check=None, **learne
                 parent, _, child = name.rpartition(".")
                 if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
                     delattr(sys.modules[parent], child)
+    if uncatalogued is not None:  # the grading modules are unloaded again before the learner's check runs
+        raise type(uncatalogued)(f"{_self_check_verdict()}\nThe hidden tests found: {uncatalogued}") from None
+
+
+def _self_check_verdict() -> str:
+    """What the visible self-check of the running cell (the lines after its hidden tests) says, in one line."""
+    import contextlib
+    import io
+
+    ip = _ipython()
+    cell = ""
+    try:
+        cell = ip.history_manager.input_hist_raw[-1]
+    except (AttributeError, IndexError):
+        pass
+    visible = cell.split("### END HIDDEN TESTS", 1)[-1] if "### END HIDDEN TESTS" in cell else ""
+    if ip is None or not visible.strip():
+        return "Your self-check was not run."
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(visible, "self-check", "exec"), ip.user_ns)  # noqa: S102 - the notebook's own lines
+    except Exception as exc:  # noqa: BLE001 - whatever the learner's check reports is the verdict
+        said = str(exc) if isinstance(exc, AssertionError) else f"{type(exc).__name__}: {exc}"
+        return f"Your self-check says: {_short(said)}"
+    said = printed.getvalue().strip()
+    return f"Your self-check passes{' (' + _short(said) + ')' if said else ''}, but it tries fewer inputs."
+
+
+def _short(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."

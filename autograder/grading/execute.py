@@ -47,6 +47,7 @@ from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
 KERNEL_DIED = "DeadKernelError"
+TIMED_OUT = "timed_out_after_seconds"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
@@ -205,6 +206,8 @@ class SafeExecute(Execute):
             self._timed_out = True
             if not any(o.get("output_type") == "error" for o in cell.outputs):
                 cell.outputs.append(error_output("CellTimeoutError", str(exc).splitlines()[0]))
+        if self._timed_out:
+            cell.metadata[TIMED_OUT] = int(self.timeout)  # read (and removed) by autograder.grading.learner_errors
         if self._timed_out and not self._responsive():
             self._kill()
             self._stopped = (f"the kernel ignored the interrupt after a cell ran longer than {self.timeout} s, "
