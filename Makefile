@@ -11,6 +11,9 @@ export PYTHONPATH := $(abspath .)
 PYTEST_ARGS ?=
 # Extra options for `make lab`, e.g. LAB_ARGS="--port=8899 --no-browser" (the browser tests pass port and token).
 LAB_ARGS ?=
+# JupyterLab refuses to start as root (a container, a cloud machine) unless told --allow-root; `make lab` tells it.
+AS_ROOT := $(shell test "$$(id -u)" = 0 && echo yes)
+ROOT_NOTE := make lab: you are root, so JupyterLab starts with --allow-root (notebooks run with root's rights)
 
 .PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
 
@@ -26,7 +29,8 @@ $(BIN)/.installed: requirements.txt
 venv: $(BIN)/.installed ## create .venv with everything the course and its tests need
 
 lab: venv ## open the lessons in JupyterLab
-	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(LAB_ARGS)
+	$(if $(AS_ROOT),@echo "$(ROOT_NOTE)")
+	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(if $(AS_ROOT),--allow-root) $(LAB_ARGS)
 
 test: venv ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
@@ -52,7 +56,17 @@ docs: venv ## rebuild docs/bug-catalog.md from the bug catalog
 mutants: venv ## grade every catalogued bug for real and print the mutation score
 	$(PY) -m autograder.mutation
 
-.PHONY: grade
+.PHONY: grade formgrader
+GRADE_OUT = $(or $(OUT),grading)
+# A database password never appears on a command line make echoes: DB (or MHA_GRADEBOOK_URL) reaches the command
+# through the environment, and the password may instead live in PGPASSWORD or ~/.pgpass.
+grade formgrader: export MHA_GRADEBOOK_URL := $(or $(DB),$(MHA_GRADEBOOK_URL))
 grade: venv ## grade a class: make grade SUBMISSIONS=path [OUT=grading] [WORKERS=n] [DB=postgresql://...]
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [WORKERS=n] [DB=url]" >&2; exit 2; }
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(or $(OUT),grading)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)") $(GRADE_ARGS)
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(WORKERS),--workers $(WORKERS)) $(GRADE_ARGS)
+
+formgrader: venv ## grade the written answers in nbgrader's formgrader: make formgrader [OUT=grading]
+	@test -f "$(GRADE_OUT)/course/nbgrader_config.py" || { echo "no grading course in $(GRADE_OUT)/course: run make grade SUBMISSIONS=... OUT=$(GRADE_OUT) first" >&2; exit 2; }
+	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
+	cd "$(GRADE_OUT)/course" && env -u MPLBACKEND $(abspath $(BIN))/jupyter lab --ServerApp.root_dir=. \
+		--LabApp.default_url=/formgrader $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)

@@ -30,11 +30,16 @@ from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
+from autograder.grading import feedback_page  # noqa: E402
 from autograder.grading.execute import SafeExecute  # noqa: E402
+from autograder.grading.learner_errors import LearnerFacingErrors  # noqa: E402
 
 _os.environ.setdefault("MHA_GRADING_SALT", str(_secrets.randbits(63)))
 AUTOGRADE_PIPELINE = [
-    SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
-    CheckCellMetadata,
+    SafeExecute, LearnerFacingErrors, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
 ]
 c.Autograde.autograde_preprocessors = AUTOGRADE_PIPELINE
+# Error outputs say what went wrong in the learner's terms, never in the grader's (autograder/grading/
+# learner_errors.py); feedback pages are sanitised, script-free and render maths offline (feedback_page.py).
+feedback_page.configure(c)

@@ -39,16 +39,17 @@ def fill(lesson: str, replacements=None, *, complete=True, lessons_dir=None) -> 
     name defined in an answer cell) to the source that replaces that whole cell.
     """
     nb = student_notebook(lesson, lessons_dir)
-    answers = model_answers(lesson) if complete else {}
+    model = model_answers(lesson)  # read once: parsing the lesson source is most of this function's time
+    answers = model if complete else {}
     replacements = dict(replacements or {})
     by_function = {}
-    for gid, src in model_answers(lesson).items():
+    for gid, src in model.items():
         for name in re.findall(r"^def (\w+)\(", src, re.M):
             by_function[name] = gid
     for key in list(replacements):
         if key in by_function:
             replacements[by_function[key]] = replacements.pop(key)
-    unknown = set(replacements) - set(by_function.values()) - set(answers) - set(model_answers(lesson))
+    unknown = set(replacements) - set(model)
     if unknown:
         raise KeyError(f"{lesson} has no answer cell or function {sorted(unknown)}")
     for cell in nb.cells:

@@ -229,6 +229,10 @@ print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.arra
 # *and then* swap the first two axes, and what goes wrong if you reshape a `(T, d_model)` array straight to
 # `(n_heads, T, d_head)`. Say which numbers end up in head 0 in that case. (Hint: numpy's `reshape` reads and
 # writes entries in row-major order; try it on `np.arange(24).reshape(3, 8)` with 2 heads.)
+#
+# *How it is marked (3 points):* 1 point for what a reshape does, and does not do, to the order of the entries;
+# 1 point for what the swap of the first two axes achieves; 1 point for which numbers end up in head 0 after a
+# bare reshape to `(n_heads, T, d_head)`, and whether anything reports the mistake.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_reshape", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
@@ -385,6 +389,10 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 #
 # **Written answer 2 (2 points).** Why does the layer apply $W_O$ after concatenating the heads? What could the
 # next layer not get if the concatenation were passed on as it is? Say what kind of map $W_O$ is.
+#
+# *How it is marked (2 points):* 1 point for what each block of output columns depends on without $W_O$; 1 point
+# for what kind of map $W_O$ is and how it combines the heads into each output column (a wrong kind of map costs a
+# point).
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_w_o", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION
@@ -409,6 +417,10 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 768$ and 12 heads (BERT-base),
 # the scores are divided by $\sqrt{64}$, not by $\sqrt{768}$. Why is the per-head $d_k$ the right number, and
 # what would happen to that head's attention if you divided by $\sqrt{d_{model}}$ instead?
+#
+# *How it is marked (2 points):* 1 point for why the scale is the square root of the number of terms in the dot
+# product, and what that number is inside one head; 1 point for what $\sqrt{d_{model}}$ would do to the scores and
+# to the softmax, and how that depends on the number of heads.
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "explain_scale", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
 # ### BEGIN SOLUTION

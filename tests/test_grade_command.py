@@ -8,7 +8,9 @@ every run must end with the same grades.csv. The input layouts are checked witho
 from __future__ import annotations
 
 import csv
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -157,6 +159,20 @@ def test_one_command_grades_the_class_with_feedback_csv_and_summary(klass):
     assert "graded 5 notebooks" in out and "median" in out and "grades.csv" in out
     assert "grading" in klass["stderr"]  # the progress bar
     assert (klass["base"] / "serial" / "nbgrader_export.csv").read_text().count(LESSON) >= 5
+
+
+@pytest.mark.grading
+def test_the_canary_grades_the_model_answers_first_and_leaves_no_trace_in_the_results(klass):
+    out = klass["base"] / "serial"
+    summary = next(line for line in klass["stdout"].splitlines() if line.startswith("graded "))
+    assert re.search(r"; canary passed in \d+\.\d s \(model answers of 1 lesson: full marks\)$", summary), summary
+    records = list((out / "canary").glob(f"*/{LESSON}.json"))
+    assert len(records) == 1 and json.loads(records[0].read_text())["score"] == 8.0
+    assert {r["student"] for r in klass["grades"]} == set(klass["expected"])  # no canary row
+    assert "_canary" not in (out / "nbgrader_export.csv").read_text()
+    assert "_canary" not in (out / "report.html").read_text()
+    for place in (out / "state", out / "feedback", out / "course" / "submitted", out / "course" / "autograded"):
+        assert not [p.name for p in place.iterdir() if p.name.startswith("_")], place
 
 
 @pytest.mark.grading

@@ -91,5 +91,10 @@ def test_a_class_graded_in_parallel_into_postgresql(postgres_url, tmp_path):
         assert {r["student"]: float(r[f"{LESSON} score"]) for r in csv.DictReader(fh)} == expected
     with Gradebook(settings.db_url, grade.COURSE_ID) as gb:  # the grades live in PostgreSQL, not in a SQLite file
         assert {s: float(gb.find_submission(LESSON, s).score) for s in expected} == expected
+        assert sorted(s.id for s in gb.students) == sorted(expected)  # the canary student was removed again
     assert not (tmp_path / "out" / "course" / "gradebook.db").exists()
     assert oct((tmp_path / "out" / "course" / "nbgrader_config.py").stat().st_mode & 0o777) == "0o600"
+    password = postgres_url.split(":")[2].split("@")[0].encode()
+    holding = [p for p in (tmp_path / "out").rglob("*") if p.is_file() and password in p.read_bytes()]
+    assert holding == [], holding  # the config takes it from the environment when nbgrader loads it
+    assert "MHA_GRADEBOOK_URL" not in os.environ  # set for the run's nbgrader steps only

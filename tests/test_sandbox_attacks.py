@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from autograder import course, grade, sandbox, submissions
-from autograder.grading import cgroups, uids
+from autograder.grading import execute, uids
 from run_once import once
 
 LESSON = "01_warmup"
@@ -235,11 +235,13 @@ def _grade_batch(base: Path) -> dict:
         nb = nbformat.read(out / "course" / "autograded" / student / LESSON / f"{LESSON}.ipynb", as_version=4)
         said[student] = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
                                 if o.get("output_type") == "stream")
-    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)]
-    groups = [str(d) for name in ("memory", "pids", "cpu") for d in (cgroups.FS / name).glob(f"**/{cgroups.PARENT}/*")
-              if d.is_dir()]
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
+            and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
+    groups = execute.stale_sandbox_uids()
+    private = [str(p) for p in Path("/tmp").glob("mha-kernel-*") if execute.channel_owner(p) not in (None, 0)
+               and not uids.is_held(execute.channel_owner(p))]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
-            "left": left, "groups": groups, "private": [str(p) for p in Path("/tmp").glob("mha-kernel-*")]}
+            "left": left, "groups": groups, "private": private}
 
 
 def _uid(pid):

@@ -13,8 +13,8 @@ import numpy as _np
 
 from autograder import bugs as bug_catalog
 from autograder import reference
-from autograder.checks.runner import WrongAnswer, bound, rng_for
 from autograder.checks.registry import hidden_test
+from autograder.checks.runner import WrongAnswer, bound, learner_error, rng_for
 
 _NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
 
@@ -49,7 +49,7 @@ def _call(fn, name, args, kwargs):
     except WrongAnswer:
         raise
     except Exception as exc:
-        raise WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {_describe(args, kwargs)}") from None
+        raise learner_error(name, exc, _describe(args, kwargs)) from None
 
 
 def _known_bug(name, args, kwargs, got):
@@ -77,7 +77,7 @@ def check_counts(name, fn, cases, bind=None):
             where = f"on input {_describe(args, kwargs)}: got {got:,}, expected {expected:,}"
             if b is not None:
                 raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({where})")
-            raise WrongAnswer(f"{name} is wrong {where}")
+            raise WrongAnswer(f"{name} is wrong {where}", uncatalogued=True)
 
 
 def _mha_cases(rng, bias):

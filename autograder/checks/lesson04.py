@@ -16,8 +16,8 @@ import numpy as _np
 
 from autograder import reference
 from autograder.bugs import by_id
-from autograder.checks.runner import Case, WrongAnswer, bound, check, rng_for
 from autograder.checks.registry import hidden_test
+from autograder.checks.runner import Case, WrongAnswer, bound, check, learner_error, rng_for
 
 
 
@@ -81,8 +81,8 @@ def _value(fn, d_k, scaled, seed):
         raise WrongAnswer("dot_product_std is not implemented yet: replace `raise NotImplementedError()` in its "
                           "cell with your code, run that cell, then run this one again.") from None
     except Exception as exc:
-        raise WrongAnswer(f"dot_product_std raised {type(exc).__name__}: {exc} on input (d_k={d_k}, "
-                          f"n_samples={_N_SAMPLES}, scaled={scaled}, rng)") from None
+        raise learner_error("dot_product_std", exc, f"(d_k={d_k}, n_samples={_N_SAMPLES}, scaled={scaled}, rng)") \
+            from None
     if type(got) in (float, int) or type(got) in {type(_np.float64(0)), type(_np.float32(0))}:
         value = float(got)
         if value == value:

@@ -18,7 +18,54 @@ from autograder.checks import compare
 
 
 class WrongAnswer(AssertionError):
-    """A hidden test found a difference from the reference; the message is for the learner."""
+    """A hidden test found a difference from the reference; the message is for the learner.
+
+    ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
+    (``autograder.checks.session.run`` adds its verdict in front of the message).
+    """
+
+    def __init__(self, message, *, uncatalogued=False):
+        super().__init__(message)
+        self.uncatalogued = uncatalogued
+
+
+def learner_error(name: str, exc: Exception, on_input: str, hint: str = "") -> WrongAnswer:
+    """The WrongAnswer for an exception the learner's function raised: what, on which input, and where in
+    the learner's own cells (no frame of numpy or of the grading code)."""
+    remote = getattr(exc, "learner_traceback", None)  # raised in the kernel: its frames came as text
+    frames = "\n".join(remote[:-1]) if remote is not None else learner_frames(exc.__traceback__)
+    where = f"\nWhere, in your code:\n{frames}" if frames else ""
+    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}")
+
+
+def learner_frames(tb, limit: int = 6) -> str:
+    """The frames of a traceback that run the learner's notebook cells, as lines "cell In[3], line 6, in f: src".
+
+    Frames of numpy, the grading code or any other file are left out: the learner can act on their own lines only.
+    """
+    import linecache
+    import traceback
+
+    cells = _cell_files()
+    lines = []
+    for frame in traceback.extract_tb(tb):
+        where = cells.get(frame.filename)
+        if where is None and not frame.filename.startswith("<ipython-input-"):
+            continue
+        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+        label = f"cell In[{where}]" if where is not None else "your cell"
+        lines.append(f"  {label}, line {frame.lineno}, in {frame.name}: {source}")
+    return "\n".join(lines[-limit:])
+
+
+def _cell_files() -> dict:
+    """IPython's map of the files it compiled notebook cells into -> their execution count ({} outside IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return {}
+    ip = get_ipython()
+    return dict(getattr(getattr(ip, "compile", None), "_filename_map", None) or {})
 
 
 @dataclass
@@ -77,10 +124,7 @@ def _call(fn, case: Case, name: str):
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
         hint = f" {bug.diagnosis} [{bug.id}]" if bug else ""
-        where = "\n".join(getattr(exc, "learner_traceback", [])[:-1])
-        where = f"\nWhere it happened in your code:\n{where}" if where else ""
-        raise WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {case.describe()}.{hint}{where}"
-                          ) from None
+        raise learner_error(name, exc, case.describe(), hint) from None
 
 
 def call_measuring_memory(fn, case: Case, name: str):
@@ -183,7 +227,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
                 if bug is not None:
                     raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
                 raise WrongAnswer(f"{name} modified its input argument {i + 1} in place on {case.describe()}; "
-                                  "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
+                                  "work on new arrays (e.g. `x = x / s`, not `x /= s`)", uncatalogued=True)
         expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
         for label, g, e in zip(outputs, got, expected):
             why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
@@ -192,7 +236,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
             bug = known_bug(name, case, got, outputs, rtol=rtol, atol=atol)
             if bug is not None:
                 raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
-            raise WrongAnswer(f"{why} on input {case.describe()}")
+            raise WrongAnswer(f"{why} on input {case.describe()}", uncatalogued=True)
 
 
 def rng_for(test_id: str):

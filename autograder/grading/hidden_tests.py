@@ -67,6 +67,7 @@ class Session:
         self.test = test
         self.verdict = None  # (passed, message) once the test has finished
         self.printed = ""  # what the test printed for the learner
+        self.uncatalogued = False  # failed on a difference that matches no known bug
         self._state = "new"
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
@@ -119,6 +120,7 @@ class Session:
         except KernelGone:
             self._finish(False, None)
         except AssertionError as exc:
+            self.uncatalogued = bool(getattr(exc, "uncatalogued", False))
             self._finish(False, str(exc))
         except Exception as exc:  # noqa: BLE001 - the test could not use what the notebook returned
             self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})")

@@ -15,7 +15,15 @@ Accepted layouts (``SUBMISSIONS`` is a folder or a ``.zip`` of one):
 
 A notebook with another name (``01_warmup (1).ipynb``, ``01-Warmup.ipynb``, or the only notebook in
 ``alice/01_warmup/``) is graded and flagged ``misnamed``; a lesson with no notebook is ``missing``; a file that is
-not a readable notebook is ``malformed``. Each of these scores 0 only for that lesson of that student.
+not a readable notebook is ``malformed``. Each of these scores 0 only for that lesson of that student; a student
+folder that holds no notebook at all is every lesson ``missing``.
+
+Student ids: a folder whose name is a valid nbgrader student id (``STUDENT_ID``: a letter or digit, then letters,
+digits, ``_ . @ -``; at most 100) is graded under that name. Any other name (``Petrov, Ivan``, ``o'brien``) gets the
+safe id ``student_id`` makes from it: its ASCII letters and digits in lower case joined by ``_`` (at most 40), a
+``-``, and the first 8 hex digits of the SHA-256 of the folder name (UTF-8), e.g. ``petrov_ivan-3f1c2a9b``. The same
+name always gets the same id; the grading command writes the mapping to ``OUT/student_ids.csv`` and keeps the
+folder name in ``grades.csv``.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import unicodedata
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,12 +69,21 @@ class Entry:
 @dataclass
 class Roster:
     root: Path
-    entries: dict = field(default_factory=dict)  # student -> {lesson: Entry}
-    rejected: dict = field(default_factory=dict)  # folder name -> reason
+    entries: dict = field(default_factory=dict)  # student id -> {lesson: Entry}
+    folders: dict = field(default_factory=dict)  # student id -> the folder's name
 
     @property
     def students(self):
         return sorted(self.entries)
+
+
+def student_id(folder_name: str) -> str:
+    """The nbgrader student id of a student folder (see the module's docstring for the rule)."""
+    if STUDENT_ID.match(folder_name):
+        return folder_name
+    ascii_name = unicodedata.normalize("NFKD", folder_name).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "_", ascii_name.lower()).strip("_")[:40].strip("_") or "student"
+    return f"{slug}-{hashlib.sha256(folder_name.encode('utf-8')).hexdigest()[:8]}"
 
 
 def _norm(name: str) -> str:
@@ -157,27 +175,28 @@ def collect(submissions, lessons, workdir: Path) -> Roster:
     root = class_root(submissions, lessons)
     roster = Roster(root=root)
     for student_dir in _subdirs(root):
-        if not STUDENT_ID.match(student_dir.name):
-            roster.rejected[student_dir.name] = ("not a valid student id (letters, digits, '_', '.', '@', '-'; "
-                                                 "at most 100)")
-            continue
-        if not _notebooks(student_dir):
-            roster.rejected[student_dir.name] = "holds no notebook"
-            continue
+        sid = student_id(student_dir.name)
+        if sid in roster.folders:
+            raise LayoutError(f"the student folders {roster.folders[sid]!r} and {student_dir.name!r} both get the "
+                              f"id {sid!r}; rename one of them")
+        roster.folders[sid] = student_dir.name
         entries, claimed = {}, set()
+        empty = not _notebooks(student_dir)
         for lesson in lessons:
+            if empty:
+                entries[lesson] = Entry(sid, lesson, None, "missing", "the student's folder holds no notebook")
+                continue
             path, status, note = _find(student_dir, lesson, claimed)
             if path is not None:
                 claimed.add(path)
                 problem = _read_check(path)
                 if problem:
                     status, note = "malformed", problem
-            entries[lesson] = Entry(student_dir.name, lesson, path, status, note)
-        roster.entries[student_dir.name] = entries
-    if not roster.entries:
+            entries[lesson] = Entry(sid, lesson, path, status, note)
+        roster.entries[sid] = entries
+    if not any(_notebooks(d) for d in _subdirs(root)):
         found = ", ".join(p.name for p in list(root.iterdir())[:8]) or "nothing"
-        why = "; ".join(f"{k}: {v}" for k, v in list(roster.rejected.items())[:5])
-        raise LayoutError(f"no student folder with a notebook in {root} (found: {found}{'; ' + why if why else ''}); "
+        raise LayoutError(f"no student folder with a notebook in {root} (found: {found}); "
                           + LAYOUT_HELP.format(lessons=", ".join(lessons)))
     return roster
 

@@ -73,6 +73,22 @@ class Held:
         self._lock.close()
 
 
+def _lock_name(uid: int) -> str:
+    return f"\0mha-grading-uid-{uid}"
+
+
+def is_held(uid: int) -> bool:
+    """True while some grader on this machine holds ``uid`` (its kernel may be running)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.bind(_lock_name(uid))
+        return False
+    except OSError:
+        return True
+    finally:
+        probe.close()
+
+
 def acquire(base: int = BASE, span: int = SPAN) -> Held:
     """A random free uid: no account, no process, not held by another grader on this machine."""
     for _ in range(1000):
@@ -84,7 +100,7 @@ def acquire(base: int = BASE, span: int = SPAN) -> Held:
             pass
         lock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            lock.bind(f"\0mha-grading-uid-{uid}")
+            lock.bind(_lock_name(uid))
         except OSError:
             lock.close()
             continue

@@ -67,9 +67,10 @@ def isolated_env(home: Path) -> dict:
     return env
 
 
-def lab_args(port: int, token: str) -> list[str]:
-    """Command-line options for a quiet, headless JupyterLab on loopback."""
-    root_user = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # CI runs as root
+def lab_args(port: int, token: str, *, allow_root: bool = True) -> list[str]:
+    """Command-line options for a quiet, headless JupyterLab on loopback (``--allow-root`` too when root and
+    ``allow_root``: CI runs as root; `make lab` adds it itself)."""
+    root_user = ["--allow-root"] if allow_root and hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return [*root_user, "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={token}", "--LabApp.news_url=None",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",

@@ -1,0 +1,213 @@
+"""The canary: before grading anyone, grade the model answers of every lesson and refuse to go on unless they earn
+full marks.
+
+A grading environment can break in ways that look, from the grades alone, like a class of weak learners: kernels
+that cannot import the course, a sandbox that cannot start a kernel, a machine too slow for ``--timeout``, hidden
+checks that disagree with the model answers. The canary puts one completed notebook per lesson (the lesson's
+student notebook with every answer cell filled from ``solutions/``, ``submissions.fill``) through exactly the
+pipeline the students go through: ``grade.run_tasks`` and ``grade.grade_one``, in the same course folder and
+gradebook, with the same kernelspec, sandbox uid, limits and preprocessors. Each lesson's canary is its own student
+(``_canary-<lesson>``), so the lessons are graded in parallel over ``--workers``.
+
+The canary ids start with ``_``, which no real student id can (``intake.STUDENT_ID``). Their records live in
+``OUT/canary/`` (never in ``OUT/state/``), and once checked they are removed from the gradebook and the course
+folder, so they appear in no grade, report or export. A failing canary's graded notebook is kept as
+``OUT/canary/<lesson>.ipynb`` for a human to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from autograder import course, submissions
+
+PREFIX = "_canary-"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
+_KERNEL_START = re.compile(r"kernel_info|Kernel didn't respond|Kernel died before|kernel start|start(ing)? the kernel"
+                           r"|No such kernel|could not drop privileges|unshare|mount ", re.I)
+
+
+class CanaryFailed(RuntimeError):
+    """The model answers did not earn full marks; the message says what broke and how to fix it."""
+
+
+@dataclass
+class Outcome:
+    lessons: list
+    seconds: float
+
+    def summary(self) -> str:
+        n = len(self.lessons)
+        return f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
+
+
+def student_id(lesson: str) -> str:
+    return PREFIX + lesson
+
+
+def is_canary(student: str) -> bool:
+    return student.startswith(PREFIX)
+
+
+def folder(out) -> Path:
+    return Path(out) / "canary"
+
+
+def check(s, log=print) -> Outcome:
+    """Grade the model answers of ``s.lessons``; raise ``CanaryFailed`` unless every one earns full marks."""
+    from autograder import grade  # the command's own pipeline (imported here: autograder.grade imports this module)
+
+    started = time.monotonic()
+    ids = {lesson: student_id(lesson) for lesson in s.lessons}
+    shutil.rmtree(folder(s.out), ignore_errors=True)  # the records of the last canary
+    remove(s, ids.values())  # what a killed run may have left
+    for lesson, cid in ids.items():
+        submissions.write_submission(s.course_root, cid, lesson, submissions.fill(lesson))
+    grade.ensure_students(s, ids.values())
+    log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
+    try:
+        grade.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
+        problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
+    finally:
+        remove(s, ids.values())
+    if problems:
+        raise CanaryFailed("\n\n".join(problems) + "\nNo student was graded; fix this, then run the same "
+                           "command again.")
+    return Outcome(list(s.lessons), round(time.monotonic() - started, 1))
+
+
+def remove(s, ids) -> None:
+    """Take the canary students out of the gradebook and the course folder (their records stay in OUT/canary)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder import grade
+
+    ids = list(ids)
+    with Gradebook(s.gradebook_url, grade.COURSE_ID) as gb:
+        for cid in ids:
+            try:
+                gb.remove_student(cid)
+            except MissingEntry:
+                pass
+    for cid in ids:
+        for place in (s.course_root / "submitted", s.course_root / "autograded", s.course_root / "feedback",
+                      Path(s.out) / "feedback"):
+            shutil.rmtree(place / cid, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- what broke
+
+def _problem(s, lesson: str, cid: str) -> str:
+    """'' when the canary of ``lesson`` earned every autograded point, else the sentence and the first error."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from autograder import grade
+
+    lost, total = [], 0.0
+    try:
+        with Gradebook(s.gradebook_url, grade.COURSE_ID) as gb:
+            for nb in gb.find_submission(lesson, cid).notebooks:
+                for g in nb.grades:
+                    if g.auto_score is None:  # a written answer waiting for the instructor
+                        continue
+                    total += g.max_score
+                    if g.auto_score < g.max_score:
+                        lost.append((g.name, g.max_score - g.auto_score))
+    except MissingEntry:
+        lost = None
+    graded_nb = s.course_root / "autograded" / cid / lesson / f"{lesson}.ipynb"
+    if lost == [] and graded_nb.exists():
+        return ""
+    keep = folder(s.out) / f"{lesson}.ipynb"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    if graded_nb.exists():
+        shutil.copyfile(graded_nb, keep)
+        first = first_error(nbformat.read(graded_nb, as_version=4))
+    else:
+        record = {}
+        try:
+            record = json.loads(grade._state_path(s, cid, lesson).read_text())
+        except (OSError, ValueError):
+            pass
+        text = " | ".join(record.get("flags", [])) or "nbgrader wrote no graded notebook"
+        first = {"cell": "", "kind": "nbgrader", "ename": "", "evalue": text, "traceback": ""}
+    points = (f"lost {sum(p for _, p in lost):g} of its {total:g} autograded points "
+              f"({', '.join(name for name, _ in lost)})" if lost else "was not graded")
+    where = f", in cell {first['cell']}" if first["cell"] else ""
+    headline = f"{first['ename']}: {first['evalue']}" if first["ename"] else first["evalue"]
+    tail = "".join(f"\n    {line}" for line in first["traceback"].splitlines())
+    return (f"canary failed for {lesson}: the model answer {points}. {diagnose(s, lesson, first)}\n"
+            f"First error{where}: {headline[:500]}{tail}" + (f"\n(graded notebook: {keep})" if keep.exists() else ""))
+
+
+def first_error(nb) -> dict:
+    """The first error output of a graded notebook: its cell, the kind of cell, ename, evalue, short traceback."""
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                meta = cell.metadata.get("nbgrader", {})
+                kind = "answer" if meta.get("solution") else "test" if meta.get("grade") else "setup"
+                lines = _ANSI.sub("", "\n".join(out.get("traceback") or [])).strip().splitlines()
+                return {"cell": meta.get("grade_id") or f"#{i + 1}", "kind": kind, "ename": out.get("ename", ""),
+                        "evalue": out.get("evalue", ""), "traceback": "\n".join(lines[-12:])}
+    return {"cell": "", "kind": "", "ename": "", "evalue": "no cell shows an error", "traceback": ""}
+
+
+def unreadable_ancestor(path) -> str:
+    """The first folder on the way to ``path`` that the sandbox user (a uid that owns nothing) cannot enter, or ''."""
+    parts = Path(os.path.realpath(path)).parts
+    for i in range(1, len(parts) + 1):
+        if not os.stat(Path(*parts[:i])).st_mode & 0o001:
+            return str(Path(*parts[:i]))
+    return ""
+
+
+def diagnose(s, lesson: str, first: dict) -> str:
+    """One plain sentence: what broke, and the fix."""
+    ename, evalue, kind = first["ename"], first["evalue"], first["kind"]
+    text = f"{ename}: {evalue}"
+    missing = re.search(r"No module named '([\w.]+)'", text)
+    if missing and missing.group(1).split(".")[0] in _COURSE_MODULES:
+        blocked = unreadable_ancestor(course.ROOT)
+        where = (f"the folder {blocked} above it is not readable by the sandbox user" if blocked else
+                 "the sandbox user cannot read the course folder or one above it")
+        return (f"Kernels cannot import the course ({missing.group(1)}): {where}; make every folder on the way to "
+                f"{course.ROOT} enterable by others (chmod o+x) or move the course to such a folder.")
+    if missing:
+        return (f"A package the lessons need ({missing.group(1)}) is missing from the kernels' Python; install the "
+                f"course's requirements (make venv) into that environment.")
+    kernel_did_not_start = (kind == "nbgrader" and _KERNEL_START.search(evalue)) or (
+        ename == "DeadKernelError" and kind == "setup")
+    if kernel_did_not_start and s.memory_mb < 512:
+        return (f"The grading kernel did not start: --memory-mb {s.memory_mb} is too small for Python and numpy to "
+                f"load; raise it (the default is 2048).")
+    if kernel_did_not_start:
+        return ("The grading kernel did not start (or died before the model answer ran): the sandbox cannot run "
+                "on this machine as it is; run the command once as a normal user to tell a sandbox problem from a "
+                "broken Python environment, and see the error below.")
+    if ename == "DeadKernelError":
+        return (f"The kernel died while running a model answer: the sandbox's limits are too tight for it on this "
+                f"machine; raise --memory-mb (now {s.memory_mb}).")
+    if ename in ("CellTimeoutError", "KeyboardInterrupt", "TimeoutError") or "ignored the interrupt" in evalue:
+        return (f"A model answer cell ran longer than --timeout {s.timeout} s: this machine is too slow or too busy "
+                f"for that limit; raise --timeout or lower --workers.")
+    if "MemoryError" in ename:
+        return (f"A model answer ran out of memory under --memory-mb {s.memory_mb}: raise --memory-mb.")
+    if kind == "test" or ename == "NotVerified":
+        return (f"The hidden checks and the model answers disagree: {lesson}'s hidden test {first['cell']} fails on "
+                f"the model answer from solutions/{lesson}.py; make autograder/reference.py, autograder/checks/ and "
+                f"solutions/ agree (make test shows where).")
+    if kind == "nbgrader":
+        return ("nbgrader could not grade the model answer (see the error below): fix what it names, e.g. the "
+                "gradebook or the course folder.")
+    return (f"The model answer itself fails in the grading kernel ({ename} in a {kind or 'code'} cell): the kernels' "
+            f"environment differs from the one the course was built for; reinstall it (make venv).")

@@ -1,0 +1,129 @@
+"""The feedback page a learner receives, written by nbgrader's ``generate_feedback`` with this exporter.
+
+``autograder/nbgrader_config.py`` (loaded by every course folder the tools create) calls ``configure``, so every
+feedback page, also one regenerated later with ``nbgrader generate_feedback``, is:
+
+* without the hidden tests' source (only the learner-visible part of each test cell is shown);
+* led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
+  ``autograder.grading.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
+  notebook, with the zero-point setup cell shown without a score;
+* sanitised (nbconvert's ``sanitize_html`` for outputs, and the markdown too, which nbgrader's own template
+  leaves raw) with ``autograder.grading.page_safety.clean``;
+* self-contained and offline: maths is MathML written into the page, there is no script at all, and a strict
+  Content-Security-Policy heads the page.
+
+``write_notice`` writes the short page a learner gets instead when their notebook was missing or unreadable.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import re
+from pathlib import Path
+
+from jinja2 import pass_context
+from nbconvert.exporters import HTMLExporter
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from traitlets.config import Config
+
+from autograder.grading import page_safety
+
+TEMPLATES = Path(__file__).parent / "templates"
+_HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
+TEMPLATE_NAME = "mha_feedback"
+NBGRADER_TEMPLATES = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
+
+
+def without_hidden_tests(source: str) -> str:
+    """A test cell's source as the learner saw it: the hidden tests (the grading code's calls) left out."""
+    return _HIDDEN_TESTS.sub("", source)
+
+
+class MathMLRenderer(IPythonRenderer):
+    """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax."""
+
+    def block_math(self, body: str) -> str:
+        return page_safety.math_html(body, display=True)
+
+    def inline_math(self, body: str) -> str:
+        return page_safety.math_html(body)
+
+    def latex_environment(self, name: str, body: str) -> str:
+        return page_safety.math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbgrader's feedback HTML, sanitised, with maths rendered at write time and a Content-Security-Policy."""
+
+    def __init__(self, config=None, **kwargs):
+        # Settings of this class outrank HTMLExporter's, which nbgrader's formgrader and API also set.
+        config = copy.deepcopy(config) if config is not None else Config()
+        config.FeedbackExporter.template_name = TEMPLATE_NAME
+        config.FeedbackExporter.extra_template_basedirs = [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
+        config.FeedbackExporter.sanitize_html = True
+        super().__init__(config=config, **kwargs)
+
+    @pass_context  # the filter reads the cell's attachments from the template context
+    def markdown2html(self, context, source):
+        cell = context.get("cell", {})
+        renderer = MathMLRenderer(escape=False, attachments=cell.get("attachments", {}), embed_images=False,
+                                  anchor_link_text=self.anchor_link_text,
+                                  exclude_anchor_links=self.exclude_anchor_links)
+        return MarkdownWithMath(renderer=renderer).render(source)
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield "clean_html", page_safety.clean  # registered last, so it replaces nbconvert's
+        yield "markdown2html", self.markdown2html
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        nb = copy.deepcopy(nb)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.source = without_hidden_tests(cell.source)
+        page, resources = super().from_notebook_node(nb, resources, **kw)
+        return page_safety.protect(page), resources
+
+
+def configure(c) -> None:
+    """Make nbgrader's generate_feedback write its pages with ``FeedbackExporter`` (``c``: an nbgrader config)."""
+    c.GenerateFeedback.exporter_class = FeedbackExporter
+
+
+NOTICE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{lesson}: not graded</title>
+<style>body{{font-family:sans-serif;max-width:46em;margin:2em auto;padding:0 1em;line-height:1.5}}
+.notice{{border-left:4px solid #d2413a;padding:.5em 1em;background:#fdf3f2}}</style></head>
+<body><h1>{lesson}: not graded</h1>
+<p class="notice"><strong>{what}</strong></p>
+<p>{todo}</p></body></html>
+"""
+
+
+def write_notice(path: Path, lesson: str, status: str, note: str = "") -> Path:
+    """A short page for a lesson that could not be graded: what was missing or unreadable, and what to do."""
+    if status == "missing":
+        what = f"No notebook for {lesson} was found in your submission, so it scored 0."
+        todo = (f"Submit your work as <code>{lesson}.ipynb</code> (the lesson's own file, saved from JupyterLab) "
+                "and ask your instructor to grade it again.")
+    else:
+        what = f"Your {lesson} notebook could not be read ({html.escape(note or status)}), so it scored 0."
+        todo = (f"Open <code>{lesson}.ipynb</code> in JupyterLab: if it does not open, download it again from "
+                "your work and re-submit it; if it opens, save it (File, Save Notebook) and re-submit it. Then ask "
+                "your instructor to grade it again.")
+    page = NOTICE.format(lesson=html.escape(lesson), what=what, todo=todo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page_safety.protect(page), encoding="utf-8")
+    return path
+
+
+def write_notices(out: Path, roster) -> list:
+    """A notice page ``out/feedback/<student>/<lesson>.html`` for every lesson the roster could not grade."""
+    written = []
+    for student, entries in roster.entries.items():
+        for lesson, entry in entries.items():
+            if not entry.gradable:
+                written.append(write_notice(Path(out) / "feedback" / student / f"{lesson}.html", lesson,
+                                            entry.status, entry.note))
+    return written

@@ -1,0 +1,90 @@
+"""Tell the grader's failures from the learner's: a grading error never becomes a score.
+
+Each (student, lesson) ends in one status:
+
+* ``graded``: every mark is in;
+* ``pending manual``: the autograded marks are in, written answers await the instructor (formgrader);
+* ``grading error``: the grader failed, not the learner: the score is left empty (never 0), the pair is listed at
+  the top of the report and retried on the next run, and the command exits with ``EXIT_GRADING_ERROR``;
+* ``missing`` / ``malformed``: no notebook, or a file that is not one: the learner's, scored 0;
+* ``not graded yet``: not reached by a run that was stopped; the next run grades it.
+
+``grading_error`` reads an autograded notebook and says whether its marks can be trusted. They cannot when:
+
+* the kernel died, or stopped, before any learner cell ran (a locked cell before the first learner cell has a
+  dead-kernel or not-run output, or the first learner cell was never run);
+* a locked cell before the first learner cell (the lesson's setup cell) raised an error: no learner code can
+  have caused it;
+* a hidden-test or setup cell could not import the course's own modules (``autograder``, ``selfcheck``).
+
+A learner cell placed before the setup cell that breaks it is the learner's doing: that notebook keeps its marks.
+The other grading errors (nbgrader's step failed, the kernel could not start, a gradebook write failed) come from
+nbgrader's result, not the notebook (``autograder/grade.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from autograder.grading.execute import KERNEL_DIED, NOT_RUN
+
+GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, NOT_YET = (
+    "graded", "pending manual", "grading error", "missing", "malformed", "not graded yet")
+COURSE_MODULES = ("autograder", "selfcheck")
+_COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
+                            "|".join(COURSE_MODULES))
+
+
+class GradingError(Exception):
+    """The grader, not the learner, failed on this notebook; the message says what and how to fix it."""
+
+
+def _meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {}) or {}
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def _describe(out) -> str:
+    return f"{out.get('ename', '')}: {out.get('evalue', '')}".strip()[:300]
+
+
+def course_import_error(out) -> str | None:
+    """The course module an error output failed to import, if any."""
+    if out.get("ename") not in ("ModuleNotFoundError", "ImportError"):
+        return None
+    match = _COURSE_IMPORT.search(out.get("evalue", ""))
+    return match.group(1) if match else None
+
+
+def grading_error(nb) -> str | None:
+    """Why the marks of this autograded notebook cannot be trusted (a grading error), or None."""
+    learner_ran = False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = _meta(cell)
+        errors = _errors(cell)
+        if not meta.get("locked"):  # the learner's cell: a solution cell or one without nbgrader metadata
+            if not learner_ran and errors and errors[0].get("ename") == NOT_RUN:
+                return "the kernel stopped before the first learner cell ran: " + _describe(errors[0])
+            learner_ran = True
+            continue
+        gid = meta.get("grade_id", "?")
+        for out in errors:
+            if not learner_ran:
+                if out.get("ename") in (KERNEL_DIED, NOT_RUN):
+                    return f"the kernel died before the first learner cell ran (in locked cell {gid}): " \
+                           + _describe(out)
+                module = course_import_error(out)
+                where = f"the locked setup cell {gid} failed before any learner code ran"
+                if module:
+                    return f"{where}: kernels cannot import the course's module {module!r} ({_describe(out)})"
+                return f"{where}: {_describe(out)}"
+            module = course_import_error(out)
+            if module and (meta.get("grade") or gid == "setup"):
+                return (f"hidden test {gid} could not import the course's module {module!r} "
+                        f"({_describe(out)})")
+    return None

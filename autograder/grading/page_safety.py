@@ -1,0 +1,109 @@
+"""Pages that run no learner code: HTML sanitising, maths rendered at write time, a strict Content-Security-Policy.
+
+The feedback pages (``autograder/grading/feedback_page.py``) and ``report.html`` show text a learner controls
+(outputs, markdown, cell sources). Three layers keep a learner's script, frame or form from running there:
+
+* ``clean``: an allow-list of harmless tags and attributes (bleach); anything else is shown as text, event
+  handlers and ``style`` attributes are dropped, images must be ``data:`` images, links http(s), mail or in-page;
+* maths is turned into MathML when the page is written (``latex2mathml``), which browsers render natively: no
+  MathJax, no script and no network;
+* ``protect`` puts a Content-Security-Policy first in ``<head>``: no script at all, no frame, no form target, no
+  request to any server; only the page's own ``<style>`` blocks (by hash) and ``data:`` images and fonts.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import re
+
+import bleach
+
+_TEXT_TAGS = [
+    "a", "abbr", "b", "blockquote", "br", "caption", "code", "dd", "del", "details", "div", "dl", "dt", "em",
+    "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark",
+    "ol", "p", "pre", "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody",
+    "td", "tfoot", "th", "thead", "tr", "u", "ul", "var",
+]
+_MATHML_TAGS = [
+    "math", "mi", "mn", "mo", "ms", "mspace", "mtext", "mrow", "mfrac", "msqrt", "mroot", "msub", "msup",
+    "msubsup", "munder", "mover", "munderover", "mtable", "mtr", "mtd", "mstyle", "mpadded", "mphantom",
+    "menclose", "semantics", "annotation",
+]
+_GLOBAL_ATTRIBUTES = {"class", "id", "title", "lang", "dir"}
+_MATHML_ATTRIBUTES = {
+    "display", "mathvariant", "stretchy", "fence", "separator", "form", "accent", "accentunder", "lspace",
+    "rspace", "width", "height", "depth", "columnalign", "rowalign", "columnspacing", "rowspacing", "displaystyle",
+    "scriptlevel", "linethickness", "largeop", "movablelimits", "symmetric", "minsize", "maxsize", "notation",
+    "xmlns", "encoding",
+}
+_TAG_ATTRIBUTES = {
+    "a": {"href", "name"}, "img": {"src", "alt", "width", "height"}, "td": {"colspan", "rowspan", "align"},
+    "th": {"colspan", "rowspan", "align", "scope"}, "ol": {"start"}, "details": {"open"},
+}
+
+
+def _attribute_allowed(tag: str, name: str, value: str) -> bool:
+    if name in _GLOBAL_ATTRIBUTES:
+        return True
+    if tag in _MATHML_TAGS:
+        return name in _MATHML_ATTRIBUTES
+    if name not in _TAG_ATTRIBUTES.get(tag, ()):
+        return False
+    if tag == "img" and name == "src":
+        return value.strip().lower().startswith("data:image/")
+    if tag == "a" and name == "href":
+        return re.match(r"^(https?:|mailto:|#)", value.strip(), re.I) is not None
+    return True
+
+
+_CLEANER = bleach.Cleaner(tags=_TEXT_TAGS + _MATHML_TAGS, attributes=_attribute_allowed,
+                          protocols=["http", "https", "mailto", "data"], strip=False, strip_comments=True)
+
+
+def clean(fragment) -> str:
+    """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
+    text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
+    return _CLEANER.clean(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def math_html(tex: str, display: bool = False) -> str:
+    """MathML for ``tex`` (rendered by the browser, no script); the TeX as code when it cannot be converted."""
+    from latex2mathml.converter import convert
+
+    try:
+        return clean(convert(tex, display="block" if display else "inline"))
+    except Exception:  # noqa: BLE001 - a learner's malformed TeX is shown as written
+        escaped = bleach.clean(tex, tags=[], strip=True)
+        return f'<code class="tex">{escaped}</code>'
+
+
+_FONT_FACE = re.compile(r"@font-face\s*\{(?:(?!data:)[^}])*url\((?!\s*['\"]?data:)[^}]*\}", re.I)
+_STYLE_BLOCK = re.compile(r"<style[^>]*>(.*?)</style>", re.S | re.I)
+
+
+def policy(page_head: str) -> str:
+    """The Content-Security-Policy of a page whose ``<head>`` is ``page_head``: its own style blocks, nothing else."""
+    hashes = sorted({base64.b64encode(hashlib.sha256(m.group(1).encode("utf-8")).digest()).decode()
+                     for m in _STYLE_BLOCK.finditer(page_head)})
+    styles = " ".join(f"'sha256-{h}'" for h in hashes) or "'none'"
+    return (f"default-src 'none'; script-src 'none'; style-src {styles}; img-src data:; font-src data:; "
+            "object-src 'none'; frame-src 'none'; child-src 'none'; worker-src 'none'; connect-src 'none'; "
+            "media-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def protect(page: str) -> str:
+    """``page`` with its Content-Security-Policy as the first element of ``<head>``.
+
+    Only the styles in ``<head>`` (the page's own, written before any learner content) are allowed. Font faces
+    loaded from files (bootstrap's icon font) are dropped: the policy would refuse them, with a console error.
+    """
+    page = _FONT_FACE.sub("", page)
+    head = re.search(r"<head[^>]*>", page, re.I)
+    end = page.find("</head>")
+    if head is None or end < head.end():
+        raise ValueError("the page has no <head>; write the page with one before protecting it")
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy(page[head.end():end])}">'
+    return page[:head.end()] + meta + page[head.end():]

@@ -1,0 +1,134 @@
+"""The canary: the grading command grades the model answers first and refuses to grade anyone when they fail.
+
+A copy of the course is graded with its own command (the copy on PYTHONPATH): once intact (the earlier run), once
+with a reference that disagrees with the model answers (the canary must refuse: exit status, the sentence, no
+student graded, nothing of the earlier run changed) and once repaired (everyone is graded). The normal run's
+canary is checked in ``tests/test_grade_command.py`` on its shared class.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder import course, grade, submissions
+from autograder.grading import canary, intake
+
+LESSON = "01_warmup"
+BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"
+
+
+def _copy_course(dest: Path) -> Path:
+    for part in ("autograder", "lessons", "solutions"):
+        shutil.copytree(course.ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def _cli(copy: Path, submissions_path: Path, out: Path):
+    env = course.nbgrader_env()
+    env["PYTHONPATH"] = str(copy)  # the copy's autograder, not this checkout's
+    cmd = [sys.executable, "-m", "autograder.grade", str(submissions_path), "--out", str(out), "--lessons", LESSON,
+           "--timeout", "30", "--workers", "1", "--quiet"]
+    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _hashes(*paths) -> dict:
+    """sha256 of every file under each of ``paths`` (files or folders)."""
+    files = [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()]
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+def _grades(out: Path) -> dict:
+    with (out / "grades.csv").open(newline="") as fh:
+        return {r["student"]: r[f"{LESSON} score"] for r in csv.DictReader(fh)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("canary")
+    copy = _copy_course(base / "course-copy")
+    klass, out = base / "class", base / "out"
+    course.write_notebook(submissions.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
+    earlier = _cli(copy, klass, out)
+    course.write_notebook(submissions.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
+    reference = copy / "autograder" / "reference.py"
+    intact = reference.read_text(encoding="utf-8")
+    reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")
+    kept = [out / "state", out / "feedback", out / "grades.csv", out / "report.html", out / "nbgrader_export.csv"]
+    before = _hashes(klass, *kept)
+    broken = _cli(copy, klass, out)
+    after = _hashes(klass, *kept)
+    kept_notebook = (out / "canary" / f"{LESSON}.ipynb").is_file()  # the failing canary, for a human to read
+    reference.write_text(intact, encoding="utf-8")
+    repaired = _cli(copy, klass, out)
+    return {"earlier": earlier, "broken": broken, "repaired": repaired, "before": before, "after": after,
+            "out": out, "kept_notebook": kept_notebook}
+
+
+@pytest.mark.grading
+def test_a_reference_that_disagrees_with_the_model_answers_stops_the_command_before_any_student(runs):
+    earlier, broken = runs["earlier"], runs["broken"]
+    assert earlier.returncode == 0, earlier.stdout[-2000:] + earlier.stderr[-2000:]
+    assert "canary passed" in earlier.stdout
+    assert broken.returncode == grade.EXIT_CANARY, broken.stdout[-2000:] + broken.stderr[-2000:]
+    err = broken.stderr
+    assert f"canary failed for {LESSON}: the model answer lost 3 of its 8 autograded points" in err
+    assert "The hidden checks and the model answers disagree" in err and "autograder/reference.py" in err
+    assert "First error, in cell softmax_values: WrongAnswer" in err
+    assert "No student was graded" in err and "graded " not in broken.stdout  # no summary line
+    assert runs["kept_notebook"]
+
+
+@pytest.mark.grading
+def test_a_failed_canary_loses_nothing_and_the_repaired_course_grades_everyone(runs):
+    out = runs["out"]
+    assert runs["after"] == runs["before"]  # originals, earlier state, grades, report, feedback, export
+    assert any("state" in k for k in runs["before"])
+    repaired = runs["repaired"]
+    assert repaired.returncode == 0, repaired.stdout[-2000:] + repaired.stderr[-2000:]
+    assert "graded 1 notebooks" in repaired.stdout and "canary passed" in repaired.stdout  # bob, new; alice kept
+    assert _grades(out) == {"alice": "8", "bob": "8"}
+    assert not (out / "canary" / f"{LESSON}.ipynb").exists()
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", grade.COURSE_ID) as gb:
+        assert sorted(s.id for s in gb.students) == ["alice", "bob"]
+
+
+def test_no_student_id_can_be_a_canary_id():
+    for lesson in course.lesson_names():
+        assert canary.is_canary(canary.student_id(lesson))
+        assert not intake.STUDENT_ID.match(canary.student_id(lesson))
+
+
+@pytest.mark.parametrize("first, words", [
+    ({"ename": "ModuleNotFoundError", "evalue": "No module named 'autograder'", "kind": "setup"},
+     "Kernels cannot import the course (autograder)"),
+    ({"ename": "ModuleNotFoundError", "evalue": "No module named 'selfcheck'", "kind": "answer"},
+     "Kernels cannot import the course (selfcheck)"),
+    ({"ename": "ModuleNotFoundError", "evalue": "No module named 'scipy'", "kind": "answer"},
+     "A package the lessons need (scipy) is missing"),
+    ({"ename": "", "evalue": "not graded: nbgrader failed: RuntimeError: Kernel died before replying to kernel_info",
+      "kind": "nbgrader"}, "The grading kernel did not start (or died before the model answer ran)"),
+    ({"ename": "DeadKernelError", "evalue": "the kernel died while running this cell", "kind": "setup"},
+     "The grading kernel did not start"),
+    ({"ename": "DeadKernelError", "evalue": "the kernel died while running this cell", "kind": "answer"},
+     "The kernel died while running a model answer"),
+    ({"ename": "CellTimeoutError", "evalue": "A cell timed out while it was being executed", "kind": "answer"},
+     "ran longer than --timeout 60 s"),
+    ({"ename": "MemoryError", "evalue": "", "kind": "answer"}, "raise --memory-mb"),
+    ({"ename": "AssertionError", "evalue": "wrong", "kind": "test"},
+     "The hidden checks and the model answers disagree"),
+    ({"ename": "NotVerified", "evalue": "re-checked outside", "kind": "test"},
+     "The hidden checks and the model answers disagree"),
+])
+def test_each_common_cause_gets_its_own_sentence_with_the_fix(first, words):
+    s = grade.Settings(out="/nonexistent", lessons=[LESSON])
+    sentence = canary.diagnose(s, LESSON, {"cell": "softmax_values", "traceback": "", **first})
+    assert words in sentence
