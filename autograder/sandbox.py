@@ -81,7 +81,6 @@ def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_0
         "display_name": "Python 3 (grading sandbox)",
         "language": "python",
         "interrupt_mode": "message",  # the kernel is not a child the grader can signal directly
-        "env": {"MHA_HIDDEN_TESTS": "grader"},  # hidden cells run their tests through the grader (hidden_cell.py)
         "metadata": {"debugger": False},
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")

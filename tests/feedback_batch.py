@@ -80,7 +80,7 @@ def _grade(base: Path) -> dict:
     course.write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=TIMEOUT)
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
-    scores = {row["student"]: row["lessons"][LESSON][0] for row in outcome["rows"]}
+    scores = {row["student"]: row["lessons"][LESSON]["score"] for row in outcome["rows"]}
     flags = {row["student"]: row["flags"] for row in outcome["rows"]}
     return {"root": str(root), "out": str(out), "scores": scores, "flags": flags}
 

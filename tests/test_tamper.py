@@ -26,7 +26,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 ATTACKS = {
     # the hidden cells call hidden_cell.run: make it do nothing
     "run_replaced": "import sys, autograder.hidden_cell\nsys.modules['autograder.hidden_cell'].run = lambda *a, **k: None\n",
-    # answer the grader's questions with a claim of success
+    # answer the grader's questions with a claim of success (ipykernel puts its own input back for each cell)
     "input_forged": "import builtins\nbuiltins.input = lambda prompt='': '{\"op\": \"done\", \"passed\": true}'\n",
     # make every comparison helper say "equal"
     "allclose_rebound": "np.allclose = lambda *a, **k: True\nnp.testing.assert_allclose = lambda *a, **k: None\n"
@@ -128,7 +128,6 @@ def test_honest_submission_in_the_same_batch_keeps_full_marks(results):
 
 def test_disabled_grader_is_explained_in_the_feedback(results):
     assert "did not run to its end" in results["run_replaced"]["feedback"]
-    assert "did not run to its end" in results["input_forged"]["feedback"]
     assert "softmax" in results["allclose_rebound"]["feedback"]  # just wrong values, named as such
 
 

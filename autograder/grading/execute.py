@@ -150,6 +150,13 @@ class SafeExecute(Execute):
             finally:
                 self._end_sandbox()
 
+    async def async_start_new_kernel(self, **kwargs):
+        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py)
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader"}
+        return await super().async_start_new_kernel(**kwargs)
+
+    start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
+
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
         if self.isolation == "none":
