@@ -28,6 +28,8 @@ def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
     monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(forge(prompt) if forge else prompt))
     try:
         hidden_cell.run(grade_id)
+    except hidden_cell.HiddenTestFailed:
+        assert session.verdict is None or not session.verdict[0], "the kernel stopped a cell the grader passed"
     finally:
         session.close()
     return session.verdict

@@ -1,6 +1,8 @@
-"""Hidden checks: the code that hidden test cells run during grading.
+"""Hidden checks: the tests behind the graded cells. They run in the grader's process, never in a learner's kernel.
 
-``session`` guards the kernel; ``runner`` grades a learner's function against ``autograder.reference`` on
-seeded cases; ``compare`` compares arrays without trusting anything the learner could have rebound; one module
-per lesson (``lesson01``, ...) holds that lesson's hidden tests, one function per graded test cell.
+``registry`` declares one test per graded cell (``@hidden_test``) and finds it by the cell's grade_id; ``runner``
+grades a learner's function against ``autograder.reference`` on seeded cases and names a catalogued bug;
+``compare`` compares arrays without trusting anything a learner's object could fake; one module per lesson
+(``lesson01``, ...) holds that lesson's tests. ``autograder/hidden_cell.py`` and
+``autograder/grading/hidden_tests.py`` carry the learner's calls between the kernel and these tests.
 """

@@ -1,7 +1,8 @@
 """Tamper-resistant comparison of a learner's result with the reference.
 
-A learner's code runs in the same kernel as the hidden tests, before them. It may rebind ``numpy.allclose``,
-``numpy.testing``, builtins, or return an object whose ``__eq__`` always says True. So nothing here calls a
+In grading, the learner's results arrive from the kernel as plain arrays and values; run in an instructor's own
+notebook, the hidden tests share a kernel with the learner's code, which may have rebound ``numpy.allclose``,
+``numpy.testing`` or builtins, or return an object whose ``__eq__`` always says True. So nothing here calls a
 numpy module function or ``==`` on a learner object: arrays are read through methods of the built-in
 ``numpy.ndarray`` type (``ravel``, ``tolist``, ``shape``, ``dtype``), whose attributes cannot be rebound, and
 the numbers are compared as Python floats with arithmetic operators.

@@ -91,27 +91,6 @@ def channel_owner(folder: Path):
         return None
 
 
-def self_check_verdict(cell, outputs) -> tuple:
-    """What the visible self-check after a failed hidden test said, in one line, and the outputs without its
-    error (the verdict carries it)."""
-    visible = cell.source.split("### END HIDDEN TESTS", 1)[-1] if "### END HIDDEN TESTS" in cell.source else ""
-    if not visible.strip() or not any(line.strip() and not line.lstrip().startswith("#")
-                                      for line in visible.splitlines()):
-        return "Your self-check was not run.", outputs
-    errors = [o for o in outputs if o.get("output_type") == "error"]
-    if errors:
-        said = errors[0].get("evalue", "")
-        said = said if errors[0].get("ename") == "AssertionError" else f"{errors[0].get('ename')}: {said}"
-        return f"Your self-check says: {_short(said)}", [o for o in outputs if o is not errors[0]]
-    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream").strip()
-    return f"Your self-check passes{' (' + _short(printed) + ')' if printed else ''}, but it tries fewer inputs.", outputs
-
-
-def _short(text: str, limit: int = 400) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 def hidden_cell_passed(text: str) -> bool:
     from autograder.hidden_cell import PASSED
 
@@ -285,8 +264,7 @@ class SafeExecute(Execute):
 
     @staticmethod
     def _write_verdict(cell, session):
-        """The grader's verdict decides the cell: a failure becomes an error output (nbgrader scores it 0)."""
-        kernel_outputs = list(cell.outputs)
+        """The grader's verdict decides the cell: a failure becomes its error output (nbgrader scores it 0)."""
         if session.printed:
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=session.printed))
         has_error = any(o.get("output_type") == "error" for o in cell.outputs)
@@ -298,12 +276,9 @@ class SafeExecute(Execute):
         elif not session.verdict[0]:
             message = session.verdict[1] or "the hidden test did not pass"
             if session.uncatalogued:  # no known bug explains it: what the learner's own check saw comes first
-                said, kernel_outputs = self_check_verdict(cell, kernel_outputs)
-                message = f"{said}\nThe hidden tests found: {message}"
-                cell.outputs = kernel_outputs + ([NotebookNode(output_type="stream", name="stdout",
-                                                               text=session.printed)] if session.printed else [])
-            cell.outputs = [o for o in cell.outputs if not (o.get("output_type") == "stream"
-                                                              and hidden_cell_passed(o.get("text", "")))]
+                message = f"{session.self_check or 'Your self-check was not run.'}\nThe hidden tests found: {message}"
+            cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error" and not (
+                o.get("output_type") == "stream" and hidden_cell_passed(o.get("text", "")))]
             cell.outputs.append(error_output(WRONG_ANSWER, message))
 
     async def _async_handle_timeout(self, timeout, cell=None):

@@ -68,6 +68,7 @@ class Session:
         self.verdict = None  # (passed, message) once the test has finished
         self.printed = ""  # what the test printed for the learner
         self.uncatalogued = False  # failed on a difference that matches no known bug
+        self.self_check = None  # then: what the learner's own self-check said about it
         self._state = "new"
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
@@ -88,6 +89,9 @@ class Session:
                 threading.Thread(target=self._run, args=(values,), daemon=True).start()
             elif self._state == "running" and op in ("result", "raised", "helper"):
                 self._from_kernel.put(message)
+            elif self._state == "running" and op == "self_check" and self.verdict and self.uncatalogued:
+                self.self_check = str(message.get("said", ""))[:2000]
+                return encode({"op": "done", "passed": False})
             else:
                 raise ProtocolError(f"unexpected {op!r} in state {self._state}")
         except Exception as exc:  # noqa: BLE001 - a malformed or out-of-turn message from the notebook
@@ -128,7 +132,8 @@ class Session:
             self._finish(True, None)
         finally:
             self.printed = printed.getvalue()
-        self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check})
+        self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check,
+                             "self_check": self.uncatalogued})
 
     def _finish(self, passed, message):
         if self.verdict is None:
