@@ -141,13 +141,32 @@ def _ask(message: dict) -> dict:
     return decode(builtins.input(encode(message)))
 
 
+def learner_frames(tb, limit: int = 6) -> list:
+    """The frames of a traceback that run the learner's notebook cells, as lines "cell In[3], line 6, in f: src".
+
+    Frames of numpy, of this module or of any other file are left out: the learner can act on their own lines only.
+    """
+    import linecache
+
+    try:
+        from IPython import get_ipython
+
+        cells = dict(getattr(getattr(get_ipython(), "compile", None), "_filename_map", None) or {})
+    except ImportError:
+        cells = {}
+    lines = []
+    for frame in traceback.extract_tb(tb):
+        where = cells.get(frame.filename)
+        if where is None and not (frame.filename.startswith("<ipython-input-") or "/ipykernel_" in frame.filename):
+            continue
+        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+        label = f"cell In[{where}]" if where is not None else "your cell"
+        lines.append(f"  {label}, line {frame.lineno}, in {frame.name}: {source}")
+    return lines[-limit:]
+
+
 def _learner_traceback(exc) -> list:
-    """The frames of the learner's own cells (IPython names their code ``<ipython-input-...>`` or
-    ``/tmp/ipykernel_*/...``), formatted; the grading frames are left out."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if f.filename.startswith("<ipython-input") or "ipykernel_" in f.filename]
-    lines = [f"  line {f.lineno}, in {f.name}\n    {f.line}" for f in frames[-5:]]
-    return lines + [f"{type(exc).__name__}: {exc}"]
+    return learner_frames(exc.__traceback__) + [f"{type(exc).__name__}: {exc}"]
 
 
 class _Helper:

@@ -15,6 +15,7 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
+from autograder.hidden_cell import learner_frames
 
 
 class WrongAnswer(AssertionError):
@@ -33,39 +34,9 @@ def learner_error(name: str, exc: Exception, on_input: str, hint: str = "") -> W
     """The WrongAnswer for an exception the learner's function raised: what, on which input, and where in
     the learner's own cells (no frame of numpy or of the grading code)."""
     remote = getattr(exc, "learner_traceback", None)  # raised in the kernel: its frames came as text
-    frames = "\n".join(remote[:-1]) if remote is not None else learner_frames(exc.__traceback__)
+    frames = "\n".join(remote[:-1]) if remote is not None else "\n".join(learner_frames(exc.__traceback__))
     where = f"\nWhere, in your code:\n{frames}" if frames else ""
     return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}")
-
-
-def learner_frames(tb, limit: int = 6) -> str:
-    """The frames of a traceback that run the learner's notebook cells, as lines "cell In[3], line 6, in f: src".
-
-    Frames of numpy, the grading code or any other file are left out: the learner can act on their own lines only.
-    """
-    import linecache
-    import traceback
-
-    cells = _cell_files()
-    lines = []
-    for frame in traceback.extract_tb(tb):
-        where = cells.get(frame.filename)
-        if where is None and not frame.filename.startswith("<ipython-input-"):
-            continue
-        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
-        label = f"cell In[{where}]" if where is not None else "your cell"
-        lines.append(f"  {label}, line {frame.lineno}, in {frame.name}: {source}")
-    return "\n".join(lines[-limit:])
-
-
-def _cell_files() -> dict:
-    """IPython's map of the files it compiled notebook cells into -> their execution count ({} outside IPython)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return {}
-    ip = get_ipython()
-    return dict(getattr(getattr(ip, "compile", None), "_filename_map", None) or {})
 
 
 @dataclass
