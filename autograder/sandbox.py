@@ -130,13 +130,22 @@ def _private_tmpfs(target: str, *, size_mb: int, inodes: int) -> None:
 
 
 def python_paths() -> list:
-    """What the kernel's Python needs, as real paths: the installation, the venv and anything else on sys.path."""
+    """What the kernel's Python needs, as (real path, path inside the sandbox) pairs: the installation, the venv
+    and everything else on sys.path, each at its real path and, when it was reached through a symlink (a `.venv`
+    that links to a venv elsewhere), at that path too."""
     not_python = {os.path.realpath(p) for p in [os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)] if p}
-    paths = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
-    for entry in sys.path:  # the working folder and PYTHONPATH (the course, the lessons) are not bound
-        if entry and os.path.isabs(entry) and os.path.exists(entry) and os.path.realpath(entry) not in not_python:
-            paths.add(os.path.realpath(entry))
-    return sorted(p for p in paths if not any(p.startswith(q + os.sep) for q in paths if q != p))
+    wanted = [sys.base_prefix, sys.prefix]
+    wanted += [entry for entry in sys.path if entry and os.path.isabs(entry) and os.path.exists(entry)
+               and os.path.realpath(entry) not in not_python]  # the working folder and the course are not bound
+    pairs = set()
+    for path in wanted:
+        real = os.path.realpath(path)
+        pairs |= {(real, real), (real, os.path.abspath(path))}
+
+    def covered(src, dest):
+        return any(dest.startswith(d + os.sep) and src == s + dest[len(d):] for s, d in pairs if d != dest)
+
+    return sorted(p for p in pairs if not covered(*p))
 
 
 def kernel_python() -> str:
@@ -161,19 +170,20 @@ def bwrap_command(*, library: str, scratch: str, channel: str, isolation: str) -
     for name in _ETC:
         if os.path.exists(f"/etc/{name}"):
             cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    binds = [(path, path) for path in python_paths()] + [(library, KERNEL_LIBRARY)]
-    # Folders above the binds: bubblewrap would make them 0700 (root's), which the notebook's uid cannot enter.
-    cmd += _folders_above([dest for _, dest in binds])
-    for src, dest in binds:
-        cmd += ["--ro-bind", src, dest]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
+    # The writable places first: what is bound below may live under /tmp (a course cloned there, its venv).
     if isolation == "uid":  # the limited tmpfs the launcher mounted
         for place in ("/tmp", "/var/tmp", "/dev/shm"):
             cmd += ["--bind", f"{scratch}/tmp", place]
         cmd += ["--bind", f"{scratch}/home", HOME]
     else:  # no privilege to mount a tmpfs with an inode limit: bubblewrap's own, limited in size
         cmd += ["--size", str(64 << 20), "--tmpfs", "/tmp", "--dir", "/var/tmp", "--dir", HOME]
-    cmd += _folders_above([channel]) + ["--bind", channel, channel]
+    binds = python_paths() + [(library, KERNEL_LIBRARY)]
+    # Folders above the binds: bubblewrap would make them 0700 (root's), which the notebook's uid cannot enter.
+    cmd += _folders_above([dest for _, dest in binds] + [channel])
+    for src, dest in binds:
+        cmd += ["--ro-bind", src, dest]
+    cmd += ["--bind", channel, channel]
     return cmd + ["--chdir", HOME + ("/work" if isolation == "uid" else "")]
 
 

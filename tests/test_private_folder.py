@@ -3,8 +3,9 @@
 A fresh clone in a ``mktemp -d`` folder (mode 0700) or in root's home is where a new user starts. The sandbox
 uid cannot enter such a folder, so the kernels must get what they need some other way (bubblewrap binds the
 Python installation and a world-readable copy of the kernel library at their own places). This test copies the
-course into a 0700 folder, makes its ``.venv`` a symlink to the venv running the tests, puts the class there
-too, and runs the grading command from the copy, as a user would.
+course into a 0700 folder under /tmp (which the kernel sees as its own throw-away tmpfs), makes its ``.venv`` a
+symlink to a venv made in that folder too, puts the class there as well, and runs the grading command from the
+copy, as a user would.
 """
 
 from __future__ import annotations
@@ -25,10 +26,21 @@ LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]
 
 
-def _copy_course(dest: Path) -> Path:
+def _venv_under(folder: Path) -> Path:
+    """A venv inside ``folder`` that reaches the packages of the venv running the tests (a .pth file): the
+    kernels' Python then lives under the private folder, as in a fresh clone that made its own .venv."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    real = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
+    site = next(venv.glob("lib/python*/site-packages"))
+    (site / "course-packages.pth").write_text("\n".join(real) + "\n")
+    return venv
+
+
+def _copy_course(dest: Path, venv: Path) -> Path:
     for name in ("autograder", "solutions", "lessons"):
         shutil.copytree(course.ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / ".venv").symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+    (dest / ".venv").symlink_to(venv, target_is_directory=True)
     return dest
 
 
@@ -36,7 +48,7 @@ def test_a_course_under_a_private_folder_with_a_symlinked_venv_grades_everyone_c
     private = tmp_path / "home"
     private.mkdir(mode=0o700)
     os.chmod(private, 0o700)
-    copy = _copy_course(private / "course")
+    copy = _copy_course(private / "course", _venv_under(private))
     for path in copy.rglob("*.py"):  # as a clone made with umask 077 leaves them
         os.chmod(path, 0o600)
     klass = private / "class"
@@ -44,7 +56,8 @@ def test_a_course_under_a_private_folder_with_a_symlinked_venv_grades_everyone_c
     course.write_notebook(submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
                           klass / "bob" / f"{LESSON}.ipynb")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PATH")}
-    env.update(PYTHONPATH=str(copy), PATH=f"{copy / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+    tools = Path(sys.executable).parent  # nbgrader runs `alembic`, installed beside the tests' interpreter
+    env.update(PYTHONPATH=str(copy), PATH=os.pathsep.join([str(copy / ".venv" / "bin"), str(tools), env.get("PATH", "")]))
     proc = subprocess.run([str(copy / ".venv" / "bin" / "python"), "-m", "autograder.grade", str(klass),
                            "--out", str(private / "grading"), "--lessons", "01", "--workers", "2", "--quiet"],
                           cwd=copy, env=env, capture_output=True, text=True, timeout=600)
