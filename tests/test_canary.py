@@ -19,6 +19,7 @@ import pytest
 
 from autograder import course, grade, submissions
 from autograder.grading import canary, intake
+from autograder.grading.settings import COURSE_ID
 
 LESSON = "01_warmup"
 BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"
@@ -97,7 +98,7 @@ def test_a_failed_canary_loses_nothing_and_the_repaired_course_grades_everyone(r
     assert not (out / "canary" / f"{LESSON}.ipynb").exists()
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", grade.COURSE_ID) as gb:
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
         assert sorted(s.id for s in gb.students) == ["alice", "bob"]
 
 

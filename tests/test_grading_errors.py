@@ -26,7 +26,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograder import course, grade, submissions
-from autograder.grading import dburl, intake, outcome
+from autograder.grading import dburl, intake, outcome, workspace
 from autograder.grading.execute import KERNEL_DIED, NOT_RUN
 from run_once import once
 
@@ -123,7 +123,7 @@ def test_a_database_password_stays_out_of_make_and_the_command_line(tmp_path, ca
             "postgresql://grader@other:5432/gradebook"  # another server never gets this password
     finally:
         del os.environ[dburl.ENV]
-    lines = grade._config_lines(grade.Settings(out=str(tmp_path), lessons=[LESSON], db_url=url))
+    lines = workspace.config_lines(grade.Settings(out=str(tmp_path), lessons=[LESSON], db_url=url))
     assert "s3cr3t-pw" not in lines and "with_password(" in lines
 
 
@@ -148,7 +148,7 @@ def _batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     for student in ("alice", "bob", "o'brien"):
         course.write_notebook(submissions.fill(LESSON), root / student / f"{LESSON}.ipynb")
-    grade.prepare_course(grade.Settings(out=str(out), lessons=[LESSON], timeout=30), log=print)
+    workspace.prepare_course(grade.Settings(out=str(out), lessons=[LESSON], timeout=30), log=print)
     gradebook = out / "course" / "gradebook.db"
     with sqlite3.connect(gradebook) as db:  # A: the gradebook refuses bob's submission
         db.execute("CREATE TRIGGER refuse_bob BEFORE INSERT ON submitted_assignment WHEN NEW.student_id = 'bob' "

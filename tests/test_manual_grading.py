@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, submissions
+from autograder.grading.settings import COURSE_ID
 from run_once import once
 
 LESSON = "05_exercises"
@@ -43,7 +44,7 @@ def _batch(base: Path) -> dict:
     for student in ("alice", "bob"):
         course.write_notebook(submissions.fill(LESSON), root / student / f"{LESSON}.ipynb")
     runs = {"first": _cli(root, out)}
-    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", grade.COURSE_ID) as gb:
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
         for cell, points in MANUAL.items():  # what formgrader's grade handler does
             found = gb.find_grade(cell, LESSON, LESSON, "alice")
             found.manual_score, found.needs_manual_grade = points, False

@@ -19,6 +19,7 @@ import pytest
 
 from autograder import course, grade, submissions
 from autograder.bugs import by_id
+from autograder.grading.settings import COURSE_ID
 
 LESSON = "01_warmup"
 REQUIRED = os.environ.get("AUTOGRADER_REQUIRE_POSTGRES") == "1"
@@ -89,7 +90,7 @@ def test_a_class_graded_in_parallel_into_postgresql(postgres_url, tmp_path):
     assert outcome["graded"] == 3
     with (tmp_path / "out" / "grades.csv").open() as fh:
         assert {r["student"]: float(r[f"{LESSON} score"]) for r in csv.DictReader(fh)} == expected
-    with Gradebook(settings.db_url, grade.COURSE_ID) as gb:  # the grades live in PostgreSQL, not in a SQLite file
+    with Gradebook(settings.db_url, COURSE_ID) as gb:  # the grades live in PostgreSQL, not in a SQLite file
         assert {s: float(gb.find_submission(LESSON, s).score) for s in expected} == expected
         assert sorted(s.id for s in gb.students) == sorted(expected)  # the canary student was removed again
     assert not (tmp_path / "out" / "course" / "gradebook.db").exists()

@@ -1,3 +1,14 @@
-"""Grading a whole class: input layouts (``intake``), the hardened execute step (``execute``), the static scan for
-suspicious code (``scan``), per-notebook findings (``findings``) and the report (``report``). The command itself is
-``python -m autograder.grade`` (``autograder/grade.py``)."""
+"""Everything the grading command does; the command line itself is ``python -m autograder.grade``
+(``autograder/grade.py``), which runs these steps in order.
+
+* ``settings``: the settings of a run, the course id and the exit statuses;
+* ``intake``: the submissions' layouts, read into a roster;
+* ``workspace``: the grading course folder, its kernelspec and the copies of the notebooks (``stage``);
+* ``canary``: the model answers graded first, through the same pipeline;
+* ``worker``: nbgrader's steps per (student, lesson) over the worker processes; ``state``: their records;
+* what nbgrader runs, as ``autograder/nbgrader_config.py`` declares it: ``execute`` (sandboxed kernels; ``uids``,
+  ``cgroups``), ``hidden_tests`` and ``learner_errors`` (autograde), ``feedback_page`` (feedback; ``page_safety``);
+* flags and statuses: ``scan``, ``findings``, ``outcome``, ``marks``;
+* ``results`` (the grades read back) and ``report`` (grades.csv, report.html, the export); ``dburl``: the
+  gradebook's URL without its password.
+"""

@@ -5,7 +5,7 @@ A grading environment can break in ways that look, from the grades alone, like a
 that cannot import the course, a sandbox that cannot start a kernel, a machine too slow for ``--timeout``, hidden
 checks that disagree with the model answers. The canary puts one completed notebook per lesson (the lesson's
 student notebook with every answer cell filled from ``solutions/``, ``submissions.fill``) through exactly the
-pipeline the students go through: ``grade.run_tasks`` and ``grade.grade_one``, in the same course folder and
+pipeline the students go through: ``worker.run_tasks`` and ``worker.grade_one``, in the same course folder and
 gradebook, with the same kernelspec, sandbox uid, limits and preprocessors. Each lesson's canary is its own student
 (``_canary-<lesson>``), so the lessons are graded in parallel over ``--workers``.
 
@@ -17,7 +17,6 @@ folder, so they appear in no grade, report or export. A failing canary's graded 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import course, submissions
+from autograder.grading.settings import COURSE_ID
 
 PREFIX = "_canary-"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -64,7 +64,7 @@ def folder(out) -> Path:
 
 def check(s, log=print) -> Outcome:
     """Grade the model answers of ``s.lessons``; raise ``CanaryFailed`` unless every one earns full marks."""
-    from autograder import grade  # the command's own pipeline (imported here: autograder.grade imports this module)
+    from autograder.grading import worker, workspace  # the command's own pipeline (imported here: it imports this)
 
     started = time.monotonic()
     ids = {lesson: student_id(lesson) for lesson in s.lessons}
@@ -72,10 +72,10 @@ def check(s, log=print) -> Outcome:
     remove(s, ids.values())  # what a killed run may have left
     for lesson, cid in ids.items():
         submissions.write_submission(s.course_root, cid, lesson, submissions.fill(lesson))
-    grade.ensure_students(s, ids.values())
+    workspace.ensure_students(s, ids.values())
     log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
     try:
-        grade.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
+        worker.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
         problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
     finally:
         remove(s, ids.values())
@@ -89,10 +89,8 @@ def remove(s, ids) -> None:
     """Take the canary students out of the gradebook and the course folder (their records stay in OUT/canary)."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import grade
-
     ids = list(ids)
-    with Gradebook(s.gradebook_url, grade.COURSE_ID) as gb:
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         for cid in ids:
             try:
                 gb.remove_student(cid)
@@ -110,11 +108,11 @@ def _problem(s, lesson: str, cid: str) -> str:
     """'' when the canary of ``lesson`` earned every autograded point, else the sentence and the first error."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    from autograder import grade
+    from autograder.grading import state  # imported here: it imports this module
 
     lost, total = [], 0.0
     try:
-        with Gradebook(s.gradebook_url, grade.COURSE_ID) as gb:
+        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
             for nb in gb.find_submission(lesson, cid).notebooks:
                 for g in nb.grades:
                     if g.auto_score is None:  # a written answer waiting for the instructor
@@ -133,11 +131,7 @@ def _problem(s, lesson: str, cid: str) -> str:
         shutil.copyfile(graded_nb, keep)
         first = first_error(nbformat.read(graded_nb, as_version=4))
     else:
-        record = {}
-        try:
-            record = json.loads(grade._state_path(s, cid, lesson).read_text())
-        except (OSError, ValueError):
-            pass
+        record = state.read(s, cid, lesson) or {}
         text = " | ".join(record.get("flags", [])) or "nbgrader wrote no graded notebook"
         first = {"cell": "", "kind": "nbgrader", "ename": "", "evalue": text, "traceback": ""}
     points = (f"lost {sum(p for _, p in lost):g} of its {total:g} autograded points "

@@ -19,7 +19,7 @@ Each (student, lesson) ends in one status:
 
 A learner cell placed before the setup cell that breaks it is the learner's doing: that notebook keeps its marks.
 The other grading errors (nbgrader's step failed, the kernel could not start, a gradebook write failed) come from
-nbgrader's result, not the notebook (``autograder/grade.py``).
+nbgrader's result, not the notebook (``autograder/grading/worker.py``).
 """
 
 from __future__ import annotations

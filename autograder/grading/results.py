@@ -1,0 +1,95 @@
+"""Reading the grades back: one row per student, from intake, the state records and the gradebook.
+
+A row holds, per lesson, its status (``autograder/grading/outcome.py``), score, maximum, autograded, manual and
+pending points and the reason of a grading error, then the student's total (None when any lesson's score is
+unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. ``report`` writes
+the rows out.
+"""
+
+from __future__ import annotations
+
+from autograder.grading import intake, marks, outcome, state
+from autograder.grading.settings import COURSE_ID, Settings
+
+
+def lesson_maxima(s: Settings) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
+
+
+def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson: str, maximum: float):
+    """(one lesson's marks and status, flags) of one student, from intake, the state record and the gradebook."""
+    from nbgrader.api import MissingEntry
+
+    entry = roster.entries[student][lesson]
+    cell = {"status": outcome.NOT_YET, "score": None, "max": maximum, "auto": None, "manual": None, "pending": 0.0,
+            "reason": ""}
+    flags = []
+    if entry.status != "ok":
+        flags.append(f"{lesson}: {entry.status}: {entry.note}")
+    if not entry.gradable:  # the learner's: no notebook, or not a notebook
+        cell.update(status=entry.status, score=0.0, auto=0.0)
+        return cell, flags
+    record = state.read(s, student, lesson)
+    if record is None:
+        flags.append(f"{lesson}: not graded yet (run the command again)")
+        return cell, flags
+    flags += [f"{lesson}: {flag}" for flag in record["flags"]]
+    if not record.get("graded"):
+        reason = record.get("reason") or "; ".join(record["flags"][:1]) or "unknown"
+        cell.update(status=outcome.GRADING_ERROR, reason=reason)
+        flags.insert(0, f"{lesson}: grading error (not the learner's; score left empty, retried next run): {reason}")
+        return cell, flags
+    try:
+        got = marks.marks(gb, lesson, student)
+    except MissingEntry:
+        cell.update(status=outcome.GRADING_ERROR, reason="missing from the gradebook")
+        flags.insert(0, f"{lesson}: grading error: missing from the gradebook")
+        return cell, flags
+    cell.update(score=got["score"], auto=got["auto"], manual=got["manual"] if got["manual_cells"] else None,
+                pending=got["pending"], status=outcome.PENDING if got["pending"] else outcome.GRADED)
+    if got["pending"]:
+        flags.append(f"{lesson}: {fmt(got['pending'])} points of written answers awaiting the instructor "
+                     f"({', '.join(got['pending_cells'])}; grade them in formgrader, then run again)")
+    return cell, flags
+
+
+def read_rows(s: Settings, roster: intake.Roster) -> list:
+    """One row per student: marks read back from the gradebook, status and flags from intake and the state."""
+    from nbgrader.api import Gradebook
+
+    maxima = lesson_maxima(s)
+    rows = []
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        for student in roster.students:
+            row = {"student": student, "folder": roster.folders.get(student, student), "lessons": {}, "flags": []}
+            for lesson in s.lessons:
+                row["lessons"][lesson], flags = _lesson_result(gb, s, roster, student, lesson, maxima[lesson])
+                row["flags"] += flags
+            scores = [c["score"] for c in row["lessons"].values()]
+            row["total"] = None if None in scores else sum(scores)
+            row["max_total"] = sum(maxima.values())
+            row["pending"] = sum(c["pending"] for c in row["lessons"].values())
+            rows.append(row)
+    return rows
+
+
+def grading_errors(rows: list) -> list:
+    """(student, lesson, reason) of every grading error."""
+    return [(r["student"], lesson, c["reason"]) for r in rows for lesson, c in r["lessons"].items()
+            if c["status"] == outcome.GRADING_ERROR]
+
+
+def fmt(x) -> str:
+    """Points as every output writes them: no trailing zeros, and nothing for an unknown score."""
+    return "" if x is None else f"{x:g}"
+
+
+def percent(row: dict):
+    """Total over the points that are marked (pending written answers left out); None if a score is unknown."""
+    marked = row["max_total"] - row["pending"]
+    if row["total"] is None or marked <= 0:
+        return None
+    return 100 * row["total"] / marked

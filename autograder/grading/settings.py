@@ -1,0 +1,74 @@
+"""The grading command's settings, the course id nbgrader files the grades under, and its exit statuses.
+
+``Settings`` is what a run depends on; its ``key`` changes whenever grades made under older settings would no longer
+be valid (``workspace.prepare_course`` then rebuilds the course and regrades everything). Workers receive it as a
+dict and rebuild it (``worker._init_worker``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import course, sandbox
+from autograder.grading import dburl
+
+COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
+EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY = 2, 3, 4, 5, 6
+EXIT_HELP = """exit status:
+  0  every notebook graded (written answers may still await manual grading: see the report)
+  2  the submissions' layout was not understood, or a bad option (the message says what to do)
+  3  the original submissions changed during grading
+  4  grading errors: the grader failed on some notebooks (not the learners); their scores are left empty and
+     listed first in report.html; fix the cause and run the command again, which grades only those
+  5  this machine cannot grade safely as set up (e.g. root without bubblewrap); nothing was graded
+  6  the canary failed: the lessons' own model answers did not earn full marks here, so no student was graded;
+     the message says what broke and how to fix it"""
+
+
+class SetupError(RuntimeError):
+    """This machine cannot grade safely as set up; the message says what to install or change."""
+
+
+@dataclass
+class Settings:
+    out: str
+    lessons: list
+    db_url: str = ""
+    workers: int = 1
+    timeout: int = 60
+    memory_mb: int = 2048
+    max_output: int = 1_000_000
+    notebook_timeout: int = 300
+    isolation: str = field(default_factory=sandbox.isolation_level)
+
+    def __post_init__(self):
+        self.db_url = normalize_db_url(self.db_url)
+
+    @property
+    def course_root(self) -> Path:
+        return Path(self.out) / "course"
+
+    @property
+    def gradebook_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.course_root / 'gradebook.db'}"
+
+    def key(self) -> str:
+        """Changes whenever grades made under the old settings would no longer be valid."""
+        parts = [json.dumps([self.lessons, dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
+                             self.max_output, self.notebook_timeout, self.isolation])]
+        parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
+        parts += [p.read_text(encoding="utf-8") for p in sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def normalize_db_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3 to SQLAlchemy 2.1; use the psycopg2 driver we install when that is absent."""
+    if url.startswith(("postgresql://", "postgres://")):
+        import importlib.util
+
+        if importlib.util.find_spec("psycopg") is None:
+            return "postgresql+psycopg2://" + url.split("://", 1)[1]
+    return url

@@ -1,0 +1,37 @@
+"""The record of each graded (student, lesson): nothing is lost.
+
+Each (student, lesson) is recorded in ``DIR/state/<student>/<lesson>.json`` as soon as it is graded (the canary's in
+``DIR/canary/``, ``canary.folder``): its submission's hash, the settings key, status, score, flags and the written
+answers the instructor graded. Running the command again grades only what is new, changed or unfinished (a batch
+killed halfway resumes; ``workspace.stage`` decides) and rebuilds the outputs from these records and the gradebook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from autograder.grading import canary
+from autograder.grading.settings import Settings
+
+
+def path(s: Settings, student: str, lesson: str) -> Path:
+    folder = canary.folder(s.out) if canary.is_canary(student) else Path(s.out) / "state"
+    return folder / student / f"{lesson}.json"
+
+
+def read(s: Settings, student: str, lesson: str):
+    """The record of (student, lesson), or None if there is none (or it cannot be read)."""
+    try:
+        return json.loads(path(s, student, lesson).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write(s: Settings, student: str, lesson: str, record: dict) -> None:
+    target = path(s, student, lesson)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(tmp, target)  # atomic: a killed run leaves either the old record or the new one

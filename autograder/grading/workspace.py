@@ -1,0 +1,185 @@
+"""The grading course folder, ``DIR/course``, and the sandbox its kernels start in.
+
+``prepare_course`` builds the course from the lesson sources (rebuilt, and every grade redone, when lessons, hidden
+checks or settings change), appends the grading settings to its ``nbgrader_config.py`` (the autograde pipeline
+itself is declared once, in ``autograder/nbgrader_config.py``), installs the sandboxed kernelspec with the only
+course modules a kernel may import, and releases the lessons. ``stage`` copies every notebook still to grade into
+``course/submitted`` (the originals are only read), with the flags read from the original.
+
+Safety: kernels start through ``autograder.sandbox`` (as root: bubblewrap namespaces, a uid and a control group of
+their own per notebook, no network, a file system of read-only binds), cells are stopped after ``--timeout``
+seconds and notebooks after ``--notebook-timeout``, output is capped, a dead kernel costs only the cells it did not
+run (``autograder/grading/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
+``preflight`` refuses to grade as root without bubblewrap; ``isolation_notes`` says in the report what a weaker
+sandbox did not bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from autograder import course, sandbox
+from autograder.grading import cgroups, dburl, findings, intake, scan, state
+from autograder.grading.settings import COURSE_ID, Settings, SetupError
+
+KERNEL_MODULES = ("__init__.py", "hidden_cell.py", "sandbox.py")
+
+
+def config_lines(s: Settings) -> str:
+    lines = [
+        "# Grading settings written by autograder/grading/workspace.py",
+        "# the autograde pipeline itself is declared once, in autograder/nbgrader_config.py (loaded above)",
+        f"c.Execute.timeout = {int(s.timeout)}",
+        f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
+        "c.Execute.shutdown_kernel = 'immediate'  # every output is in; a graceful stop costs ~1 s per notebook",
+        f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
+        f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
+        f"c.SafeExecute.isolation = {s.isolation!r}",
+        f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",
+        "c.Autograde.create_student = False",
+        f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+    ]
+    if s.db_url:  # no password here: it comes from the environment when nbgrader loads this file
+        lines += ["from autograder.grading.dburl import with_password",
+                  f"c.CourseDirectory.db_url = with_password({dburl.without_password(s.db_url)!r})"]
+    return "\n".join(lines) + "\n"
+
+
+def grading_env(s: Settings) -> dict:
+    """The environment of nbgrader's steps: the course's own kernelspec first on ``JUPYTER_PATH``."""
+    env = course.nbgrader_env()
+    env["JUPYTER_PATH"] = os.pathsep.join([str(Path(s.out) / "jupyter")] + [p for p in [env.get("JUPYTER_PATH")] if p])
+    return env
+
+
+def prepare_course(s: Settings, log) -> None:
+    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change."""
+    out = Path(s.out)
+    marker = out / "course.json"
+    key = s.key()
+    if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
+            (s.course_root / "release").is_dir():
+        return
+    if marker.exists():
+        log("lessons, hidden checks or settings changed since the last run: regrading everything")
+        _keep_gradebook(s, log)
+    shutil.rmtree(s.course_root, ignore_errors=True)
+    shutil.rmtree(out / "state", ignore_errors=True)
+    course.make_course(s.course_root, s.lessons, generate=False)
+    config = s.course_root / "nbgrader_config.py"
+    with config.open("a", encoding="utf-8") as fh:
+        fh.write(config_lines(s))
+    os.chmod(config, 0o600)
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
+                               library=write_kernel_library(out / "kernel-library"), isolation=s.isolation)
+    # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s), capture_output=True)
+    proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+    marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+
+
+def _keep_gradebook(s: Settings, log) -> None:
+    """Before a rebuild, keep the old SQLite gradebook (it may hold manual grades) beside the results."""
+    old = s.course_root / "gradebook.db"
+    if not s.db_url and old.exists():
+        kept = Path(s.out) / "previous-gradebooks" / time.strftime("gradebook-%Y%m%d-%H%M%S.db")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(old, kept)
+        log(f"the previous gradebook (with any manual grades) is kept as {kept}")
+
+
+def stage(s: Settings, roster: intake.Roster) -> dict:
+    """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
+
+    The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original. The copy
+    gets the released nbgrader metadata back on every locked cell it still has: nbgrader would otherwise refuse the
+    whole notebook ("inconsistent checksums") and the learner's honest work would score nothing; nbgrader then
+    restores the cells' sources itself.
+    """
+    import nbformat
+
+    todo = {}
+    key = json.loads((Path(s.out) / "course.json").read_text())["key"]
+    released = {lesson: nbformat.read(s.course_root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+                for lesson in s.lessons}
+    for student, entries in roster.entries.items():
+        for lesson, entry in entries.items():
+            dest = s.course_root / "submitted" / student / lesson / f"{lesson}.ipynb"
+            if not entry.gradable:
+                if dest.exists():
+                    dest.unlink()
+                continue
+            digest = intake.file_hash(entry.path)
+            record = state.read(s, student, lesson)
+            if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
+                    and dest.exists():  # done before; failed ones are tried again
+                continue
+            nb = nbformat.read(entry.path, as_version=4)
+            flags = findings.structure_flags(nb, released[lesson])
+            flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+            course.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+            stamp = entry.path.parent / "timestamp.txt"  # `nbgrader collect` keeps it: late penalties use it
+            if stamp.is_file() and entry.path.parent.name == lesson:
+                shutil.copyfile(stamp, dest.parent / "timestamp.txt")
+            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
+    return todo
+
+
+def ensure_students(s: Settings, students) -> None:
+    """Create every student in the gradebook before going parallel (first use of a database must not race)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        for student in students:
+            gb.update_or_create_student(student)
+
+
+def write_kernel_library(dest: Path) -> Path:
+    """The only course modules a graded kernel can import, copied where the sandbox binds them read-only: what the
+    hidden cells call (``autograder/hidden_cell.py``), the launcher's last step (``autograder/sandbox.py``) and the
+    learner's helper module. No reference, hidden test or bug catalog: those stay with the grader. (Copies, made
+    world-readable: the course itself may sit in a folder, or have files, that the sandbox uid cannot read.)"""
+    shutil.rmtree(dest, ignore_errors=True)
+    (dest / "autograder").mkdir(parents=True)
+    for module in KERNEL_MODULES:
+        shutil.copyfile(course.ROOT / "autograder" / module, dest / "autograder" / module)
+    for helper in course.HELPERS:
+        shutil.copyfile(course.LESSONS / helper, dest / helper)
+    for path in [dest, *dest.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return dest
+
+
+def preflight(s: Settings) -> None:
+    """As root, kernels must be isolated: refuse to grade without bubblewrap rather than run them as root."""
+    if os.geteuid() == 0 and s.isolation != "uid":
+        raise SetupError("grading as root needs bubblewrap to isolate each kernel (Debian/Ubuntu: "
+                           "`apt-get install bubblewrap`); without it a notebook would run as root")
+
+
+ISOLATION_NOTES = {
+    "uid": "",
+    "userns": ("Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, "
+               "no other process or file of the machine, but no separate uid and no control group (memory in "
+               "tmpfs and the CPU share are not bounded). Grade as root for the full sandbox."),
+    "none": ("Kernels ran as the user who ran this command, without bubblewrap: they were limited (memory, "
+             "time, output) but could read and write that user's files and reach the network; the originals' "
+             "hashes were checked. Install bubblewrap, or grade as root, for the full sandbox."),
+}
+
+
+def isolation_notes(s: Settings) -> list:
+    """What the report says about a sandbox weaker than the full one (nothing for the full one)."""
+    notes = [ISOLATION_NOTES[s.isolation]] if ISOLATION_NOTES[s.isolation] else []
+    if s.isolation == "uid" and not cgroups.available():
+        notes.append("No writable cgroup file system: each kernel's address space, processes and CPU time were "
+                     "limited, but memory held in tmpfs files or IPC objects and its CPU share were not.")
+    return notes
