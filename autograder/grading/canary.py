@@ -17,7 +17,6 @@ folder, so they appear in no grade, report or export. A failing canary's graded 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
@@ -132,7 +131,8 @@ def _problem(s, lesson: str, cid: str) -> str:
         first = first_error(nbformat.read(graded_nb, as_version=4))
     else:
         record = state.read(s, cid, lesson) or {}
-        text = " | ".join(record.get("flags", [])) or "nbgrader wrote no graded notebook"
+        text = " | ".join([record["reason"]] if record.get("reason") else []
+                          + record.get("flags", [])) or "nbgrader wrote no graded notebook"
         first = {"cell": "", "kind": "nbgrader", "ename": "", "evalue": text, "traceback": ""}
     points = (f"lost {sum(p for _, p in lost):g} of its {total:g} autograded points "
               f"({', '.join(name for name, _ in lost)})" if lost else "was not graded")
@@ -156,26 +156,16 @@ def first_error(nb) -> dict:
     return {"cell": "", "kind": "", "ename": "", "evalue": "no cell shows an error", "traceback": ""}
 
 
-def unreadable_ancestor(path) -> str:
-    """The first folder on the way to ``path`` that the sandbox user (a uid that owns nothing) cannot enter, or ''."""
-    parts = Path(os.path.realpath(path)).parts
-    for i in range(1, len(parts) + 1):
-        if not os.stat(Path(*parts[:i])).st_mode & 0o001:
-            return str(Path(*parts[:i]))
-    return ""
-
-
 def diagnose(s, lesson: str, first: dict) -> str:
     """One plain sentence: what broke, and the fix."""
     ename, evalue, kind = first["ename"], first["evalue"], first["kind"]
     text = f"{ename}: {evalue}"
     missing = re.search(r"No module named '([\w.]+)'", text)
     if missing and missing.group(1).split(".")[0] in _COURSE_MODULES:
-        blocked = unreadable_ancestor(course.ROOT)
-        where = (f"the folder {blocked} above it is not readable by the sandbox user" if blocked else
-                 "the sandbox user cannot read the course folder or one above it")
-        return (f"Kernels cannot import the course ({missing.group(1)}): {where}; make every folder on the way to "
-                f"{course.ROOT} enterable by others (chmod o+x) or move the course to such a folder.")
+        return (f"Kernels cannot import the course's module {missing.group(1)}: the kernel library the command "
+                f"copies to {Path(s.out) / 'kernel-library'} lacks it or cannot be read; delete {s.out}/course.json "
+                "so the next run rebuilds the grading course, and check that the course itself is complete "
+                "(make check-lessons).")
     if missing:
         return (f"A package the lessons need ({missing.group(1)}) is missing from the kernels' Python; install the "
                 f"course's requirements (make venv) into that environment.")
@@ -196,7 +186,7 @@ def diagnose(s, lesson: str, first: dict) -> str:
                 f"for that limit; raise --timeout or lower --workers.")
     if "MemoryError" in ename:
         return (f"A model answer ran out of memory under --memory-mb {s.memory_mb}: raise --memory-mb.")
-    if kind == "test" or ename == "NotVerified":
+    if kind == "test":
         return (f"The hidden checks and the model answers disagree: {lesson}'s hidden test {first['cell']} fails on "
                 f"the model answer from solutions/{lesson}.py; make autograder/reference.py, autograder/checks/ and "
                 f"solutions/ agree (make test shows where).")
