@@ -34,6 +34,7 @@ def _venv_under(folder: Path) -> Path:
     real = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(p)]
     site = next(venv.glob("lib/python*/site-packages"))
     (site / "course-packages.pth").write_text("\n".join(real) + "\n")
+    (venv / "share").symlink_to(Path(sys.prefix) / "share")  # Jupyter's data files (nbconvert's templates)
     return venv
 
 
