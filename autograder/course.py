@@ -54,7 +54,7 @@ def nbgrader_metadata(header: dict, where: str) -> dict:
     if "points" in header:
         full["points"] = header["points"]
     for key, value in header.items():
-        if full[key] != value:
+        if full[key] != value or type(full[key]) is not type(value):
             raise SourceError(f"{where}: {key}={json.dumps(value)} contradicts the header's other keys "
                               f"({key}={json.dumps(full[key])} follows from them); a cell is graded when it has "
                               "points: state only grade_id, solution, points and locked")
