@@ -56,6 +56,9 @@ def _selfcheck():
     return course.import_helper(course.selfcheck_module(LESSON))
 
 
+SelfCheckFailed = course.import_helper("selfcheck_common").SelfCheckFailed
+
+
 # ------------------------------------------------------------------ fast: the checks on their own, no kernel
 def test_reference_passes_every_hidden_check():
     for function, tests in GRADED.items():
@@ -97,16 +100,16 @@ def test_visible_self_checks_catch_every_bug(bug_id):
     for check in checks:
         try:
             check(b.make())
-        except sc.SelfCheckFailed as exc:
+        except SelfCheckFailed as exc:
             failures.append(str(exc))
     assert failures, f"no visible self-check notices {bug_id}"
 
 
 def test_split_self_check_names_the_strided_and_no_transpose_layouts():
     sc = _selfcheck()
-    with pytest.raises(sc.SelfCheckFailed, match=r"head 0 holds columns \[0, 4, 8\].*\(T, d_head, n_heads\)"):
+    with pytest.raises(SelfCheckFailed, match=r"head 0 holds columns \[0, 4, 8\].*\(T, d_head, n_heads\)"):
         sc.check_split_heads(bugs.by_id("split_strided_heads").make())
-    with pytest.raises(sc.SelfCheckFailed, match="row 1 holds columns \\[3, 4, 5\\] of token 0"):
+    with pytest.raises(SelfCheckFailed, match="row 1 holds columns \\[3, 4, 5\\] of token 0"):
         sc.check_split_heads(bugs.by_id("split_no_transpose").make())
 
 
