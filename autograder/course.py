@@ -1,13 +1,14 @@
 """The lessons' single source (``solutions/*.py``) read into notebooks, and nbgrader course folders built from it.
 
-``solutions/NN_name.py`` is a jupytext percent script whose cell headers carry nbgrader's metadata. This module
-reads it, refuses a source with a malformed header, gives every cell a stable id, and writes nbgrader course
-folders (``source/NN_name/NN_name.ipynb`` plus an ``nbgrader_config.py`` that loads ours) for the build and for
-grading.
+``solutions/NN_name.py`` is a jupytext percent script whose cell headers state what differs per nbgrader cell
+(``nbgrader_metadata`` fills in the rest). This module reads it, refuses a source with a malformed header, gives
+every cell a stable id, and writes nbgrader course folders (``source/NN_name/NN_name.ipynb`` plus an
+``nbgrader_config.py`` that loads ours) for the build and for grading.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,12 +22,43 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 LESSONS = ROOT / "lessons"
 NBGRADER_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
-HELPERS = ("selfcheck.py",)  # learner-side modules, copied from solutions/ to lessons/
+# learner-side modules, copied from solutions/ to lessons/: one self-check module per lesson and their shared part
+HELPERS = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
+           "selfcheck_05.py", "selfcheck_06.py")
 LESSON_PATTERN = re.compile(r"^\d\d_[a-z0-9_]+\.py$")
 
 
 class SourceError(ValueError):
     """A lesson source cannot be built; the message names the file, the cell and the fix."""
+
+
+LIGHT_KEYS = ("grade_id", "solution", "points", "locked")  # what a `# %%` header states
+NBGRADER_CONSTANTS = {"schema_version": 3, "task": False}  # what every cell of this course has
+
+
+def nbgrader_metadata(header: dict, where: str) -> dict:
+    """nbgrader's full cell metadata from a light header (``grade_id``; ``solution``; ``points``; ``locked``).
+
+    A cell with ``points`` is graded (a setup cell may have 0); ``solution`` defaults to false; ``locked`` to
+    ``not solution``. A header may also spell out nbgrader's own keys (as nbgrader's toolbar writes them) if they
+    agree with these rules.
+    """
+    if "grade_id" not in header:
+        raise SourceError(f"{where}: nbgrader metadata lacks 'grade_id'")
+    unknown = sorted(set(header) - set(LIGHT_KEYS) - {"grade", *NBGRADER_CONSTANTS})
+    if unknown:
+        raise SourceError(f"{where}: unknown nbgrader key(s) {unknown}; a header states only {list(LIGHT_KEYS)}")
+    solution = header.get("solution", False)
+    full = {**NBGRADER_CONSTANTS, "grade": "points" in header, "grade_id": header["grade_id"],
+            "locked": header.get("locked", not solution), "solution": solution}
+    if "points" in header:
+        full["points"] = header["points"]
+    for key, value in header.items():
+        if full[key] != value or type(full[key]) is not type(value):
+            raise SourceError(f"{where}: {key}={json.dumps(value)} contradicts the header's other keys "
+                              f"({key}={json.dumps(full[key])} follows from them); a cell is graded when it has "
+                              "points: state only grade_id, solution, points and locked")
+    return full
 
 
 def lesson_sources():
@@ -41,8 +73,7 @@ def _header_cell(name: str) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_markdown_cell(
         f"<small>Built from `solutions/{name}.py` by `make lessons`; edit that file, not this notebook.</small>")
     cell["id"] = "generated_from"
-    cell.metadata["nbgrader"] = {"grade": False, "grade_id": "generated_from", "locked": True,
-                                 "schema_version": 3, "solution": False, "task": False}
+    cell.metadata["nbgrader"] = nbgrader_metadata({"grade_id": "generated_from"}, "the generated header cell")
     return cell
 
 
@@ -59,11 +90,9 @@ def read_source(path) -> nbformat.NotebookNode:
             raise SourceError(f"{where}: its `# %%` header is not valid JSON metadata "
                               f"({cell.metadata['incorrectly_encoded_metadata']!r}); fix the header, or a model "
                               "answer could be published")
-        meta = cell.metadata.get("nbgrader")
-        if meta:
-            for key in ("grade", "solution", "locked", "grade_id", "schema_version"):
-                if key not in meta:
-                    raise SourceError(f"{where}: nbgrader metadata lacks {key!r}")
+        if cell.metadata.get("nbgrader"):
+            meta = nbformat.from_dict(nbgrader_metadata(dict(cell.metadata["nbgrader"]), where))
+            cell.metadata["nbgrader"] = meta
             gid = meta["grade_id"]
             if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", gid):
                 raise SourceError(f"{where}: grade_id {gid!r} must be 1-64 letters, digits, '_' or '-'")
@@ -72,8 +101,9 @@ def read_source(path) -> nbformat.NotebookNode:
             seen[gid] = i
             if meta["solution"] and cell.cell_type == "code" and "### BEGIN SOLUTION" not in cell.source:
                 raise SourceError(f"{where}: a solution cell needs ### BEGIN SOLUTION / ### END SOLUTION")
-            if meta["grade"] and "points" not in meta:
-                raise SourceError(f"{where}: a graded cell needs points")
+            if not meta["solution"] and "### BEGIN SOLUTION" in cell.source:
+                raise SourceError(f"{where}: it holds a solution but its header lacks \"solution\": true, so "
+                                  "nbgrader would not treat it as an answer cell")
             if (meta["grade"] and not meta["solution"] and cell.cell_type == "code" and meta.get("points", 0) > 0
                     and f'hidden_cell.run("{gid}")' not in cell.source.split("### END HIDDEN TESTS")[0]):
                 raise SourceError(f"{where}: a graded test cell must grade through a hidden "
@@ -145,6 +175,22 @@ def make_course(course_root, lessons=None, *, generate=True):
         if missing:
             raise RuntimeError(f"nbgrader did not release {missing} in {course_root}")
     return course_root
+
+
+def selfcheck_module(lesson: str) -> str:
+    """The name of a lesson's self-check module (``selfcheck_01`` for ``01_warmup``): its setup cell imports it."""
+    return f"selfcheck_{lesson[:2]}"
+
+
+def import_helper(module: str):
+    """A learner-side helper module imported from ``solutions/`` by name, as a lesson's setup cell imports it."""
+    import importlib
+
+    sys.path.insert(0, str(SOLUTIONS))
+    try:
+        return importlib.import_module(module)
+    finally:
+        sys.path.remove(str(SOLUTIONS))
 
 
 def copy_helpers(dest):

@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 01 · Warm-up: softmax and scaled dot-product attention
 #
 # **Goals.** By the end of this lesson you can
@@ -26,7 +26,7 @@
 # a query or key, `d_v` the width of a value, `B` a batch, and a boolean `mask` in which **True marks a blocked
 # (query, key) pair**.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -36,9 +36,9 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from selfcheck import check_attention, check_attention_mask, check_softmax, check_softmax_stable
+from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "recall", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "recall"}
 # ## 1. Recall before you build
 #
 # Answer each question on paper or in your head first, then open **Check**.
@@ -66,7 +66,7 @@ from selfcheck import check_attention, check_attention_mask, check_softmax, chec
 # whatever the width. Lesson 04 measures this.
 # </details>
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "softmax_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "softmax_intro"}
 # ## 2. A softmax that does not overflow
 #
 # $\mathrm{softmax}(x)_i = e^{x_i} / \sum_j e^{x_j}$ turns any vector of scores into positive weights that sum
@@ -79,7 +79,7 @@ from selfcheck import check_attention, check_attention_mask, check_softmax, chec
 # - Use `keepdims=True` in the max and the sum so they broadcast back against `x`.
 # - Do not modify `x`; return a new array with the same shape and dtype (float32 in, float32 out).
 
-# %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "softmax", "solution": true}
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores."""
     ### BEGIN SOLUTION
@@ -89,21 +89,21 @@ def softmax(x, axis=-1):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "softmax_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "softmax_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("softmax_values")
 ### END HIDDEN TESTS
 # Self-check: known values, any axis, float32 kept.
 check_softmax(softmax)
 
-# %% nbgrader={"grade": true, "grade_id": "softmax_stable", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "softmax_stable", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("softmax_stable")
 ### END HIDDEN TESTS
 # Self-check: scores near 1e4 must not overflow.
 check_softmax_stable(softmax)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "saturation_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "saturation_intro"}
 # ### How softmax saturates as scores grow
 #
 # Take four fixed scores and multiply them all by a growing factor. The plot below uses *your* `softmax`.
@@ -132,7 +132,7 @@ ax_g.set(xscale="log", xlabel="score multiplier", ylabel="p (1 - p)", title="Gra
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "attention_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "attention_intro"}
 # ## 3. Scaled dot-product attention, with a mask
 #
 # Implement `scaled_dot_product_attention(Q, K, V, mask=None)` returning `(out, weights)`:
@@ -157,7 +157,7 @@ plt.show()
 # Use your `softmax`, scale by `math.sqrt(d_k)` (a Python float keeps float32 input float32), and do not modify
 # the inputs.
 
-# %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "scaled_dot_product_attention", "solution": true}
 def scaled_dot_product_attention(Q, K, V, mask=None):
     """softmax(Q K^T / sqrt(d_k)) V with blocked pairs (mask True) given weight 0. Returns (out, weights)."""
     ### BEGIN SOLUTION
@@ -170,21 +170,21 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "attention_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "attention_values", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("attention_values")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, the 1/sqrt(d_k) scale, out = weights @ V.
 check_attention(scaled_dot_product_attention)
 
-# %% nbgrader={"grade": true, "grade_id": "attention_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "attention_mask", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("attention_mask")
 ### END HIDDEN TESTS
 # Self-check: True = blocked, blocked weights exactly 0, rows renormalised, a 2-D mask broadcast over a batch.
 check_attention_mask(scaled_dot_product_attention)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "causal_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "causal_intro"}
 # ### See it: a causal mask on a short sentence
 #
 # A decoder may only look backwards, so query $t$ is blocked from every key after $t$: the mask is True above
@@ -213,7 +213,7 @@ fig.colorbar(im, ax=ax, label="weight")
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "summary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary
 #
 # - Attention is $\mathrm{softmax}(QK^\top/\sqrt{d_k})V$: each query's output is a weighted average of the value

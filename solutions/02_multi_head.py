@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 02 · The multi-head mechanism
 #
 # **Goals.** By the end of this lesson you can
@@ -31,7 +31,7 @@
 # W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask` in which
 # **True marks a blocked (query, key) pair**.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -45,9 +45,9 @@ import numpy as np
 from IPython.display import Image, display
 from matplotlib.colors import ListedColormap
 
-from selfcheck import (check_attention, check_attention_mask, check_concat_heads, check_mha_mask,
-                       check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
-                       check_softmax_stable, check_split_heads, check_sum_over_heads)
+from selfcheck_02 import (check_attention, check_attention_mask, check_concat_heads, check_mha_mask,
+                          check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
+                          check_softmax_stable, check_split_heads, check_sum_over_heads)
 
 
 def figure_png(fig):
@@ -57,7 +57,7 @@ def figure_png(fig):
     plt.close(fig)
     return Image(buffer.getvalue())
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "lesson01_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "lesson01_intro"}
 # ## 1. Bring your attention from lesson 01
 #
 # Every head runs the attention you wrote in lesson 01. Paste your `softmax` and `scaled_dot_product_attention`
@@ -67,7 +67,7 @@ def figure_png(fig):
 # a correct attention in place of yours, so a slip left over from lesson 01 is not charged twice. The pictures
 # and self-checks in this notebook do use your versions, so make the checks pass first.
 
-# %% nbgrader={"grade": false, "grade_id": "lesson01_functions", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "lesson01_functions", "solution": true}
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -96,7 +96,7 @@ check_softmax_stable(softmax)
 check_attention(scaled_dot_product_attention)
 check_attention_mask(scaled_dot_product_attention)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "why_heads", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "why_heads"}
 # ## 2. One attention, one view
 #
 # Attention gives each query a single set of weights over the keys, and its output is one weighted average of
@@ -138,7 +138,7 @@ check_attention_mask(scaled_dot_product_attention)
 # different linear views of the same tokens, and the same equation then produces different weights.
 # </details>
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "split_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "split_intro"}
 # ## 3. Splitting the columns into heads
 #
 # `split_heads(x, n_heads)` takes `x` of shape `(..., T, d_model)` and returns `(..., n_heads, T, d_head)` in which
@@ -154,7 +154,7 @@ check_attention_mask(scaled_dot_product_attention)
 # `ValueError` when `n_heads` does not divide `d_model`. Do not copy or convert the data: a reshape and a swap
 # keep the dtype.
 
-# %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "split_heads", "solution": true}
 def split_heads(x, n_heads):
     """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
     ### BEGIN SOLUTION
@@ -166,14 +166,14 @@ def split_heads(x, n_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "split_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "split_heads_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("split_heads_values")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head, one sequence and a batch, ValueError, dtype kept.
 check_split_heads(split_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "split_picture_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "split_picture_intro"}
 # ### See it: where each column goes
 #
 # Take 4 tokens with `d_model = 12` and 3 heads (`d_head = 4`). Every cell below is labelled `token,column` and
@@ -222,7 +222,7 @@ fig.suptitle("Labels are token,column: reshape then transpose keeps each head's 
 fig.tight_layout()
 display(figure_png(fig))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "concat_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "concat_intro"}
 # ## 4. Putting the heads back side by side
 #
 # `concat_heads(x)` is the exact inverse: `(..., n_heads, T, d_head)` in, `(..., T, n_heads * d_head)` out, with
@@ -230,7 +230,7 @@ display(figure_png(fig))
 # axis back behind `T`, then reshape. (The swap leaves a non-contiguous view; `reshape` copies when it has to, so
 # the result is right either way.)
 
-# %% nbgrader={"grade": false, "grade_id": "concat_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "concat_heads", "solution": true}
 def concat_heads(x):
     """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); the exact inverse of split_heads."""
     ### BEGIN SOLUTION
@@ -240,7 +240,7 @@ def concat_heads(x):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "concat_heads_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "concat_heads_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("concat_heads_values")
 ### END HIDDEN TESTS
@@ -251,7 +251,7 @@ check_concat_heads(concat_heads)
 # Your two helpers together: the split and the concatenation undo each other exactly.
 check_round_trip(split_heads, concat_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "output_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "output_intro"}
 # ## 5. The output projection $W^O$
 #
 # After concatenation, columns `i*d_head:(i+1)*d_head` of each token's row come from head $i$ and from nothing
@@ -271,7 +271,7 @@ check_round_trip(split_heads, concat_heads)
 # Implement `output_projection(heads, W_O)`: heads `(..., n_heads, T, d_head)`, `W_O` `(n_heads*d_head, d_model)`,
 # result `(..., T, d_model)`. Use your `concat_heads`.
 
-# %% nbgrader={"grade": false, "grade_id": "output_projection", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "output_projection", "solution": true}
 def output_projection(heads, W_O):
     """Concat(heads) @ W_O: (..., n_heads, T, d_head), W_O (n_heads*d_head, d_model) -> (..., T, d_model)."""
     ### BEGIN SOLUTION
@@ -285,14 +285,14 @@ def output_projection(heads, W_O):
 # (It calls your concat_heads through your output_projection: make the checks above pass first.)
 check_output_projection(output_projection)
 
-# %% nbgrader={"grade": true, "grade_id": "output_projection_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "output_projection_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("output_projection_values")
 ### END HIDDEN TESTS
 # Hidden tests of output_projection run here when your notebook is graded, with a correct concat_heads in place
 # of yours, so a slip in concat_heads costs points only once. Your self-check is the cell above.
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "mixing_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "mixing_intro"}
 # ### See it: without $W^O$ the heads cannot mix
 #
 # Change only head 1 and look at which output columns move. After plain concatenation only head 1's own 4
@@ -312,14 +312,14 @@ moved_proj = np.abs(output_projection(nudged, W_O_mix) - output_projection(heads
 print("columns changed by Concat alone:  ", np.flatnonzero(moved_concat))
 print("columns changed by Concat then W_O:", np.flatnonzero(moved_proj))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "sum_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "sum_intro"}
 # ### Your turn: $W^O$ as a sum over heads
 #
 # Write `output_projection_per_head(heads, W_O)` that never concatenates: loop over the heads and add up
 # `head_i @ W_O[i*d_head:(i+1)*d_head]`. The check after it compares your sum with the concatenated form on
 # random numbers. (This cell is not graded; it is the equation above, made concrete.)
 
-# %% nbgrader={"grade": false, "grade_id": "output_projection_per_head", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "output_projection_per_head", "solution": true}
 def output_projection_per_head(heads, W_O):
     """sum over i of heads[..., i, :, :] @ W_O[i*d_head:(i+1)*d_head], without concatenating."""
     ### BEGIN SOLUTION
@@ -340,7 +340,7 @@ summed = np.einsum("htd,hdm->tm", heads_mix, W_O_per_head)  # sum over heads h a
 print("einsum over per-head W_O matches output_projection:",
       np.allclose(summed, output_projection(heads_mix, W_O_mix)))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "mha_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "mha_intro"}
 # Some codebases store $W^O$ as `(n_heads, d_head, d_model)` and sum over heads, others concatenate and multiply
 # by a `(d_model, d_model)` matrix. You have just shown that these are the same map, with the same numbers in a
 # different shape.
@@ -362,7 +362,7 @@ print("einsum over per-head W_O matches output_projection:",
 # then `output_projection`. A `(T, T)` mask needs no special handling: it broadcasts against
 # `(..., n_heads, T, T)`. Do not modify any input.
 
-# %% nbgrader={"grade": false, "grade_id": "multi_head_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "multi_head_attention", "solution": true}
 def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     """Self-attention with n_heads heads. Returns (out (..., T, d_model), weights (..., n_heads, T, T))."""
     ### BEGIN SOLUTION
@@ -380,20 +380,20 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
 check_multi_head_attention(multi_head_attention)
 check_mha_mask(multi_head_attention)
 
-# %% nbgrader={"grade": true, "grade_id": "mha_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "mha_values", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("mha_values")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention without a mask. When graded, your layer runs with a correct split_heads,
 # concat_heads, output_projection and attention in place of yours: only the layer's own code is graded here.
 
-# %% nbgrader={"grade": true, "grade_id": "mha_mask", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "mha_mask", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("mha_mask")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention with masks: a (T, T) mask, a causal mask, a (B, 1, T, T) mask.
 
-# %% nbgrader={"grade": true, "grade_id": "mha_composition", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "mha_composition", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("mha_composition")
 ### END HIDDEN TESTS
@@ -401,7 +401,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("mha_composition")
 # output_projection, as the contract names them. A piece that is wrong on its own is charged in its own test
 # only, not again here.
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "sentence_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "sentence_intro"}
 # ## 7. Heads in action: "The bank approved the loan after the river bank flooded."
 #
 # No trained model here: we build the weights by hand, so you can read why each head does what it does, and run
@@ -487,7 +487,7 @@ def draw_head(ax, weights, head, title=None):
     return im
 
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "heads_figure_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "heads_figure_intro"}
 # All four heads with the hand-built weights and no mask. Head 0 puts its weight one step left of the diagonal:
 # every token looks at the token before it ("The", with nothing before it, spreads its weight evenly). Head 1
 # links the repeated words: the second "bank" looks at the first, each "the" at the other two. Heads 2 and 3,
@@ -511,7 +511,7 @@ fig.suptitle("Your multi_head_attention on hand-built weights")
 display(figure_png(fig))
 print("second 'bank' (query 8) in head 1 puts", round(float(weights_s[1, 8, 1]), 3), "on the first 'bank'")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "widget_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "widget_intro"}
 # ### Explore: one head at a time
 #
 # Pick a head and the layer's settings: the weights (hand-built, or random with one of two seeds), a causal mask,
@@ -551,7 +551,7 @@ def redraw(change):
 for control in controls.values():
     control.observe(redraw, names="value")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "random_heads_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "random_heads_intro"}
 # With random weights, do the heads still differ? They do: each reads different columns of the same random
 # matrices, so their scores differ before anyone trains them. Training only has to pull them further apart.
 
@@ -560,7 +560,7 @@ random_w = sentence_weights("random, seed 1")  # (n_heads, T, T)
 for a, b in [(0, 1), (2, 3)]:
     print(f"random heads {a} and {b}: largest difference in a weight {np.abs(random_w[a] - random_w[b]).max():.3f}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "batched_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "batched_intro"}
 # ## 8. A batch at once, and fused Q, K, V
 #
 # Because every axis in your functions is counted from the end, the same code takes a batch `(B, T, d_model)` and
@@ -577,7 +577,7 @@ one_by_one = [multi_head_attention(x_batch[b], *Ws_b, n_heads_s)[0] for b in ran
 print("out", out_b.shape, "weights", w_b.shape)
 print("batched equals one sequence at a time:", np.allclose(out_b, np.stack(one_by_one)))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "fused_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "fused_intro"}
 # **Fused QKV.** Many implementations glue `W_Q`, `W_K` and `W_V` side by side into one `(d_model, 3*d_model)`
 # matrix and compute `x @ W_QKV` once, then cut the `(B, T, 3*d_model)` result into Q, K and V (in an order that
 # must be written down: here Q, then K, then V). What this buys is speed: `x` is read once, and one large
@@ -593,7 +593,7 @@ separate = [x_batch @ W for W in Ws_b[:3]]
 print("fused Q, K, V equal the separate products:", all(np.allclose(f, s) for f, s in zip((Q_f, K_f, V_f), separate)))
 print(f"bytes: fused output {qkv.nbytes}, three separate outputs {sum(s.nbytes for s in separate)}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "summary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary
 #
 # - Multi-head attention runs $h$ attentions in parallel, each on its own $d_\text{head} = d_\text{model}/h$

@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 03 · Counting parameters: more heads cost nothing extra
 #
 # **Goals.** By the end of this lesson you can
@@ -24,7 +24,7 @@
 # **Names.** `d_model` the width of a token vector, `n_heads` the number of heads (the paper's $h$),
 # `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections `W_Q, W_K, W_V, W_O` applied as `x @ W`.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -38,10 +38,10 @@ from IPython.display import DisplayHandle, Image, Markdown, display
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from selfcheck import (check_exercise_512, check_gqa_param_count, check_kv_cache_bytes, check_param_count,
-                       check_param_count_bias)
+from selfcheck_03 import (check_exercise_512, check_gqa_param_count, check_kv_cache_bytes, check_mha_param_count,
+                          check_mha_param_count_bias)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "where_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "where_intro"}
 # ## 1. Where the parameters live
 #
 # Head $i$ has its own projections $W^Q_i, W^K_i, W^V_i$, each of shape `(d_model, d_head)`. Put the
@@ -62,7 +62,7 @@ from selfcheck import (check_exercise_512, check_gqa_param_count, check_kv_cache
 # Implement `mha_param_count(d_model, n_heads, bias=False)` returning an `int`. Raise `ValueError` if `n_heads`
 # does not divide `d_model` (you cannot split such a layer into equal heads).
 
-# %% nbgrader={"grade": false, "grade_id": "mha_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "mha_param_count", "solution": true}
 def mha_param_count(d_model, n_heads, bias=False):
     """Number of parameters of one multi-head attention layer: W_Q, W_K, W_V, W_O (and their biases)."""
     ### BEGIN SOLUTION
@@ -75,21 +75,21 @@ def mha_param_count(d_model, n_heads, bias=False):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "param_count", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "param_count", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("param_count")
 ### END HIDDEN TESTS
 # Self-check: the paper's 512-wide layer, the same count for every n_heads, biases.
-check_param_count(mha_param_count)
+check_mha_param_count(mha_param_count)
 
-# %% nbgrader={"grade": true, "grade_id": "param_count_bias", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "param_count_bias", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("param_count_bias")
 ### END HIDDEN TESTS
 # Self-check (biases): BERT-base's layer, 4 * 768^2 + 4 * 768.
-check_param_count_bias(mha_param_count)
+check_mha_param_count_bias(mha_param_count)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "exercise_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "exercise_intro"}
 # ## 2. The paper's layer, by hand
 #
 # The base Transformer uses $d_{model} = 512$ and $h = 8$ heads (section 3.2.2). Work out on paper first:
@@ -105,7 +105,7 @@ check_param_count_bias(mha_param_count)
 # full-width head.
 # </details>
 
-# %% nbgrader={"grade": false, "grade_id": "exercise_512", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "exercise_512", "solution": true}
 def exercise_512():
     """(d_head, params_8_heads, params_1_head) for d_model = 512, no bias."""
     ### BEGIN SOLUTION
@@ -114,13 +114,13 @@ def exercise_512():
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "exercise_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "exercise_values", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("exercise_values")
 ### END HIDDEN TESTS
 check_exercise_512(exercise_512, mha_param_count)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "widget_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "widget_intro"}
 # ### Try it: change d_model and n_heads
 #
 # Pick a width and a number of heads (only the divisors of `d_model` are offered). The text shows `d_head` and
@@ -212,7 +212,7 @@ def new_d_model(change):
 d_model_choice.observe(new_d_model, names="value")
 n_heads_choice.observe(redraw, names="value")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "table3_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "table3_intro"}
 # ### More heads do not always help
 #
 # If the count does not change, what does the number of heads buy? The paper's Table 3, rows (A), varies $h$ in
@@ -246,7 +246,7 @@ fig.legend(loc="lower center", bbox_to_anchor=(0.55, 0.18), fontsize=8)
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "models_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "models_intro"}
 # ## 3. Real models
 #
 # The same count scales to today's models. BERT, GPT-2 and GPT-3 give their projections biases; Llama-2 does
@@ -273,7 +273,7 @@ for name, d_model, n_heads, n_layers, bias, size in models:
                 f"{per_layer * n_layers:,} | {per_layer * n_layers / size:.0%} |")
 display(Markdown("\n".join(rows)))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_intro"}
 # ## 4. Sharing keys and values: GQA and MQA
 #
 # When a model generates text one token at a time, it keeps every earlier token's keys and values in a *KV
@@ -295,7 +295,7 @@ display(Markdown("\n".join(rows)))
 # the cache (every layer stores one key and one value vector of width `d_head` per KV head;
 # `bytes_per_value=2` for 16-bit numbers).
 
-# %% nbgrader={"grade": false, "grade_id": "gqa_param_count", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "gqa_param_count", "solution": true}
 def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
     """Parameters of one grouped-query attention layer (n_kv_heads key/value heads shared by n_heads queries)."""
     ### BEGIN SOLUTION
@@ -307,14 +307,14 @@ def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "gqa_count", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "gqa_count", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("gqa_count")
 ### END HIDDEN TESTS
 # Self-check: MHA as a special case, MQA, Llama-2 70B, bias widths.
 check_gqa_param_count(gqa_param_count)
 
-# %% nbgrader={"grade": false, "grade_id": "kv_cache_bytes_per_token", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "kv_cache_bytes_per_token", "solution": true}
 def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
     """Bytes the KV cache grows by for each token: a key and a value per KV head, in every layer."""
     ### BEGIN SOLUTION
@@ -322,13 +322,13 @@ def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "kv_cache_bytes", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "kv_cache_bytes", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("kv_cache_bytes")
 ### END HIDDEN TESTS
 check_kv_cache_bytes(kv_cache_bytes_per_token)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_compare_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_compare_intro"}
 # ### What Llama-2 70B saves
 #
 # Llama-2 70B has `d_model = 8192`, 64 query heads (`d_head = 128`), 80 layers, and 8 KV heads. The table
@@ -347,7 +347,7 @@ for label, n_kv in (("MHA", n_heads), ("GQA (Llama-2 70B)", 8), ("MQA", 1)):
                 f"{per_token / 2**10:,.0f} KiB | {per_token * T / 2**30:.2f} GiB |")
 display(Markdown("\n".join(rows)))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_takeaway", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_takeaway"}
 # Going from 64 to 8 KV heads removes 44% of the attention weights (W_Q and W_O are untouched) but cuts the KV
 # cache by a factor of 8: from 10 GiB to 1.25 GiB for one 4,096-token sequence. That factor is why GQA is
 # used: it lets a server hold eight times as many sequences, or eight times longer ones, in the same memory,

@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 04 · Why divide by $\sqrt{d_k}$, and which $d_k$
 #
 # **Goals.** By the end of this lesson you can
@@ -24,7 +24,7 @@
 # **Names.** `d_k` the width of a query or key vector; in multi-head attention that width is
 # `d_head = d_model // n_heads`. `T` tokens, `n_heads` heads, projections `W_Q, W_K` applied as `x @ W`.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -38,12 +38,12 @@ import numpy as np
 from IPython.display import DisplayHandle, Image, display
 from matplotlib.figure import Figure
 
-from selfcheck import check_dot_product_std, check_multi_head_scores
+from selfcheck_04 import check_dot_product_std, check_multi_head_scores
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "given_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "given_intro"}
 # Two functions from earlier lessons, given here so this lesson stands on its own:
 
-# %% nbgrader={"grade": false, "grade_id": "given", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "given"}
 def softmax(x, axis=-1):
     """Stable softmax along `axis` (lesson 01)."""
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -58,7 +58,7 @@ def split_heads(x, n_heads):
     return np.swapaxes(x, -3, -2)  # (..., n_heads, T, d_head)
 
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "theory", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "theory"}
 # ## 1. Predict first
 #
 # **Q1.** Let $q$ and $k$ have $d_k$ independent entries, each with mean 0 and variance 1. What are the mean and
@@ -83,7 +83,7 @@ def split_heads(x, n_heads):
 # A random experiment cannot hit $\sqrt{d_k}$ exactly; with a few thousand samples it lands within a few percent.
 # The graded test allows 10%, far more than that sampling error and far less than any wrong formula's error.
 
-# %% nbgrader={"grade": false, "grade_id": "dot_product_std", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "dot_product_std", "solution": true}
 def dot_product_std(d_k, n_samples, scaled, rng):
     """Standard deviation of q.k over n_samples pairs of standard-normal vectors of width d_k (drawn from rng),
     each dot product divided by sqrt(d_k) when `scaled`."""
@@ -97,14 +97,14 @@ def dot_product_std(d_k, n_samples, scaled, rng):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "std_experiment", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "std_experiment", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("std_experiment")
 ### END HIDDEN TESTS
 # Self-check: about sqrt(d_k) unscaled, about 1 scaled, the same result for the same seed.
 check_dot_product_std(dot_product_std)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "sweep_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "sweep_intro"}
 # Now run your experiment for $d_k$ from 1 to 1024 and plot it. On log-log axes a power law is a straight line:
 # $\sqrt{d_k}$ is a line of slope 1/2, and a constant is a flat line.
 #
@@ -132,7 +132,7 @@ plt.show()
 for d, u, s in zip(d_ks[::2], unscaled[::2], scaled[::2]):
     print(f"d_k = {d:5d}: std {u:7.3f} (sqrt(d_k) = {math.sqrt(d):6.3f}), scaled {s:.3f}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "saturation_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "saturation_intro"}
 # ## 3. What unscaled scores do to softmax
 #
 # One query attends over eight keys. All vectors are random with unit-variance entries, and widening $d_k$ adds
@@ -221,7 +221,7 @@ def redraw(change=None):
 d_k_choice.observe(redraw, names="value")
 scaled_choice.observe(redraw, names="value")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "per_head_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "per_head_intro"}
 # ## 4. Which $d_k$? The one the dot product sums over
 #
 # In multi-head attention every head computes its own scores from its own `d_head`-wide slices of $Q$ and $K$.
@@ -234,7 +234,7 @@ scaled_choice.observe(redraw, names="value")
 # `(..., n_heads, T, T)`. Divide by `math.sqrt(d_head)`: a Python float keeps float32 input float32, while
 # `np.sqrt(d_head)` is a numpy float64 that, in NumPy 2, turns the whole array into float64.
 
-# %% nbgrader={"grade": false, "grade_id": "multi_head_scores", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "multi_head_scores", "solution": true}
 def multi_head_scores(x, W_Q, W_K, n_heads):
     """Scaled attention scores of every head: x (..., T, d_model) -> (..., n_heads, T, T)."""
     ### BEGIN SOLUTION
@@ -245,14 +245,14 @@ def multi_head_scores(x, W_Q, W_K, n_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "head_scores", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "head_scores", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("head_scores")
 ### END HIDDEN TESTS
 # Self-check: shape (n_heads, T, T), the 1/sqrt(d_head) scale, float32 kept.
 check_multi_head_scores(multi_head_scores, split_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "mistake_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "mistake_intro"}
 # ### Measure the mistake
 #
 # Take the paper's layer, `d_model = 512` and 8 heads (`d_head = 64`), random tokens and random projections
@@ -272,7 +272,7 @@ for label, s in (("divide by sqrt(d_head) = 8", per_head), ("divide by sqrt(d_mo
     print(f"{label:31s} score std {s.std():.3f} | mean largest weight {p.max(axis=-1).mean():.3f} "
           f"(uniform would be {1 / T:.3f})")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "summary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "summary"}
 # Scaled by $\sqrt{d_{model}}$, the scores have a spread of about $1/\sqrt{8} \approx 0.35$ instead of 1: every
 # head starts out close to uniform attention, the opposite failure to saturation. Training can partly undo a
 # constant factor through the size of `W_Q` and `W_K`, but the scale the paper chose, and the one every major

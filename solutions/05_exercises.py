@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 05 · Exercises: practise multi-head attention
 #
 # **Goals.** By the end of this lesson you can
@@ -37,7 +37,7 @@
 # `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections `W_Q, W_K, W_V, W_O` of shape
 # `(d_model, d_model)` applied as `x @ W`.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -47,10 +47,10 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from selfcheck import (check_choice, check_head_weights, check_head_width, check_mha_from_scratch,
-                       check_param_counts, check_softmax, check_split_merge)
+from selfcheck_05 import (check_choice, check_head_weights, check_head_width, check_mha_from_scratch,
+                          check_param_count_answers, check_softmax, check_split_merge)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "warmup", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "warmup"}
 # ## 1. Warm-up
 #
 # Answer in your head or on paper first, then open **Check**.
@@ -81,7 +81,7 @@ from selfcheck import (check_choice, check_head_weights, check_head_width, check
 # Several exercises below need a softmax. Bring yours from lesson 01 (or write it again): stable for large
 # scores, normalising along `axis`.
 
-# %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "softmax", "solution": true}
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson 01 version)."""
     ### BEGIN SOLUTION
@@ -95,7 +95,7 @@ def softmax(x, axis=-1):
 # Self-check (not graded here: lesson 01 grades softmax).
 check_softmax(softmax)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "sizes_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "sizes_intro"}
 # ## 2. Sizes: $d_k$ and the parameter count
 #
 # **Exercise 1.** The base Transformer has $d_{model} = 512$ and $h = 8$ heads.
@@ -107,20 +107,20 @@ check_softmax(softmax)
 #
 # Write a number or a Python expression that evaluates to a whole number (an `int`).
 
-# %% nbgrader={"grade": false, "grade_id": "answer_d_head_512", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "answer_d_head_512", "solution": true}
 d_head_512 = None
 ### BEGIN SOLUTION
 d_head_512 = 512 // 8
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "d_head_512", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "d_head_512", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("d_head_512")
 ### END HIDDEN TESTS
 # Self-check: a whole number of columns, and 8 heads of that width fill d_model.
 check_head_width(d_head_512, 512, 8, name="d_head_512")
 
-# %% nbgrader={"grade": false, "grade_id": "answer_param_count_512", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "answer_param_count_512", "solution": true}
 param_count_8_heads = None
 param_count_1_head = None
 ### BEGIN SOLUTION
@@ -130,19 +130,19 @@ param_count_8_heads = 3 * 8 * (d_model * (d_model // 8)) + (8 * (d_model // 8)) 
 param_count_1_head = 4 * d_model * d_model
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "param_count_512", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "param_count_512", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("param_count_512")
 ### END HIDDEN TESTS
 # Self-check: the form of the two counts, and whether the head count changed them.
-check_param_counts(param_count_8_heads, param_count_1_head)
+check_param_count_answers(param_count_8_heads, param_count_1_head)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "small_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "small_intro"}
 # **Exercise 2.** Take a small layer, $d_{model} = 32$. Record the width of one head when the layer has 2 heads
 # (`d_head_2_heads`) and when it has 8 heads (`d_head_8_heads`). Then look at the two numbers: what happens to
 # each head as you add heads, and what stays the same?
 
-# %% nbgrader={"grade": false, "grade_id": "answer_d_head_small", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "answer_d_head_small", "solution": true}
 d_model_small = 32
 d_head_2_heads = None
 d_head_8_heads = None
@@ -151,7 +151,7 @@ d_head_2_heads = d_model_small // 2
 d_head_8_heads = d_model_small // 8
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "d_head_small", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "d_head_small", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("d_head_small")
 ### END HIDDEN TESTS
@@ -159,7 +159,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("d_head_small")
 check_head_width(d_head_2_heads, 32, 2, name="d_head_2_heads")
 check_head_width(d_head_8_heads, 32, 8, name="d_head_8_heads")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "sizes_after", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "sizes_after"}
 # **P3.** Real layers often add a bias vector to each of the four projections. How many parameters do the
 # biases add to a layer with $d_{model} = 768$ and 12 heads, and would the number change with 24 heads?
 #
@@ -181,7 +181,7 @@ check_head_width(d_head_8_heads, 32, 8, name="d_head_8_heads")
 # each reshape and swap. The round trip `merge_heads(split_into_heads(x, n_heads))` must give back `x` bit for bit:
 # the two functions only move numbers.
 
-# %% nbgrader={"grade": false, "grade_id": "split_into_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "split_into_heads", "solution": true}
 def split_into_heads(x, n_heads):
     """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
     ### BEGIN SOLUTION
@@ -191,7 +191,7 @@ def split_into_heads(x, n_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": false, "grade_id": "merge_heads", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "merge_heads", "solution": true}
 def merge_heads(x):
     """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); undoes split_into_heads."""
     ### BEGIN SOLUTION
@@ -201,14 +201,14 @@ def merge_heads(x):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "roundtrip", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "roundtrip", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("roundtrip")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head (an arange input), batches, and an exact round trip.
 check_split_merge(split_into_heads, merge_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "roundtrip_demo_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "roundtrip_demo_intro"}
 # **Exercise 3, part 2: prove it on a random input.** The cell below draws a random batch, sends it through your
 # two functions and compares the result with the input using `np.array_equal` (exact equality, no tolerance).
 #
@@ -224,7 +224,7 @@ heads = split_into_heads(x, 4)  # (B, n_heads, T, d_head)
 back = merge_heads(heads)  # (B, T, d_model)
 print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.array_equal(back, x))
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "explain_reshape_q", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_reshape_q"}
 # **Written answer 1 (3 points).** Explain why splitting into heads must *reshape to* `(T, n_heads, d_head)`
 # *and then* swap the first two axes, and what goes wrong if you reshape a `(T, d_model)` array straight to
 # `(n_heads, T, d_head)`. Say which numbers end up in head 0 in that case. (Hint: numpy's `reshape` reads and
@@ -234,7 +234,7 @@ print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.arra
 # 1 point for what the swap of the first two axes achieves; 1 point for which numbers end up in head 0 after a
 # bare reshape to `(n_heads, T, d_head)`, and whether anything reports the mistake.
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_reshape", "locked": false, "points": 3, "schema_version": 3, "solution": true, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_reshape", "solution": true, "points": 3}
 # ### BEGIN SOLUTION
 # **Model answer.** A reshape never moves a number: it reinterprets the same row-major sequence of entries under
 # a new shape. In a `(T, d_model)` array each token's `d_model` columns are contiguous, so reshaping to
@@ -260,7 +260,7 @@ print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.arra
 # - Give no point for "the shapes would not match" or "it raises an error": it does not.
 # ### END SOLUTION
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "heads_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "heads_intro"}
 # ## 4. Two heads of a random layer attend differently
 #
 # **Exercise 4.** Implement `head_weights(x, W_Q, W_K, n_heads)`: the attention weights of every head of a
@@ -272,7 +272,7 @@ print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.arra
 # function its own layer and input and checks your weights against the true attention of each head, then checks
 # that heads 0 and 1 differ.
 
-# %% nbgrader={"grade": false, "grade_id": "head_weights", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "head_weights", "solution": true}
 def head_weights(x, W_Q, W_K, n_heads):
     """Attention weights of every head: x (..., T, d_model) -> (..., n_heads, T, T)."""
     ### BEGIN SOLUTION
@@ -284,14 +284,14 @@ def head_weights(x, W_Q, W_K, n_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "heads_differ", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "heads_differ", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("heads_differ")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, same layer same weights, W_Q = 0 gives uniform weights, per-head probes.
 check_head_weights(head_weights, split_into_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "heads_plot_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "heads_plot_intro"}
 # ### See it
 #
 # A sentence in which one word has two meanings: "The bank approved the loan after the river bank flooded".
@@ -329,7 +329,7 @@ fig.tight_layout()
 plt.show()
 print(f"largest difference between head 0 and head 1: {gap.max():.3f}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "mha_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "mha_intro"}
 # ## 5. Multi-head attention from raw operations
 #
 # **Exercise 5 (a real-world rep).** Implement `mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads)` returning
@@ -343,7 +343,7 @@ print(f"largest difference between head 0 and head 1: {gap.max():.3f}")
 # `out` is `(..., T, d_model)` and `weights` `(..., n_heads, T, T)`. No mask is needed here. The self-check runs
 # your function with 1, 2, 3, 4, 6 and 12 heads and checks that the output always has `d_model` columns.
 
-# %% nbgrader={"grade": false, "grade_id": "mha_from_scratch", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "mha_from_scratch", "solution": true}
 def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
     """Multi-head self-attention. x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
     ### BEGIN SOLUTION
@@ -358,14 +358,14 @@ def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "mha_from_scratch_test", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "mha_from_scratch_test", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("mha_from_scratch_test")
 ### END HIDDEN TESTS
 # Self-check: output (T, d_model) for every head count, W_O applied, a known output, the per-head scale.
 check_mha_from_scratch(mha_from_scratch, split_into_heads, merge_heads)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "rep_sweep_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "rep_sweep_intro"}
 # ### Worked rep: the output width does not depend on the head count
 #
 # The cell below runs your layer on one input with every head count that divides $d_{model} = 24$ and prints
@@ -384,7 +384,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
     n_params = sum(W.size for W in (W_Q, W_K, W_V, W_O))
     print(f"{n_heads:>7} {d_model // n_heads:>6} {str(out.shape):>9} {str(weights.shape):>13} {n_params:>10}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "explain_w_o_q", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_w_o_q"}
 # ## 6. Explain it
 #
 # **Written answer 2 (2 points).** Why does the layer apply $W_O$ after concatenating the heads? What could the
@@ -394,7 +394,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # for what kind of map $W_O$ is and how it combines the heads into each output column (a wrong kind of map costs a
 # point).
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_w_o", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_w_o", "solution": true, "points": 2}
 # ### BEGIN SOLUTION
 # **Model answer.** Concatenation only places the heads' outputs side by side: columns `0:d_head` of the result
 # come from head 0 alone, the next `d_head` columns from head 1 alone, and so on. No output column combines what
@@ -413,7 +413,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # - Take a point off an otherwise full answer that calls $W_O$ a nonlinear combination or an average of heads.
 # ### END SOLUTION
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "explain_scale_q", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_scale_q"}
 # **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 768$ and 12 heads (BERT-base),
 # the scores are divided by $\sqrt{64}$, not by $\sqrt{768}$. Why is the per-head $d_k$ the right number, and
 # what would happen to that head's attention if you divided by $\sqrt{d_{model}}$ instead?
@@ -422,7 +422,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # product, and what that number is inside one head; 1 point for what $\sqrt{d_{model}}$ would do to the scores and
 # to the softmax, and how that depends on the number of heads.
 
-# %% [markdown] nbgrader={"grade": true, "grade_id": "explain_scale", "locked": false, "points": 2, "schema_version": 3, "solution": true, "task": false}
+# %% [markdown] nbgrader={"grade_id": "explain_scale", "solution": true, "points": 2}
 # ### BEGIN SOLUTION
 # **Model answer.** The scale exists to undo the growth of a dot product with its length: if the entries of $q$
 # and $k$ have mean 0 and variance 1, $q \cdot k$ is a sum of $d$ products and has variance $d$, standard
@@ -439,7 +439,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 #   (weights too uniform); the effect grows with the number of heads.
 # ### END SOLUTION
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "mc_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "mc_intro"}
 # ## 7. Multiple choice
 #
 # **Question (1 point).** Compared with one attention at full width $d_{model}$, what does multi-head attention
@@ -457,20 +457,20 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 #
 # The self-check below only tells you whether your answer has the right form; the grader marks it.
 
-# %% nbgrader={"grade": false, "grade_id": "answer_mc", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "answer_mc", "solution": true}
 mc_answer = None  # one letter, as a string
 ### BEGIN SOLUTION
 mc_answer = "c"
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "multiple_choice", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "multiple_choice", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("multiple_choice")
 ### END HIDDEN TESTS
 # Self-check: one letter from a to d.
 check_choice(mc_answer)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "true_false", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "true_false"}
 # ## 8. True or false?
 #
 # Four claims about heads that you will meet in blog posts and talks. Decide, then open **Check**.
@@ -538,7 +538,7 @@ ax.set(ylim=(24.5, 26.1), xlabel="number of heads (d_model = 512, same parameter
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "reps", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "reps"}
 # ## 9. Real-world reps, worked
 #
 # Exercises 2 and 5 were two of the reps. Here are the worked versions of two more.
@@ -562,7 +562,7 @@ for name, d_model, n_heads, layers in models:
     per_layer = 4 * d_model * d_model  # W_Q, W_K, W_V, W_O
     print(f"{name:<17}{d_model:>8}{n_heads:>8}{d_model // n_heads:>7}{per_layer:>19,}{per_layer * layers:>16,}")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "rep_paper", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "rep_paper"}
 # **Rep: read the paper's section 3.2.2 against your code.** Every symbol in its equations names something you
 # built today:
 #

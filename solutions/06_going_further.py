@@ -6,7 +6,7 @@
 #     name: python3
 # ---
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "intro"}
 # # Lesson 06 · Going further: GQA, the KV cache, mask conventions, tiled attention, measured speed
 #
 # The first five lessons built multi-head attention as the 2017 paper describes it. Models that serve text today
@@ -33,7 +33,7 @@
 # (query, key) pair**. New here: `n_kv_heads`, the number of key/value heads, and `n_rep = n_heads // n_kv_heads`,
 # how many query heads share each of them.
 
-# %% nbgrader={"grade": true, "grade_id": "setup", "locked": true, "points": 0, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
@@ -45,11 +45,11 @@ import tracemalloc
 import matplotlib.pyplot as plt
 import numpy as np
 
-from selfcheck import (check_causal_masks, check_causal_self_attention, check_decode_step,
-                       check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_repeat_kv,
-                       check_tiled_attention, check_tiled_memory)
+from selfcheck_06 import (check_causal_masks, check_causal_self_attention, check_decode_step,
+                          check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_repeat_kv,
+                          check_tiled_attention, check_tiled_memory)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "tools_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "tools_intro"}
 # ## 0. Your tools from lessons 01 and 02
 #
 # Paste your `softmax` and `scaled_dot_product_attention` from lesson 01 and your `split_heads`, `concat_heads`
@@ -57,7 +57,7 @@ from selfcheck import (check_causal_masks, check_causal_self_attention, check_de
 # call them. This cell earns no points, and the graded tests never depend on it: they put the course's own
 # versions of these functions in place, so a mistake carried over from an earlier lesson costs nothing here.
 
-# %% nbgrader={"grade": false, "grade_id": "tools", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "tools", "solution": true}
 def softmax(x, axis=-1):
     """Numerically stable softmax along `axis` (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -105,7 +105,7 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     ### END SOLUTION
 
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_intro"}
 # ## 1. Fewer key/value heads: GQA and MQA
 #
 # In multi-head attention every head has its own queries, keys and values. When a model generates text it must
@@ -145,12 +145,12 @@ fig.suptitle("Which KV head each query head reads (n_heads=6, n_kv_heads=2)")
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "repeat_kv_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "repeat_kv_intro"}
 # Implement `repeat_kv(x, n_rep)`: `(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head)`, each
 # KV head repeated `n_rep` times in a row. One numpy call does it; which one, and along which axis?
 # Count axes from the end (`-3`), so the same code works with and without a batch axis.
 
-# %% nbgrader={"grade": false, "grade_id": "repeat_kv", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "repeat_kv", "solution": true}
 def repeat_kv(x, n_rep):
     """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head n_rep times in a row."""
     ### BEGIN SOLUTION
@@ -158,14 +158,14 @@ def repeat_kv(x, n_rep):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "repeat_kv_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "repeat_kv_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("repeat_kv_values")
 ### END HIDDEN TESTS
 # Self-check: head order 0 0 0 1 1 1, batch axis untouched, n_rep = 1 changes nothing.
 check_repeat_kv(repeat_kv)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_fn_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_fn_intro"}
 # Now implement `grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None)`, returning
 # `(out, weights)` like `multi_head_attention`:
 #
@@ -180,7 +180,7 @@ check_repeat_kv(repeat_kv)
 # Split the queries into `n_heads` heads and the keys and values into `n_kv_heads` heads (your `split_heads`
 # works for both), repeat the key and value heads with `repeat_kv`, then attend and project as before.
 
-# %% nbgrader={"grade": false, "grade_id": "grouped_query_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "grouped_query_attention", "solution": true}
 def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
     """n_heads query heads sharing n_kv_heads key/value heads. Returns (out, weights (..., n_heads, T, T))."""
     ### BEGIN SOLUTION
@@ -193,14 +193,14 @@ def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=Non
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "gqa_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "gqa_values", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("gqa_values")
 ### END HIDDEN TESTS
 # Self-check: the MHA end, the MQA end, and a true group, against multi-head attention with repeated weights.
 check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=repeat_kv)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "gqa_ends", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "gqa_ends"}
 # ### The two ends, and what GQA is
 #
 # The self-check compared your function with `multi_head_attention` in a telling way: GQA **is** multi-head
@@ -239,7 +239,7 @@ for name, kv_heads in [("MHA", 64), ("GQA (as shipped)", 8), ("MQA", 1)]:
     print(f"  {name:<17} n_kv_heads={kv_heads:>2}: {per_token / 2**10:>6.0f} KiB per token, "
           f"{per_token * context / 2**30:>5.2f} GiB per sequence ({q_heads // kv_heads}x less than MHA)")
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "masks_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "masks_intro"}
 # ## 2. One causal mask, four conventions
 #
 # Decoding needs a **causal** mask: query $t$ may attend to keys $0, \dots, t$ and to nothing later. Which value
@@ -273,7 +273,7 @@ for name, kv_heads in [("MHA", 64), ("GQA (as shipped)", 8), ("MQA", 1)]:
 # `"course"`, `"masked_fill"` (float 1.0 / 0.0), `"nn.MultiheadAttention"` and `"F.scaled_dot_product_attention"`
 # (both boolean). Raise `ValueError` for any other convention name.
 
-# %% nbgrader={"grade": false, "grade_id": "causal_mask", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "causal_mask", "solution": true}
 def causal_mask(T, convention="course"):
     """The (T, T) causal mask in the given convention (see the table above)."""
     ### BEGIN SOLUTION
@@ -288,14 +288,14 @@ def causal_mask(T, convention="course"):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "mask_conventions", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "mask_conventions", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("mask_conventions")
 ### END HIDDEN TESTS
 # Self-check: each convention's values for T = 4, its dtype, and a ValueError for an unknown name.
 check_causal_masks(causal_mask)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "cache_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "cache_intro"}
 # ## 3. Generating text: the KV cache
 #
 # A decoder generates one token at a time, and each new token attends to every token before it. Done naively,
@@ -313,7 +313,7 @@ check_causal_masks(causal_mask)
 # W_V, W_O, n_heads, n_kv_heads)`, grouped-query self-attention over all $T$ tokens with the causal mask,
 # returning `(out, weights)`. Use your `causal_mask`.
 
-# %% nbgrader={"grade": false, "grade_id": "causal_self_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "causal_self_attention", "solution": true}
 def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     """The full, uncached path: GQA over all T tokens with the causal mask. Returns (out, weights)."""
     ### BEGIN SOLUTION
@@ -322,7 +322,7 @@ def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "causal_full_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "causal_full_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
 ### END HIDDEN TESTS
@@ -330,12 +330,12 @@ __import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
 check_causal_self_attention(causal_self_attention, multi_head_attention,
                             grouped_query_attention=grouped_query_attention)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "append_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "append_intro"}
 # Implement `kv_cache_append(cache_k, cache_v, k, v)`: the caches are `(..., n_kv_heads, T_past, d_head)`, the new
 # keys and values `(..., n_kv_heads, T_new, d_head)`; return the two longer caches
 # `(..., n_kv_heads, T_past + T_new, d_head)` as new arrays. Which axis is time?
 
-# %% nbgrader={"grade": false, "grade_id": "kv_cache_append", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "kv_cache_append", "solution": true}
 def kv_cache_append(cache_k, cache_v, k, v):
     """Append k, v (..., n_kv_heads, T_new, d_head) to the caches along time. Returns (cache_k, cache_v)."""
     ### BEGIN SOLUTION
@@ -345,14 +345,14 @@ def kv_cache_append(cache_k, cache_v, k, v):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "kv_cache_append_values", "locked": true, "points": 2, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "kv_cache_append_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("kv_cache_append_values")
 ### END HIDDEN TESTS
 # Self-check: the cache grows along time (axis -2), batched and unbatched, inputs untouched.
 check_kv_cache_append(kv_cache_append)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "step_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "step_intro"}
 # Implement one decoding step, `decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)`:
 #
 # 1. project only the newest token `x_t`, shape `(..., 1, d_model)`, into `q` `(..., n_heads, 1, d_head)` and
@@ -363,7 +363,7 @@ check_kv_cache_append(kv_cache_append)
 #
 # Return `(out_t, cache_k, cache_v)` with `out_t` of shape `(..., 1, d_model)`.
 
-# %% nbgrader={"grade": false, "grade_id": "decode_step", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "decode_step", "solution": true}
 def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     """One decoding step with a KV cache. Returns (out_t (..., 1, d_model), cache_k, cache_v)."""
     ### BEGIN SOLUTION
@@ -377,20 +377,20 @@ def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "decode_step_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "decode_step_values", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("decode_step_values")
 ### END HIDDEN TESTS
 # Self-check: one step from a cache of 3 tokens equals row 3 of causal attention over 4 tokens.
 check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "loop_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "loop_intro"}
 # Finally the loop: `decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)` starts from empty caches,
 # shape `(..., n_kv_heads, 0, d_head)` (`np.zeros` accepts a 0 in a shape), feeds the tokens of `x` to
 # `decode_step` one at a time (`x[..., t:t+1, :]` keeps the time axis), and returns
 # `(out, cache_k, cache_v)` with `out` `(..., T, d_model)`, the step outputs joined along time.
 
-# %% nbgrader={"grade": false, "grade_id": "decode_with_kv_cache", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "decode_with_kv_cache", "solution": true}
 def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     """Token-by-token decoding of x (..., T, d_model). Returns (out (..., T, d_model), cache_k, cache_v)."""
     ### BEGIN SOLUTION
@@ -406,7 +406,7 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "decode_loop_values", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "decode_loop_values", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("decode_loop_values")
 ### END HIDDEN TESTS
@@ -414,7 +414,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("decode_loop_values")
 check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decode_step=decode_step,
                            kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "cache_timing_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "cache_timing_intro"}
 # ### Measure it: time per generated token, with and without the cache
 #
 # To generate token number $T$ without a cache you run the full path over all $T$ tokens and keep the last row:
@@ -466,13 +466,13 @@ ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "cache_timing_read", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "cache_timing_read"}
 # **Read your plot.** At small $T$ both are dominated by Python and numpy call overhead (tens of microseconds),
 # so the cache wins little. As $T$ grows, the uncached cost rises roughly in proportion to $T$ (then faster, once
 # the $(T, T)$ scores dominate), while a cached step grows only through the one row of $T$ scores. The cache
 # trades memory (section 1 computed how much) for time, which is why GQA's smaller cache matters.
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "tiled_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "tiled_intro"}
 # ## 4. Attention without the (T, T) matrix: tiling and the online softmax
 #
 # Attention as written so far stores the scores and the weights: `n_heads` arrays of $T \times T$ numbers per
@@ -500,7 +500,7 @@ plt.show()
 # - the result must equal plain attention within $10^{-10}$ in float64, for any block size (including 1 and one
 #   larger than $T_k$).
 
-# %% nbgrader={"grade": false, "grade_id": "tiled_attention", "locked": false, "schema_version": 3, "solution": true, "task": false}
+# %% nbgrader={"grade_id": "tiled_attention", "solution": true}
 def tiled_attention(Q, K, V, block_size, causal=False):
     """Attention over key blocks with an online softmax; never holds a (T_q, T_k) array. Returns out."""
     ### BEGIN SOLUTION
@@ -528,21 +528,21 @@ def tiled_attention(Q, K, V, block_size, causal=False):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "tiled_values", "locked": true, "points": 3, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "tiled_values", "points": 3}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("tiled_values")
 ### END HIDDEN TESTS
 # Self-check: equal to plain attention within 1e-10 (float64) for several block sizes, causal or not.
 check_tiled_attention(tiled_attention, scaled_dot_product_attention)
 
-# %% nbgrader={"grade": true, "grade_id": "tiled_memory", "locked": true, "points": 1, "schema_version": 3, "solution": false, "task": false}
+# %% nbgrader={"grade_id": "tiled_memory", "points": 1}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("tiled_memory")
 ### END HIDDEN TESTS
 # Self-check: the peak allocation stays far below one (T, T) float64 matrix.
 check_tiled_memory(tiled_attention)
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "memory_plot_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "memory_plot_intro"}
 # ### Measure it: peak memory as T grows
 #
 # The cell below *measures* the peak memory of one call with Python's `tracemalloc` (numpy reports every array
@@ -589,7 +589,7 @@ ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "memory_read", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "memory_read"}
 # **Read your plot.** Plain attention holds several $(n\_heads, T, T)$ arrays at once (scores, their exponentials,
 # the weights), so its peak is a few times the dashed line and quadruples with each doubling of $T$. Tiled
 # attention's peak is set by the output and a few $(n\_heads, T, \text{block\_size})$ blocks: it only doubles.
@@ -597,7 +597,7 @@ plt.show()
 # is faster as well, because keeping each block in fast on-chip memory saves the trips to main memory that the
 # big matrices cost. What numpy can show you is the memory, and that the result is exact.
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "speed_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "speed_intro"}
 # ## 5. Measured speed: a loop over heads, batched heads, a fused QKV projection
 #
 # Three ways to compute the same multi-head attention:
@@ -689,7 +689,7 @@ for (label, name), seconds in timings.items():
     print(f"{label:<30} {name:<10} {seconds * 1e3:8.3f} ms {rate:7.2f} GFLOP/s {rate / peak:6.1%} of peak")
 
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "speed_plot_intro", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "speed_plot_intro"}
 # *Figure (alt text): grouped bars of the fraction of this machine's matmul peak reached by the loop, batched and
 # fused-QKV variants, one group per measured layer shape (the lesson-sized layer; also the two real sizes when
 # RUN_LARGE is True). On the lesson-sized layer the loop reaches the smallest fraction and batched and fused are
@@ -712,7 +712,7 @@ ax.legend(fontsize=8)
 fig.tight_layout()
 plt.show()
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "speed_read", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "speed_read"}
 # **Read your numbers.** On the lesson-sized layer much of the time is call overhead: each numpy call costs a
 # few microseconds whatever its size, so the loop, with `3 · n_heads` projections and `n_heads` attentions, is the
 # slowest, while batched and fused, with a handful of calls each, are close. At $T = 2048$ the fraction of peak
@@ -748,7 +748,7 @@ plt.show()
 # fewer calls, one large product the hardware runs efficiently), not how much output there is.
 # </details>
 
-# %% [markdown] nbgrader={"grade": false, "grade_id": "summary", "locked": true, "schema_version": 3, "solution": false, "task": false}
+# %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary
 #
 # - **GQA** shares each key/value head among `n_rep = n_heads // n_kv_heads` consecutive query heads

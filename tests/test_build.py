@@ -1,6 +1,7 @@
 """lessons/ is built from solutions/ and holds nothing a learner must not see."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -37,10 +38,80 @@ def test_student_notebook_leaks_nothing(lesson):
                     assert line.strip() not in source, f"model answer line published in lessons/{lesson}: {line}"
 
 
-def test_helper_module_holds_no_reference_or_grading_import():
-    text = (course.LESSONS / "selfcheck.py").read_text()
-    assert "autograder" not in text
-    assert text.startswith("# Built from solutions/selfcheck.py")
+def test_solution_in_a_cell_not_marked_solution_fails_the_build(tmp_path):
+    bad = tmp_path / "99_bad.py"
+    bad.write_text('# %% nbgrader={"grade_id": "x"}\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n'
+                   "    ### END SOLUTION\n")
+    with pytest.raises(course.SourceError, match='lacks "solution": true'):
+        course.read_source(bad)
+
+
+def test_light_header_gets_nbgrader_constant_keys(tmp_path):
+    source = tmp_path / "99_light.py"
+    source.write_text('# %% nbgrader={"grade_id": "f", "solution": true}\ndef f():\n    ### BEGIN SOLUTION\n'
+                      '    return 42\n    ### END SOLUTION\n\n# %% [markdown] nbgrader={"grade_id": "why", '
+                      '"solution": true, "points": 2}\n# Why?\n\n# %% [markdown] nbgrader={"grade_id": "note"}\n'
+                      '# A note.\n')
+    cells = course.read_source(source).cells[1:]
+    assert [dict(c.metadata["nbgrader"]) for c in cells] == [
+        {"grade": False, "grade_id": "f", "locked": False, "schema_version": 3, "solution": True, "task": False},
+        {"grade": True, "grade_id": "why", "locked": False, "points": 2, "schema_version": 3, "solution": True,
+         "task": False},
+        {"grade": False, "grade_id": "note", "locked": True, "schema_version": 3, "solution": False, "task": False}]
+
+
+@pytest.mark.parametrize("header, words", [
+    ('{"grade": true, "grade_id": "x"}', 'grade=true contradicts'),  # graded without points
+    ('{"grade_id": "x", "task": true}', 'task=true contradicts'),
+    ('{"grade_id": "x", "point": 1}', "unknown nbgrader key"),
+    ('{"points": 1}', "lacks 'grade_id'"),
+])
+def test_header_that_nbgrader_would_read_otherwise_fails_the_build(tmp_path, header, words):
+    bad = tmp_path / "99_bad.py"
+    bad.write_text(f"# %% [markdown] nbgrader={header}\n# text\n")
+    with pytest.raises(course.SourceError, match=words):
+        course.read_source(bad)
+
+
+def test_full_nbgrader_headers_are_still_read(tmp_path):
+    source = tmp_path / "99_full.py"
+    source.write_text('# %% [markdown] nbgrader={"grade": false, "grade_id": "x", "locked": true, '
+                      '"schema_version": 3, "solution": false, "task": false}\n# text\n')
+    assert course.read_source(source).cells[1].metadata["nbgrader"]["locked"] is True
+
+
+def test_lesson_headers_are_light_and_within_the_line_length():
+    for path in course.lesson_sources():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.startswith("# %%"):
+                assert len(line) <= 120, f"{path.name}:{number} is longer than 120 characters"
+                assert '"schema_version"' not in line and '"task"' not in line, f"{path.name}:{number}"
+
+
+def test_helper_modules_hold_no_reference_or_grading_import():
+    for helper in course.HELPERS:
+        text = (course.LESSONS / helper).read_text()
+        assert "autograder" not in text, helper
+        assert text.startswith(f"# Built from solutions/{helper}"), helper
+
+
+def test_each_lesson_imports_only_its_own_self_check_module():
+    assert set(course.HELPERS) == {p.name for p in course.SOLUTIONS.glob("selfcheck_*.py")}
+    for lesson in LESSONS:
+        own = course.selfcheck_module(lesson)
+        assert f"{own}.py" in course.HELPERS, f"solutions/{own}.py is missing from course.HELPERS"
+        source = (course.SOLUTIONS / f"{lesson}.py").read_text()
+        imported = set(re.findall(r"^\s*(?:from|import) (selfcheck\w*)", source, re.M))
+        assert imported == {own}, f"{lesson} imports {sorted(imported)}; its setup cell imports only {own}"
+
+
+def test_self_check_names_are_unique_across_lessons():
+    seen = {}
+    for helper in course.HELPERS:
+        module = course.import_helper(helper[:-3])
+        for name in getattr(module, "__all__", []):
+            origin = getattr(module, name).__module__
+            assert seen.setdefault(name, origin) == origin, f"{name} is defined in {seen[name]} and {origin}"
 
 
 def test_committed_notebooks_carry_no_outputs():
@@ -54,7 +125,7 @@ def test_committed_notebooks_carry_no_outputs():
 
 def test_malformed_header_fails_the_build(tmp_path):
     bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade": false, "grade_id": "x", "solution": true,}\n'
+    bad.write_text('# %% nbgrader={"grade_id": "x", "solution": true,}\n'
                    "def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
     with pytest.raises(course.SourceError, match="not valid JSON"):
         course.read_source(bad)
@@ -69,7 +140,7 @@ def test_solution_without_metadata_fails_the_build(tmp_path):
 
 def test_duplicate_grade_id_fails_the_build(tmp_path):
     bad = tmp_path / "99_bad.py"
-    header = '# %% nbgrader={"grade": false, "grade_id": "x", "locked": true, "schema_version": 3, "solution": false}\n'
+    header = '# %% nbgrader={"grade_id": "x"}\n'
     bad.write_text(header + "a = 1\n\n" + header + "b = 2\n")
     with pytest.raises(course.SourceError, match="used twice"):
         course.read_source(bad)
@@ -93,7 +164,6 @@ def test_check_command_reports_drift(tmp_path, monkeypatch):
 
 def test_graded_cell_without_hidden_check_fails_the_build(tmp_path):
     bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade": true, "grade_id": "t", "locked": true, "points": 1, '
-                   '"schema_version": 3, "solution": false}\nassert f() == 42\n')
+    bad.write_text('# %% nbgrader={"grade_id": "t", "points": 1}\nassert f() == 42\n')
     with pytest.raises(course.SourceError, match="hidden_cell.run"):
         course.read_source(bad)

@@ -111,8 +111,8 @@ def test_no_student_id_can_be_a_canary_id():
 @pytest.mark.parametrize("first, words", [
     ({"ename": "ModuleNotFoundError", "evalue": "No module named 'autograder'", "kind": "setup"},
      "Kernels cannot import the course's module autograder"),
-    ({"ename": "ModuleNotFoundError", "evalue": "No module named 'selfcheck'", "kind": "answer"},
-     "Kernels cannot import the course's module selfcheck"),
+    ({"ename": "ModuleNotFoundError", "evalue": "No module named 'selfcheck_01'", "kind": "answer"},
+     "Kernels cannot import the course's module selfcheck_01"),
     ({"ename": "ModuleNotFoundError", "evalue": "No module named 'scipy'", "kind": "answer"},
      "A package the lessons need (scipy) is missing"),
     ({"ename": "", "evalue": "not graded: nbgrader failed: RuntimeError: Kernel died before replying to kernel_info",

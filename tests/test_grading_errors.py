@@ -5,7 +5,7 @@ Fixture notebooks (no kernel) pin down ``outcome.grading_error``. One batch of r
 
 A. a gradebook write fails for bob (a SQLite trigger refuses his submission row);
 B. bob's kernel cannot start (a wrapper around the kernel launcher exits when it starts in his folder);
-C. the locked setup cell fails: bob's kernel gets a kernel library whose ``selfcheck.py`` is empty, so the
+C. the locked setup cell fails: bob's kernel gets a kernel library whose ``selfcheck_01.py`` is empty, so the
    kernels cannot import the course's helper module;
 D. everything fixed: bob is graded, without regrading the others.
 """
@@ -51,9 +51,9 @@ def _nb(*cells):
 
 def test_a_setup_cell_that_fails_before_any_learner_code_is_a_grading_error():
     failed = _nb(_cell("setup", locked=True, grade_id="setup", grade=True,
-                       error=("ImportError", "cannot import name 'check_softmax' from 'selfcheck' (/x/selfcheck.py)")),
+                       error=("ImportError", "cannot import name 'check_softmax' from 'selfcheck_01' (/x/selfcheck_01.py)")),
                  _cell("def softmax(): ...", grade_id="softmax"))
-    assert "kernels cannot import the course's module 'selfcheck'" in outcome.grading_error(failed)
+    assert "kernels cannot import the course's module 'selfcheck_01'" in outcome.grading_error(failed)
     other = _nb(_cell("setup", locked=True, grade_id="setup", grade=True, error=("OSError", "disk")),
                 _cell("answer", grade_id="softmax"))
     assert "setup cell setup failed before any learner code ran: OSError: disk" in outcome.grading_error(other)
@@ -81,9 +81,9 @@ def test_the_learners_own_failures_are_not_grading_errors():
                       error=("AssertionError", "softmax is taken over the wrong axis")))
     assert outcome.grading_error(wrong) is None
     # the learner's own cell placed before the setup cell broke it: the learner's doing
-    before = _nb(_cell("import sys; sys.modules['selfcheck'] = None"),
+    before = _nb(_cell("import sys; sys.modules['selfcheck_01'] = None"),
                  _cell("setup", locked=True, grade_id="setup", grade=True,
-                       error=("ModuleNotFoundError", "import of selfcheck halted; None in sys.modules")))
+                       error=("ModuleNotFoundError", "import of selfcheck_01 halted; None in sys.modules")))
     assert outcome.grading_error(before) is None
     own_import = _nb(_cell("setup", locked=True, grade_id="setup", grade=True),
                      _cell("import torch", grade_id="softmax", error=("ModuleNotFoundError", "No module named 'torch'")))
@@ -169,10 +169,10 @@ def _batch(base: Path) -> dict:
 
     wrap("exit 3")  # B: bob's kernel cannot start
     runs["B"] = _cli(root, out)
-    # C: bob's kernel cannot import the course's helper module (its kernel library has an empty selfcheck.py)
+    # C: bob's kernel cannot import the course's helper module (its kernel library has an empty selfcheck_01.py)
     broken = base / "broken-library"
     shutil.copytree(out / "kernel-library", broken)
-    (broken / "selfcheck.py").write_text("")
+    (broken / "selfcheck_01.py").write_text("")
     for path in [broken, *broken.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     wrap(f'set -- "$@" --library {broken}')
@@ -220,7 +220,7 @@ def test_a_setup_cell_that_cannot_import_the_course_is_a_grading_error(batch):
     c = batch["runs"]["C"]
     assert c["rc"] == grade.EXIT_GRADING_ERROR, c["stdout"] + c["stderr"]
     assert _score(c, "bob") == ""
-    assert "kernels cannot import the course's module 'selfcheck'" in c["bob_state"]["reason"]
+    assert "kernels cannot import the course's module 'selfcheck_01'" in c["bob_state"]["reason"]
     assert not c["bob_feedback"] and batch["runs"]["D"]["bob_feedback"]
 
 

@@ -5,7 +5,6 @@ points of the function it breaks, with the bug named in the feedback), and one w
 do not fit together (only the composition test may charge it).
 """
 
-import importlib.util
 import time
 
 import pytest
@@ -54,10 +53,10 @@ GRADED = {"split_heads": ("split_heads_values",), "concat_heads": ("concat_heads
 
 
 def _selfcheck():
-    spec = importlib.util.spec_from_file_location("_selfcheck02", course.SOLUTIONS / "selfcheck.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return course.import_helper(course.selfcheck_module(LESSON))
+
+
+SelfCheckFailed = course.import_helper("selfcheck_common").SelfCheckFailed
 
 
 # ------------------------------------------------------------------ fast: the checks on their own, no kernel
@@ -101,16 +100,16 @@ def test_visible_self_checks_catch_every_bug(bug_id):
     for check in checks:
         try:
             check(b.make())
-        except sc.SelfCheckFailed as exc:
+        except SelfCheckFailed as exc:
             failures.append(str(exc))
     assert failures, f"no visible self-check notices {bug_id}"
 
 
 def test_split_self_check_names_the_strided_and_no_transpose_layouts():
     sc = _selfcheck()
-    with pytest.raises(sc.SelfCheckFailed, match=r"head 0 holds columns \[0, 4, 8\].*\(T, d_head, n_heads\)"):
+    with pytest.raises(SelfCheckFailed, match=r"head 0 holds columns \[0, 4, 8\].*\(T, d_head, n_heads\)"):
         sc.check_split_heads(bugs.by_id("split_strided_heads").make())
-    with pytest.raises(sc.SelfCheckFailed, match="row 1 holds columns \\[3, 4, 5\\] of token 0"):
+    with pytest.raises(SelfCheckFailed, match="row 1 holds columns \\[3, 4, 5\\] of token 0"):
         sc.check_split_heads(bugs.by_id("split_no_transpose").make())
 
 

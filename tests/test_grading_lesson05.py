@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import re
-import types
 
 import nbformat
 import numpy as np
@@ -183,9 +182,7 @@ def test_visible_multiple_choice_check_only_validates_the_format(capsys):
 
 # ------------------------------------------------------------------------------------------ fast, no kernel
 def _selfcheck():
-    module = types.ModuleType("selfcheck_l05")
-    exec(compile((course.SOLUTIONS / "selfcheck.py").read_text(), "selfcheck.py", "exec"), module.__dict__)
-    return module
+    return course.import_helper(course.selfcheck_module(LESSON))
 
 
 LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights", "mha_from_scratch")

@@ -92,13 +92,8 @@ def _learner_namespace(replacement=None):
 def _visible_check_failures(ns):
     import contextlib
     import io
-    import sys
 
-    sys.path.insert(0, str(course.SOLUTIONS))
-    try:
-        import selfcheck as sc
-    finally:
-        sys.path.pop(0)
+    sc = course.import_helper(course.selfcheck_module(LESSON))
     mha, sdpa = ns["multi_head_attention"], ns["scaled_dot_product_attention"]
     checks = {
         "repeat_kv_values": lambda: sc.check_repeat_kv(ns["repeat_kv"]),

@@ -54,7 +54,7 @@ def _hostile_class(root: Path, out: Path) -> dict:
     gradebook = out / "course" / "gradebook.db"
     victim_copy = out / "course" / "submitted" / "honest_full" / LESSON / f"{LESSON}.ipynb"
     victim_original = root / "honest_full" / f"{LESSON}.ipynb"
-    selfcheck = course.LESSONS / "selfcheck.py"
+    selfcheck = course.LESSONS / f"{course.selfcheck_module(LESSON)}.py"
     nbs, honest = {}, {}
 
     nbs["honest_full"], honest["honest_full"] = submissions.fill(LESSON), FULL
@@ -170,7 +170,7 @@ def _grade_batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     honest = _hostile_class(root, out)
     repo_before = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in
-                   [course.LESSONS / "selfcheck.py", *sorted((course.ROOT / "autograder").rglob("*.py"))]}
+                   [*(course.LESSONS / h for h in course.HELPERS), *sorted((course.ROOT / "autograder").rglob("*.py"))]}
     originals = intake.tree_hashes(root)
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=2048)
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)

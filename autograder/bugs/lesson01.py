@@ -164,16 +164,9 @@ bug("attention_in_place", "01", "scaled_dot_product_attention",
 
 def _hard_coded_source():
     """A function that returns the numbers the visible self-check's example produces, whatever its input."""
-    import importlib.util
-
     from autograder import course, reference
 
-    path = course.SOLUTIONS / "selfcheck.py"
-    if not path.exists():  # in a graded kernel, only the kernel library is there, with the helper at its root
-        path = course.ROOT / "selfcheck.py"
-    spec = importlib.util.spec_from_file_location("_selfcheck_example", path)
-    selfcheck = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(selfcheck)
+    selfcheck = course.import_helper(course.selfcheck_module("01"))
     out, weights = reference.scaled_dot_product_attention(*selfcheck.attention_example())
     return f"""
     def scaled_dot_product_attention(Q, K, V, mask=None):

@@ -15,7 +15,7 @@ Each (student, lesson) ends in one status:
   dead-kernel or not-run output, or the first learner cell was never run);
 * a locked cell before the first learner cell (the lesson's setup cell) raised an error: no learner code can
   have caused it;
-* a hidden-test or setup cell could not import the course's own modules (``autograder``, ``selfcheck``).
+* a hidden-test or setup cell could not import the course's own modules (``autograder``, the self-check modules).
 
 A learner cell placed before the setup cell that breaks it is the learner's doing: that notebook keeps its marks.
 The other grading errors (nbgrader's step failed, the kernel could not start, a gradebook write failed) come from
@@ -25,12 +25,14 @@ nbgrader's result, not the notebook (``autograder/grading/worker.py``).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from autograder import course
 from autograder.grading.execute import KERNEL_DIED, NOT_RUN
 
 GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, NOT_YET = (
     "graded", "pending manual", "grading error", "missing", "malformed", "not graded yet")
-COURSE_MODULES = ("autograder", "selfcheck")
+COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
                             "|".join(COURSE_MODULES))
 

@@ -1,0 +1,360 @@
+# Built from solutions/selfcheck_06.py by `make lessons`; edit that file, not this one.
+"""Self-checks of lesson 06: grouped-query attention, the KV cache, mask conventions, tiled attention.
+
+A check of a function that calls another of this lesson's functions first runs that helper's own check
+quietly; if the helper is not right yet, it says so and stops, so one mistake is reported once, where it is.
+The shared part (how a check calls your function, fails and passes) is in ``selfcheck_common.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from selfcheck_common import call, close, fail, ok
+
+__all__ = ["check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
+           "check_kv_cache_append", "check_decode_step", "check_decode_with_kv_cache", "check_tiled_attention",
+           "check_tiled_memory"]
+
+
+def _helpers_not_ready(**checks):
+    """Names of helpers whose own check fails; ``checks`` maps a name to a zero-argument function running it."""
+    import contextlib
+    import io
+
+    broken = []
+    for name, run in checks.items():
+        printed = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(printed):
+                run()
+        except Exception:  # a failed check, a stub, or a crash: the helper is not ready
+            broken.append(name)
+            continue
+        if "\u2718" in printed.getvalue():  # its check was skipped because of a helper of its own
+            broken.append(name)
+    return broken
+
+
+def _skip(what, broken):
+    print(f"\u2718 {what} not checked yet: first make the check of {', '.join(broken)} pass "
+          "(this check relies on it).")
+
+
+def _gqa_layer(rng, B, T, n_heads, n_kv_heads, d_head):
+    d_model = n_heads * d_head
+    x = rng.normal(size=(B, T, d_model))
+    W_Q, W_O = rng.normal(size=(2, d_model, d_model)) / math.sqrt(d_model)
+    W_K, W_V = rng.normal(size=(2, d_model, n_kv_heads * d_head)) / math.sqrt(d_model)
+    return x, W_Q, W_K, W_V, W_O
+
+
+def _expand(W, n_kv_heads, n_rep, order="repeat"):
+    """The (d_model, n_heads*d_head) weight that gives every query head its KV head's columns."""
+    d_model, d_kv = W.shape
+    per_head = W.reshape(d_model, n_kv_heads, d_kv // n_kv_heads)  # (d_model, n_kv_heads, d_head)
+    if order == "repeat":
+        per_head = np.repeat(per_head, n_rep, axis=1)
+    else:
+        per_head = np.tile(per_head, (1, n_rep, 1))
+    return per_head.reshape(d_model, -1)
+
+
+def _call_unless_broken(fn, name, broken, *args):
+    """fn(*args), or None when a helper it relies on is broken (whatever fn then raised); stubs still say so."""
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        return call(fn, name, *args)
+    except Exception:
+        if broken:
+            return None
+        raise
+
+
+def _causal(T):
+    return np.triu(np.ones((T, T), dtype=bool), k=1)
+
+
+def check_repeat_kv(repeat_kv):
+    """Head order 0 0 0 1 1 1 (not 0 1 0 1 0 1), any leading axes, n_rep = 1 unchanged, input untouched."""
+    x = np.broadcast_to(np.arange(2.0)[:, None, None], (2, 3, 4)).copy()  # (n_kv_heads=2, T=3, d_head=4), head j = j
+    before = x.copy()
+    got = call(repeat_kv, "repeat_kv", x, 3)
+    if np.shape(got) != (6, 3, 4):
+        fail(f"repeat_kv of a (n_kv_heads=2, T=3, d_head=4) array with n_rep=3 has shape {np.shape(got)}, expected "
+             "(6, 3, 4): repeat along the KV-head axis, axis=-3")
+    order = np.asarray(got)[:, 0, 0]
+    if np.array_equal(order, [0, 1, 0, 1, 0, 1]):
+        fail("the KV heads come out in the order 0 1 0 1 0 1 (np.tile); each KV head must serve a consecutive "
+             "group of query heads, 0 0 0 1 1 1: use np.repeat(x, n_rep, axis=-3)")
+    if not np.array_equal(order, [0, 0, 0, 1, 1, 1]) or not np.array_equal(got, np.repeat(before, 3, axis=0)):
+        fail(f"the heads come out as {order.tolist()}, expected [0, 0, 0, 1, 1, 1], each a full copy of its KV head")
+    if not np.array_equal(x, before):
+        fail("repeat_kv changed its input in place; return a new array")
+    xb = np.arange(2.0)[:, None, None, None] * 10 + np.arange(2.0)[None, :, None, None] + np.zeros((2, 2, 3, 4))
+    gotb = call(repeat_kv, "repeat_kv", xb, 2)  # (B=2, n_kv_heads=2, T=3, d_head=4)
+    if np.shape(gotb) != (2, 4, 3, 4):
+        fail(f"with a batch axis, (B=2, n_kv_heads=2, T=3, d_head=4) and n_rep=2 should give (2, 4, 3, 4), got "
+             f"{np.shape(gotb)}: count the axis from the end (axis=-3) so a batch axis does not move it")
+    if not np.array_equal(np.asarray(gotb)[:, :, 0, 0], [[0, 0, 1, 1], [10, 10, 11, 11]]):
+        fail("with a batch axis the heads are not repeated within each batch element; use axis=-3")
+    if not np.array_equal(call(repeat_kv, "repeat_kv", x, 1), x):
+        fail("repeat_kv(x, 1) should return the same values as x")
+    ok("repeat_kv: heads repeated in consecutive groups (0 0 0 1 1 1), batch axis untouched")
+
+
+def check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=None):
+    """MHA end, MQA end and a true group, against multi_head_attention with repeated K/V weights."""
+    rng = np.random.default_rng(60)
+    B, T, n_heads, d_head = 2, 5, 4, 3
+    ends = [(n_heads, "the MHA end (n_kv_heads = n_heads)"), (1, "the MQA end (n_kv_heads = 1)")]
+    for n_kv, name in ends + [(2, "a group of 2 query heads per KV head")]:
+        if n_kv == 2 and repeat_kv is not None:
+            broken = _helpers_not_ready(repeat_kv=lambda: check_repeat_kv(repeat_kv))
+            if broken:
+                _skip("grouped_query_attention with true groups", broken)
+                return
+        n_rep = n_heads // n_kv
+        x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)
+        result = call(grouped_query_attention, "grouped_query_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_kv)
+        if not isinstance(result, tuple) or len(result) != 2:
+            fail("grouped_query_attention must return a pair: (out, weights)")
+        out, weights = result
+        if np.shape(weights) != (B, n_heads, T, T):
+            fail(f"for {name} the weights should be (B, n_heads, T, T) = {(B, n_heads, T, T)}, got "
+                 f"{np.shape(weights)}: repeat the KV heads so every query head has one")
+        if np.shape(out) != (B, T, n_heads * d_head):
+            fail(f"out should be (B, T, d_model) = {(B, T, n_heads * d_head)}, got {np.shape(out)}")
+        expected, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep),
+                           _expand(W_V, n_kv, n_rep), W_O, n_heads)
+        if not close(out, expected, 1e-8):
+            tiled, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep, "tile"),
+                            _expand(W_V, n_kv, n_rep, "tile"), W_O, n_heads)
+            if close(out, tiled, 1e-8):
+                fail("the KV heads are repeated in the order 0 1 0 1 (np.tile); query heads 0..n_rep-1 must share "
+                     "KV head 0: np.repeat along axis -3")
+            fail(f"for {name} the output differs from multi-head attention with each KV head's weights copied "
+                 "to its query heads: split Q into n_heads heads and K, V into n_kv_heads heads, then repeat K, V")
+    ok("grouped_query_attention: equals MHA with repeated K/V weights, at both ends and in between")
+
+
+def check_causal_masks(causal_mask):
+    """Known (4, 4) masks in each convention, their dtype, and a ValueError for an unknown name."""
+    lower = np.tril(np.ones((4, 4), dtype=bool))  # may attend: on and below the diagonal
+    wanted = {"course": (~lower, "True = blocked, above the diagonal"),
+              "nn.MultiheadAttention": (~lower, "True = not allowed to attend, above the diagonal"),
+              "F.scaled_dot_product_attention": (lower, "True = may attend, on and below the diagonal"),
+              "masked_fill": (lower.astype(float), "1 = may attend, 0 = blocked (masked_fill(mask == 0, -inf))")}
+    for convention, (expected, meaning) in wanted.items():
+        got = call(causal_mask, "causal_mask", 4, convention)
+        if np.shape(got) != (4, 4):
+            fail(f"causal_mask(4, {convention!r}) has shape {np.shape(got)}, expected (4, 4)")
+        if expected.dtype == bool and getattr(got, "dtype", None) != np.bool_:
+            fail(f"causal_mask(4, {convention!r}) should be boolean, got {getattr(got, 'dtype', type(got))}")
+        if not np.array_equal(np.asarray(got, float), np.asarray(expected, float)):
+            inverted = np.array_equal(np.asarray(got, float), 1 - np.asarray(expected, float))
+            fail(f"causal_mask(4, {convention!r}) is wrong" + (" (its polarity is inverted)" if inverted else "")
+                 + f": in this convention {meaning}")
+    try:
+        causal_mask(4, "tensorflow")
+    except ValueError:
+        pass
+    else:
+        fail("causal_mask(4, 'tensorflow') should raise ValueError: a silent default would hide a typo")
+    ok("causal_mask: all four conventions right, unknown names rejected")
+
+
+def check_causal_self_attention(causal_self_attention, multi_head_attention, grouped_query_attention=None):
+    """Zero weight on the future; equal to causal multi-head attention at the MHA end; causal in effect."""
+    if grouped_query_attention is not None:
+        broken = _helpers_not_ready(grouped_query_attention=lambda: check_gqa(grouped_query_attention,
+                                                                              multi_head_attention))
+        if broken:
+            _skip("causal_self_attention", broken)
+            return
+    rng = np.random.default_rng(61)
+    B, T, n_heads, d_head = 2, 6, 3, 4
+    x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_heads, d_head)
+    result = call(causal_self_attention, "causal_self_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_heads)
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail("causal_self_attention must return a pair: (out, weights)")
+    out, weights = result
+    if np.shape(weights) != (B, n_heads, T, T):
+        fail(f"weights should be (B, n_heads, T, T) = {(B, n_heads, T, T)}, got {np.shape(weights)}")
+    if np.any(np.isnan(np.asarray(weights, float))):
+        fail("some weights are NaN: a row whose keys are all blocked gives 0/0. Query 0 must keep key 0: block only "
+             "the future, np.triu(np.ones((T, T), bool), k=1), not the diagonal")
+    future = np.asarray(weights)[..., _causal(T)]
+    if np.any(future != 0):
+        diag = np.asarray(weights)[..., np.arange(T), np.arange(T)]
+        fail("some weights on future tokens (above the diagonal) are not 0: the causal mask is missing or "
+             "inverted; pass mask = np.triu(np.ones((T, T), bool), k=1), True = blocked"
+             if np.any(diag != 0) else "the diagonal is blocked: a token may attend to itself; use k=1 in np.triu")
+    x_later = x.copy()
+    x_later[:, -1] += 1.0  # change only the last token
+    out_later = call(causal_self_attention, "causal_self_attention", x_later, W_Q, W_K, W_V, W_O, n_heads, n_heads)[0]
+    if not close(np.asarray(out_later)[:, :-1], np.asarray(out)[:, :-1], 1e-10):
+        fail("changing the last token changed the outputs of earlier tokens: they must not see the future. Is the "
+             "causal mask passed to the attention?")
+    expected, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, W_V, W_O, n_heads, mask=_causal(T))
+    if not close(out, expected, 1e-8):
+        fail("out differs from causal multi-head attention at the MHA end (n_kv_heads = n_heads)")
+    ok("causal_self_attention: no weight on the future, earlier rows blind to later tokens, equal to causal MHA")
+
+
+def check_kv_cache_append(kv_cache_append):
+    """Grows along time (axis -2) for a second step and a longer cache, batched and unbatched; inputs untouched."""
+    rng = np.random.default_rng(62)
+    B, n_kv, d_head = 2, 3, 5
+    for T_past, lead in ((1, (B,)), (4, (B,)), (4, ())):
+        cache_k, cache_v = rng.normal(size=(2, *lead, n_kv, T_past, d_head))
+        k, v = rng.normal(size=(2, *lead, n_kv, 1, d_head))
+        copies = [a.copy() for a in (cache_k, cache_v, k, v)]
+        try:
+            result = kv_cache_append(cache_k, cache_v, k, v)
+        except NotImplementedError:
+            call(kv_cache_append, "kv_cache_append", cache_k, cache_v, k, v)
+        except ValueError as exc:
+            fail(f"kv_cache_append raised ValueError ({exc}) for a cache {cache_k.shape} and a new key {k.shape}: "
+                 "they only differ along the time axis, axis -2; concatenate there")
+        if not isinstance(result, tuple) or len(result) != 2:
+            fail("kv_cache_append must return a pair: (cache_k, cache_v)")
+        new_k, new_v = result
+        want = (*lead, n_kv, T_past + 1, d_head)
+        if np.shape(new_k) != want:
+            hint = {(*lead, 2 * n_kv, 1, d_head): "it grew along the KV-head axis",
+                    (*lead, n_kv, 1, 2 * d_head): "it grew along d_head, the last axis",
+                    (2 * B, n_kv, 1, d_head): "it grew along the batch axis"}.get(np.shape(new_k), "")
+            fail(f"after appending 1 token to a cache {cache_k.shape} the cache should be {want}, got "
+                 f"{np.shape(new_k)}" + (f": {hint}" if hint else "") + ". The time axis of "
+                 "(..., n_kv_heads, T, d_head) is axis=-2")
+        if not (np.array_equal(new_k[..., :T_past, :], cache_k) and np.array_equal(new_k[..., T_past:, :], k)
+                and np.array_equal(new_v[..., :T_past, :], cache_v) and np.array_equal(new_v[..., T_past:, :], v)):
+            fail("the longer cache should hold the old entries first and the new token last, keys in cache_k and "
+                 "values in cache_v")
+        if any(not np.array_equal(a, b) for a, b in zip((cache_k, cache_v, k, v), copies)):
+            fail("kv_cache_append changed one of its inputs; return new arrays")
+    ok("kv_cache_append: the cache grows along time (axis -2), batched and unbatched")
+
+
+def check_decode_step(decode_step, multi_head_attention, kv_cache_append=None, repeat_kv=None):
+    """One step from a cache of 3 tokens equals row 3 of causal attention over 4 tokens, at MHA and GQA."""
+    broken = _helpers_not_ready(**{n: c for n, c in (("kv_cache_append", kv_cache_append and (
+        lambda: check_kv_cache_append(kv_cache_append))), ("repeat_kv", repeat_kv and (
+            lambda: check_repeat_kv(repeat_kv)))) if c})
+    rng = np.random.default_rng(63)
+    B, T, n_heads, d_head = 2, 4, 4, 3
+    for n_kv in (n_heads, 2):
+        n_rep = n_heads // n_kv
+        x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)
+        W_K_full, W_V_full = _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep)
+        d_kv = n_kv * d_head
+        heads_of = lambda y: np.swapaxes(y.reshape(B, -1, n_kv, d_head), 1, 2)  # (B, n_kv_heads, T, d_head)
+        cache_k, cache_v = heads_of(x[:, :3] @ W_K), heads_of(x[:, :3] @ W_V)
+        result = _call_unless_broken(decode_step, "decode_step", broken, x[:, 3:], cache_k, cache_v, W_Q, W_K, W_V,
+                                     W_O, n_heads, n_kv)
+        if broken:
+            _skip("decode_step", broken)
+            return
+        if not isinstance(result, tuple) or len(result) != 3:
+            fail("decode_step must return three things: (out_t, cache_k, cache_v)")
+        out_t, new_k, new_v = result
+        if np.shape(new_k) != (B, n_kv, 4, d_head) or np.shape(new_v) != (B, n_kv, 4, d_head):
+            fail(f"after one step from a cache of 3 tokens the caches should be (B, n_kv_heads, 4, d_head) = "
+                 f"{(B, n_kv, 4, d_head)}, got {np.shape(new_k)} and {np.shape(new_v)}")
+        if not (close(new_k, heads_of(x @ W_K)) and close(new_v, heads_of(x @ W_V))):
+            fail("the returned caches should end with the newest token's key x_t @ W_K and value x_t @ W_V, split "
+                 f"into n_kv_heads heads ({d_kv} columns of W_K, d_head={d_head} per head)")
+        if np.shape(out_t) != (B, 1, n_heads * d_head):
+            fail(f"out_t should be (B, 1, d_model) = {(B, 1, n_heads * d_head)}, got {np.shape(out_t)}")
+        full, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K_full, W_V_full, W_O, n_heads,
+                       mask=_causal(T))
+        if not close(out_t, full[:, 3:], 1e-8):
+            fail("out_t is not row 3 of causal attention over the 4 tokens: append the new key and value to the "
+                 "cache *before* attending (the token attends to itself too), then attend with its query to the "
+                 "whole cache, its KV heads repeated with repeat_kv")
+    ok("decode_step: equals the last row of full causal attention and returns caches one token longer")
+
+
+def check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decode_step=None, kv_cache_append=None,
+                               repeat_kv=None):
+    """Decoding token by token equals full causal attention; the caches end (B, n_kv_heads, T, d_head)."""
+    rng = np.random.default_rng(64)
+    B, T, n_heads, n_kv, d_head = 2, 5, 4, 2, 3
+    x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)
+    helpers = {}
+    if decode_step is not None:
+        helpers["decode_step"] = lambda: check_decode_step(decode_step, multi_head_attention, kv_cache_append,
+                                                           repeat_kv)
+    broken = _helpers_not_ready(**helpers)
+    result = _call_unless_broken(decode_with_kv_cache, "decode_with_kv_cache", broken, x, W_Q, W_K, W_V, W_O,
+                                 n_heads, n_kv)
+    if broken:
+        _skip("decode_with_kv_cache", broken)
+        return
+    if not isinstance(result, tuple) or len(result) != 3:
+        fail("decode_with_kv_cache must return three things: (out, cache_k, cache_v)")
+    out, cache_k, cache_v = result
+    if np.shape(cache_k) != (B, n_kv, T, d_head):
+        fail(f"after {T} tokens the cache should be (B, n_kv_heads, T, d_head) = {(B, n_kv, T, d_head)}, got "
+             f"{np.shape(cache_k)}; start from np.zeros((B, n_kv_heads, 0, d_head))")
+    if np.shape(out) != (B, T, n_heads * d_head):
+        fail(f"out should be (B, T, d_model) = {(B, T, n_heads * d_head)}, got {np.shape(out)}: join the step "
+             "outputs along time, axis -2")
+    n_rep = n_heads // n_kv
+    full, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep),
+                   _expand(W_V, n_kv, n_rep), W_O, n_heads, mask=_causal(T))
+    if not close(out, full, 1e-8):
+        rows = [t for t in range(T) if not close(out[:, t], full[:, t], 1e-8)]
+        fail(f"rows {rows} differ from full causal attention; feed token t as x[..., t:t+1, :] and keep the caches "
+             "that decode_step returns for the next step")
+    ok("decode_with_kv_cache: token-by-token decoding equals full causal attention, row for row")
+
+
+def check_tiled_attention(tiled_attention, scaled_dot_product_attention):
+    """Equal to plain attention within 1e-10 for block sizes 1, 3, 4 and 64, with and without the causal mask."""
+    rng = np.random.default_rng(65)
+    Q = rng.normal(size=(2, 7, 4)) * 3  # (B, T_q, d_k); large scores so the running max really moves
+    K = rng.normal(size=(2, 10, 4)) * 3  # (B, T_k, d_k)
+    V = rng.normal(size=(2, 10, 5))  # (B, T_k, d_v)
+    plain, _ = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, K, V)
+    Ks, Vs = K[:, :7], V[:, :7]
+    plain_causal, _ = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, Ks, Vs, mask=_causal(7))
+    for block in (4, 3, 1, 64):
+        out = call(tiled_attention, "tiled_attention", Q, K, V, block)
+        if np.shape(out) != (2, 7, 5):
+            fail(f"tiled_attention should return out of shape (B, T_q, d_v) = (2, 7, 5), got {np.shape(out)} "
+                 "(only out: the weights are never formed)")
+        if np.any(~np.isfinite(out)):
+            fail(f"block_size={block}: out contains NaN or inf; shift by the running max, and by 0 where a row has "
+                 "seen no open key yet")
+        if not close(out, plain, 1e-10):
+            fail(f"block_size={block}: out differs from plain attention by up to {np.max(np.abs(out - plain)):.2g}; "
+                 "when a block raises the running max m, rescale the running sum and output by exp(m_old - m_new)")
+        out_c = call(tiled_attention, "tiled_attention", Q, Ks, Vs, block, causal=True)
+        if not close(out_c, plain_causal, 1e-10):
+            fail(f"block_size={block}, causal=True: out differs from causal attention; block key j for query i "
+                 "when j > i (positions counted from the start of the whole sequence, not of the block)")
+    ok("tiled_attention: equal to plain attention within 1e-10 for block sizes 1, 3, 4, 64, causal or not")
+
+
+def check_tiled_memory(tiled_attention, T=1024, block_size=32):
+    """The peak allocation (tracemalloc) stays far below one (T, T) float64 matrix."""
+    import tracemalloc
+
+    rng = np.random.default_rng(66)
+    Q, K, V = rng.normal(size=(3, T, 8))  # each (T, d_k = 8)
+    tracemalloc.start()
+    try:
+        call(tiled_attention, "tiled_attention", Q, K, V, block_size)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    full = 8 * T * T
+    if peak > full / 4:
+        fail(f"tiled_attention allocated {peak / 2**20:.2f} MB at its peak for T = {T}; one (T, T) float64 matrix "
+             f"is {full / 2**20:.2f} MB. Work on (T_q, block_size) blocks of scores and never build the full matrix")
+    ok(f"tiled_attention: peak {peak / 2**20:.2f} MB for T = {T}, one (T, T) matrix would be {full / 2**20:.2f} MB")

@@ -1,0 +1,57 @@
+# Built from solutions/selfcheck_common.py by `make lessons`; edit that file, not this one.
+"""What every lesson's self-checks share: how a check calls your function, fails and passes.
+
+Each lesson has its own module, ``selfcheck_NN.py``; its ``check_*`` functions call your function on small examples
+and either print a line starting with a tick or raise an ``AssertionError`` that says what looks wrong and what
+usually causes it. The checks test properties and known values; they do not contain a solution. Passing them is a
+good sign, not a guarantee: the graded tests use other, random inputs.
+
+Names follow the course glossary: T_q queries, T_k keys, d_k key width, d_v value width, d_model, n_heads,
+d_head = d_model // n_heads; a mask is boolean and True marks a blocked (query, key) pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale"]
+
+
+class SelfCheckFailed(AssertionError):
+    """Your function gave a result that the lesson's self-check can show is wrong."""
+
+
+def fail(message):
+    raise SelfCheckFailed(message)
+
+
+def call(fn, name, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise NotImplementedError(
+            f"{name} is not implemented yet: write its body in the cell above (replace "
+            "`raise NotImplementedError()`), run that cell, then run this check again.") from None
+
+
+def ok(message):
+    print("\u2714 " + message)
+
+
+def close(a, b, tol=1e-6):
+    return np.shape(a) == np.shape(b) and bool(np.all(np.abs(np.asarray(a, float) - np.asarray(b, float)) <= tol))
+
+
+def effective_scale(weights, scores):
+    """The c with weights proportional to exp(c * scores) along each row (None if not of that form)."""
+    w = np.asarray(weights, float)
+    if np.any(w <= 0):
+        return None
+    logs = np.log(w)
+    dl = (logs - logs[..., :1]).ravel()[1:]
+    ds = (scores - scores[..., :1]).ravel()[1:]
+    keep = np.abs(ds) > 1e-3
+    if not np.any(keep):
+        return None
+    c = dl[keep] / ds[keep]
+    return float(np.median(c)) if np.allclose(c, np.median(c), rtol=1e-3, atol=1e-6) else None
