@@ -130,7 +130,8 @@ def broken_links(page: Path, text: str) -> list[str]:
         path = (page.parent / file).resolve() if file else page
         if not path.exists() or ROOT not in (path, *path.parents):
             broken.append(target)
-        elif anchor and (path.suffix != ".md" or anchor not in anchors(path.read_text(encoding="utf-8"))):
+        elif anchor and (path.suffix != ".md"
+                         or anchor not in anchors(path.read_text(encoding="utf-8") if file else text)):
             broken.append(target)
     return broken
 
