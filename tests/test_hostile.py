@@ -130,7 +130,7 @@ get_ipython().showtraceback = lambda *a, **k: None
     nbs["huge_print"] = _with_cell(submissions.fill(LESSON), "softmax",
                                    "for _ in range(200):\n    print('x' * 1_000_000)  # 200 MB")
     honest["huge_print"] = FULL
-    if os.geteuid() != 0:  # without root the kernels are not isolated (README): this one would succeed
+    if os.geteuid() != 0:  # without root the kernels are not isolated (docs/sandbox.md): this one would succeed
         return _write(root, nbs, honest)
     nbs["writer"] = _with_cell(submissions.fill(LESSON), "softmax", f"""
 import sqlite3, subprocess, sys
