@@ -75,11 +75,13 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     workspace.prepare_course(s, log)
-    checked = canary.check(s, log)  # raises CanaryFailed, before any student is touched
-    todo = workspace.stage(s, roster)
-    workspace.ensure_students(s, roster.students)
-    graded = worker.run_tasks(s, todo, progress=progress)
-    refreshed = worker.run_tasks(s, worker.stale_feedback(s, roster, todo), progress=False)  # manual grades came in
+    with worker.Pool(s) as pool:
+        checked = canary.check(s, log, pool)  # raises CanaryFailed, before any student is touched
+        todo = workspace.stage(s, roster)
+        workspace.ensure_students(s, roster.students)
+        graded = worker.run_tasks(s, todo, progress=progress, pool=pool)
+        stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
+        refreshed = worker.run_tasks(s, stale, progress=False, pool=pool)
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so

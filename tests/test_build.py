@@ -38,14 +38,6 @@ def test_student_notebook_leaks_nothing(lesson):
                     assert line.strip() not in source, f"model answer line published in lessons/{lesson}: {line}"
 
 
-def test_solution_in_a_cell_not_marked_solution_fails_the_build(tmp_path):
-    bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade_id": "x"}\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n'
-                   "    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match='lacks "solution": true'):
-        course.read_source(bad)
-
-
 def test_light_header_gets_nbgrader_constant_keys(tmp_path):
     source = tmp_path / "99_light.py"
     source.write_text('# %% nbgrader={"grade_id": "f", "solution": true}\ndef f():\n    ### BEGIN SOLUTION\n'
@@ -123,18 +115,15 @@ def test_committed_notebooks_carry_no_outputs():
                 assert not cell["outputs"] and cell["execution_count"] is None, f
 
 
-def test_malformed_header_fails_the_build(tmp_path):
+@pytest.mark.parametrize("header, error", [
+    ('# %% nbgrader={"grade_id": "x", "solution": true,}', "not valid JSON"),  # a JSON typo jupytext would ignore
+    ("# %%", "no nbgrader metadata"),  # a solution in a cell nbgrader knows nothing of
+    ('# %% nbgrader={"grade_id": "x"}', 'lacks "solution": true'),  # a solution in a locked cell
+])
+def test_solution_in_a_cell_not_declared_as_one_fails_the_build(tmp_path, header, error):
     bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade_id": "x", "solution": true,}\n'
-                   "def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match="not valid JSON"):
-        course.read_source(bad)
-
-
-def test_solution_without_metadata_fails_the_build(tmp_path):
-    bad = tmp_path / "99_bad.py"
-    bad.write_text("# %%\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match="no nbgrader metadata"):
+    bad.write_text(header + "\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
+    with pytest.raises(course.SourceError, match=error):
         course.read_source(bad)
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.bugs import by_id
 from autograder.grading import findings, intake, scan
 from run_once import once
@@ -33,16 +33,16 @@ LESSONS = course.lesson_names()
 def _class(root: Path) -> dict:
     """Write a small class for every lesson; return {student: expected lesson-01 score}."""
     nbs = {
-        "alice": {lesson: submissions.fill(lesson) for lesson in LESSONS},
-        "bob": {lesson: submissions.student_notebook(lesson) for lesson in LESSONS},
-        "carol": {LESSON: submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})},
-        "dan": {LESSON: submissions.fill(LESSON, {
+        "alice": {lesson: answers.fill(lesson) for lesson in LESSONS},
+        "bob": {lesson: answers.student_notebook(lesson) for lesson in LESSONS},
+        "carol": {LESSON: answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})},
+        "dan": {LESSON: answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_softmax_query_axis").source})},
     }
     for student, lessons in nbs.items():
         for lesson, nb in lessons.items():
             course.write_notebook(nb, root / student / f"{lesson}.ipynb")
-    course.write_notebook(submissions.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
+    course.write_notebook(answers.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
     return {"alice": 8.0, "bob": 0.0, "carol": 7.0, "dan": 3.0, "erin": 8.0}
 
 
@@ -110,9 +110,9 @@ def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_honest_notebooks_of_every_lesson_raise_no_flags(lesson):
-    nb = submissions.fill(lesson)
+    nb = answers.fill(lesson)
     assert scan.scan_notebook(nb) == []
-    assert findings.structure_flags(nb, submissions.student_notebook(lesson)) == []
+    assert findings.structure_flags(nb, answers.student_notebook(lesson)) == []
 
 
 def test_the_static_scan_names_what_a_human_should_read():
@@ -186,7 +186,7 @@ def test_parallel_grading_is_identical_to_serial_and_rerunning_regrades_only_wha
     assert _grades(out) == klass["grades"]
     changed = tmp_path / "changed"
     shutil.copytree(klass["root"], changed)
-    course.write_notebook(submissions.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
+    course.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
     third = _cli(changed, out, "--workers", "2")
     assert "graded 1 notebooks" in third.stdout
     rows = {r["student"]: r for r in _grades(out)}

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from autograder import course, submissions
+from autograder import course, answers
 from notebook_runner import errors, execute, stderr_text
 
 LESSONS = course.lesson_names()
@@ -27,7 +27,7 @@ def test_solution_notebook_passes_nbval(lesson, tmp_path):
 @pytest.mark.grading
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_untouched_student_notebook_fails_only_with_not_implemented(lesson, tmp_path):
-    nb = execute(submissions.student_notebook(lesson), tmp_path)
+    nb = execute(answers.student_notebook(lesson), tmp_path)
     found = errors(nb)
     assert found, "an untouched notebook must show which functions are still to be written"
     assert {e[2] for e in found} == {"NotImplementedError"}, found
@@ -39,6 +39,6 @@ def test_untouched_student_notebook_fails_only_with_not_implemented(lesson, tmp_
 @pytest.mark.grading
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_completed_student_notebook_runs_clean(lesson, tmp_path):
-    nb = execute(submissions.fill(lesson), tmp_path)
+    nb = execute(answers.fill(lesson), tmp_path)
     assert errors(nb) == []
     assert "Warning" not in stderr_text(nb), stderr_text(nb)[:2000]

@@ -14,6 +14,7 @@ grades changed since it was written is generated again (``stale_feedback``, ``re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
@@ -173,8 +174,34 @@ def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
     return stale
 
 
-def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
-    """Grade {student: [lessons]} over ``s.workers`` processes; returns how many notebooks were graded."""
+class Pool:
+    """The worker processes of one run: started once, when first needed (each pays nbgrader's imports once), and
+    shared by the canary, the students and the feedback refresh. A pool broken by a dying worker is replaced."""
+
+    def __init__(self, s: Settings):
+        self.s = s
+        self._executor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def executor(self) -> ProcessPoolExecutor:
+        if self._executor is not None and getattr(self._executor, "_broken", False):
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=self.s.workers, mp_context=mp.get_context("spawn"),
+                                                 initializer=_init_worker, initargs=(asdict(self.s),))
+        return self._executor
+
+
+def run_tasks(s: Settings, todo: dict, *, progress=True, pool: Pool | None = None) -> int:
+    """Grade {student: [lessons]} over ``s.workers`` processes (``pool``'s, or a pool of this call's own); returns
+    how many notebooks were graded."""
     from tqdm import tqdm
 
     if not todo:
@@ -183,19 +210,18 @@ def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
     bar = tqdm(total=len(students), unit="student", desc="grading", disable=not progress, file=sys.stderr,
                dynamic_ncols=True)
     done = 0
-    settings = asdict(s)
     if s.workers <= 1:
-        _init_worker(settings)
+        _init_worker(asdict(s))
         for student in students:
             done += len(grade_student(student, todo[student]))
             bar.update()
     else:
-        ctx = mp.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(s.workers, len(students)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(settings,)) as pool:
-            futures = {pool.submit(grade_student, student, todo[student]): student for student in students}
+        with Pool(s) if pool is None else contextlib.nullcontext(pool) as lent:
+            executor = lent.executor()
+            futures = {executor.submit(grade_student, student, todo[student]): student for student in students}
             for future in as_completed(futures):
                 done += len(future.result())
                 bar.update()
     bar.close()
     return done
+
