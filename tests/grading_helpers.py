@@ -1,6 +1,8 @@
 """Grade real notebooks through the grading command (``autograder.grade.run``, the pipeline ``make grade`` uses)
 and read the results back from its gradebook."""
 
+import nbformat
+
 from autograder import course, grade as grading_command
 from autograder.grading import results as read_back
 
@@ -23,7 +25,7 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
             "total": read_back.submission_total(s, lesson, student),
             "tests": read_back.cell_scores(s, lesson, student),
             "feedback": read_back.feedback_text(s, lesson, student) if feedback else "",
-            "errors": read_back.cell_errors(s, lesson, student),
+            "errors": cell_errors(s, lesson, student),
             "flags": flags.get(student, ""),
         }
     return results
@@ -32,3 +34,10 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
 def lost(result) -> set:
     """grade_ids of the tests that did not get full points."""
     return {gid for gid, (score, mx) in result["tests"].items() if score < mx}
+
+
+def cell_errors(s, lesson: str, student: str) -> dict:
+    """grade_id -> the error of that cell in the graded notebook, for the cells that failed."""
+    nb = nbformat.read(s.course_root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
+    return {cell.metadata.get("nbgrader", {}).get("grade_id"): f"{out.get('ename')}: {out.get('evalue')}"
+            for cell in nb.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"}

@@ -95,7 +95,7 @@ def percent(row: dict):
     return 100 * row["total"] / marked
 
 
-# ---------------------------------------------------------------- one submission in detail (tests, mutation harness)
+# ------------------------------------------------------------ one submission in detail (the mutation harness, tests)
 
 def cell_scores(s: Settings, lesson: str, student: str) -> dict:
     """grade_id -> (score, max_score) of every autograded cell of one submission, from the gradebook."""
@@ -124,11 +124,3 @@ def feedback_text(s: Settings, lesson: str, student: str) -> str:
     raw = (s.course_root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
     return html.unescape(re.sub(r"<[^>]+>", "", raw))
 
-
-def cell_errors(s: Settings, lesson: str, student: str) -> dict:
-    """grade_id -> the error of that cell in the graded notebook, for the cells that failed."""
-    import nbformat
-
-    nb = nbformat.read(s.course_root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
-    return {cell.metadata.get("nbgrader", {}).get("grade_id"): f"{out.get('ename')}: {out.get('evalue')}"
-            for cell in nb.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"}

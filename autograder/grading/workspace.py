@@ -79,11 +79,35 @@ def prepare_course(s: Settings, log) -> None:
     sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
                                library=write_kernel_library(out / "kernel-library"), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
-    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s), capture_output=True)
-    proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+    # (while nbgrader releases the lessons)
+    fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        release_lessons(s)
+    finally:
+        fonts.wait()
     marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+
+
+def release_lessons(s: Settings) -> None:
+    """nbgrader's generate_assignment for every lesson, in this process (which has imported nbgrader already): it
+    writes release/ and records every cell in the gradebook, which autograde needs."""
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
+    coursedir = CourseDirectory(config=config)
+    coursedir.root = str(s.course_root)
+    coursedir.assignment_id = "*"
+    converter = GenerateAssignment(coursedir=coursedir, config=config)
+    converter.force = True
+    result = capture_log(converter)
+    missing = [n for n in s.lessons if not (s.course_root / "release" / n / f"{n}.ipynb").exists()]
+    if not result["success"] or missing:
+        raise RuntimeError(f"nbgrader generate_assignment failed (lessons not released: {missing or 'none'}):\n"
+                           f"{result.get('log') or ''}{result.get('error') or ''}")
 
 
 def _keep_gradebook(s: Settings, log) -> None:
