@@ -150,14 +150,16 @@ print("IPC", len(made))
 CPU_HOG = r"""
 import os, time
 children, started = [], time.time()
+go = started + 3  # every child waits until all are forked, then all spin together: forking is not slowed by them
 for _ in range(100):
     try:
         pid = os.fork()
     except OSError:
         break
     if pid == 0:
-        end = time.time() + 4
-        while time.time() < end:
+        while time.time() < go:
+            time.sleep(0.05)
+        while time.time() < go + 3:
             pass
         os._exit(0)
     children.append(pid)
