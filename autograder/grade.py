@@ -20,9 +20,10 @@ This module is the command line and ``run``, which calls the steps in order; eac
 
 1. ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook);
 2. ``workspace``: refuse an unsafe machine (``preflight``), build the course folder and its sandboxed kernelspec;
-3. ``canary``: before any student, grade the model answers of every lesson through the same pipeline; unless they
-   earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and says what broke;
-4. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
+3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
+4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
+   pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
+   says what broke;
 5. ``worker``: grade it over ``--workers`` processes, then regenerate the feedback whose grades changed;
 6. ``results`` and ``report``: read the grades back and write the files above.
 
@@ -75,12 +76,13 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     workspace.prepare_course(s, log)
+    todo = workspace.stage(s, roster)
+    stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
     with worker.Pool(s) as pool:
-        checked = canary.check(s, log, pool)  # raises CanaryFailed, before any student is touched
-        todo = workspace.stage(s, roster)
+        # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
+        checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
         workspace.ensure_students(s, roster.students)
         graded = worker.run_tasks(s, todo, progress=progress, pool=pool)
-        stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
         refreshed = worker.run_tasks(s, stale, progress=False, pool=pool)
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)

@@ -176,26 +176,9 @@ def test_the_canary_grades_the_model_answers_first_and_leaves_no_trace_in_the_re
 
 
 @pytest.mark.grading
-def test_parallel_grading_is_identical_to_serial_and_rerunning_regrades_only_what_changed(klass, tmp_path):
+def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns_regrade_only_what_changed(
+        klass, tmp_path):
     out = tmp_path / "parallel"
-    first = _cli(klass["root"], out, "--workers", "2")
-    assert "graded 5 notebooks" in first.stdout
-    assert _grades(out) == klass["grades"]  # the serial run's grades, flags included
-    again = _cli(klass["root"], out, "--workers", "2")
-    assert "graded 0 notebooks" in again.stdout
-    assert _grades(out) == klass["grades"]
-    changed = tmp_path / "changed"
-    shutil.copytree(klass["root"], changed)
-    course.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
-    third = _cli(changed, out, "--workers", "2")
-    assert "graded 1 notebooks" in third.stdout
-    rows = {r["student"]: r for r in _grades(out)}
-    assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
-
-
-@pytest.mark.grading
-def test_a_batch_killed_halfway_resumes_to_the_same_grades(klass, tmp_path):
-    out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "2", "--quiet"]
     proc = subprocess.Popen(cmd, cwd=course.ROOT, env=course.nbgrader_env(), stdout=subprocess.DEVNULL,
@@ -216,4 +199,14 @@ def test_a_batch_killed_halfway_resumes_to_the_same_grades(klass, tmp_path):
     assert 1 <= done < len(klass["expected"]), done
     resumed = _cli(klass["root"], out, "--workers", "2")
     assert f"graded {len(klass['expected']) - done} notebooks" in resumed.stdout
-    assert _grades(out) == klass["grades"]  # the uninterrupted serial run
+    assert _grades(out) == klass["grades"]  # the uninterrupted serial run's grades, flags included
+    again = _cli(klass["root"], out, "--workers", "2")
+    assert "graded 0 notebooks" in again.stdout
+    assert _grades(out) == klass["grades"]
+    changed = tmp_path / "changed"
+    shutil.copytree(klass["root"], changed)
+    course.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
+    third = _cli(changed, out, "--workers", "2")
+    assert "graded 1 notebooks" in third.stdout
+    rows = {r["student"]: r for r in _grades(out)}
+    assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"

@@ -41,11 +41,13 @@ class CanaryFailed(RuntimeError):
 
 @dataclass
 class Outcome:
-    lessons: list
+    lessons: list  # the lessons whose model answers were graded: none when no notebook needed grading
     seconds: float
 
     def summary(self) -> str:
         n = len(self.lessons)
+        if not n:
+            return "no canary needed: nothing to grade"
         return f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
 
 
