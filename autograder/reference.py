@@ -1,7 +1,8 @@
 """The course's one reference implementation of multi-head attention (numpy).
 
 Every hidden test grades a learner's function against the function of the same name here, and the
-benchmarks time it. Learners never receive this file.
+benchmarks time it. Learners never receive this file. It is one module, longer than the others, because it is
+the one reference: every function learners write across the lessons, in lesson order.
 
 Glossary (the same names are used in the lessons, the plots and the tests):
     B        batch size

@@ -1,5 +1,8 @@
 """Kernel launcher for grading untrusted notebooks: ``python -m autograder.sandbox -f CONNECTION_FILE``.
 
+It is one module, longer than most, because it runs as a program of its own from the kernel library, beside the
+kernel, where it can import nothing else of the course.
+
 The grading course's kernelspec (``autograder-sandbox``, written by ``install_kernelspec``) starts every kernel
 through this module. How much it can isolate depends on who runs the grader (``isolation_level``):
 

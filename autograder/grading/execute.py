@@ -1,4 +1,5 @@
-"""nbgrader's Execute step, hardened for untrusted notebooks.
+"""nbgrader's Execute step, hardened for untrusted notebooks (one module, longer than most: the hardenings below
+override the same nbclient methods together).
 
 ``SafeExecute`` replaces nbgrader's ``Execute`` in the grading course's autograde preprocessors. It differs in four
 ways, each of which nbgrader 0.9 handles by failing the whole submission or hanging:
