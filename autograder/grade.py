@@ -75,12 +75,19 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     workspace.preflight(s)
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
-    workspace.prepare_course(s, log)
+    rebuild = workspace.prepare_course(s, log)
     todo = workspace.stage(s, roster)
     stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
     with worker.Pool(s) as pool:
         # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
-        checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
+        try:
+            checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
+        except canary.CanaryFailed:
+            if rebuild:
+                rebuild.restore()  # the earlier runs' course, records and grades, as they were
+            raise
+        if rebuild:
+            rebuild.discard()
         workspace.ensure_students(s, roster.students)
         graded = worker.run_tasks(s, todo, progress=progress, pool=pool)
         refreshed = worker.run_tasks(s, stale, progress=False, pool=pool)

@@ -58,17 +58,23 @@ def grading_env(s: Settings) -> dict:
     return env
 
 
-def prepare_course(s: Settings, log) -> None:
-    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change."""
+def prepare_course(s: Settings, log) -> "Rebuild | None":
+    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change.
+
+    A rebuild first moves the old course folder, state records and marker aside; the returned ``Rebuild`` puts them
+    back (``restore``: the canary failed, so nothing of the earlier runs may be lost) or deletes them (``discard``).
+    """
     out = Path(s.out)
     marker = out / "course.json"
     key = s.key()
     if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
             (s.course_root / "release").is_dir():
-        return
+        return None
+    rebuild = None
     if marker.exists():
         log("lessons, hidden checks or settings changed since the last run: regrading everything")
         _keep_gradebook(s, log)
+        rebuild = Rebuild(out)
     shutil.rmtree(s.course_root, ignore_errors=True)
     shutil.rmtree(out / "state", ignore_errors=True)
     course.make_course(s.course_root, s.lessons, generate=False)
@@ -87,6 +93,32 @@ def prepare_course(s: Settings, log) -> None:
     finally:
         fonts.wait()
     marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+    return rebuild
+
+
+class Rebuild:
+    """The course folder, state records and marker of the earlier runs, moved aside to ``DIR/previous-course``."""
+
+    PARTS = ("course", "state", "course.json")
+
+    def __init__(self, out: Path):
+        self.out, self.aside = out, out / "previous-course"
+        shutil.rmtree(self.aside, ignore_errors=True)  # of a rebuild whose run was killed before it ended
+        self.aside.mkdir()
+        for part in self.PARTS:
+            if (out / part).exists():
+                os.replace(out / part, self.aside / part)
+
+    def restore(self) -> None:
+        for part in self.PARTS:
+            if (self.aside / part).exists():
+                if (self.out / part).is_dir():
+                    shutil.rmtree(self.out / part)
+                os.replace(self.aside / part, self.out / part)
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.aside, ignore_errors=True)
 
 
 def release_lessons(s: Settings) -> None:
