@@ -259,8 +259,10 @@ check_round_trip(split_heads, concat_heads)
 # wrote. The output projection mixes them. Every output column is a weighted sum over *all* concatenated columns,
 # so each one can combine what several heads found.
 #
-# $W^O$ is **linear**. It mixes heads by adding weighted copies of them, nothing more; the nonlinearity in a
-# transformer comes later (the feed-forward layer after attention). A sum also has a useful reading: cut $W^O$
+# $W^O$ is **linear**. It mixes heads by adding weighted copies of them, nothing more, so it adds no
+# nonlinearity of its own. The layer as a whole is already nonlinear in $x$: the softmax makes each head's
+# weights depend nonlinearly on the tokens. (The feed-forward layer after attention adds the block's other
+# nonlinearity, an elementwise one; section 9 shows where it sits.) A sum also has a useful reading: cut $W^O$
 # into row blocks $W^O_i = W^O[i\,d_\text{head}:(i+1)\,d_\text{head}]$, one per head, and
 #
 # $$\mathrm{Concat}(\text{head}_1, \dots, \text{head}_h)\, W^O \;=\; \sum_i \text{head}_i\, W^O_i ,$$

@@ -572,7 +572,7 @@ for name, d_model, n_heads, layers in models:
 # | $d_k = d_v = d_{model}/h$ | `d_head` | |
 # | $W^Q_i$, $W^K_i$, $W^V_i$ | columns `i*d_head:(i+1)*d_head` of `W_Q`, `W_K`, `W_V` | `(d_model, d_head)` |
 # | $QW^Q_i$ | head `i` of `split_into_heads(x @ W_Q, n_heads)` | `(T, d_head)` |
-# | $\mathrm{head}_i$ | row `i` of `weights @ V` inside `mha_from_scratch` | `(T, d_head)` |
+# | $\mathrm{head}_i$ | `heads[i]`, index `i` on the heads axis of `heads = weights @ V` in `mha_from_scratch` | `(T, d_head)` |
 # | $\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)$ | `merge_heads(heads)` | `(T, h d_v)` |
 # | $W^O$ | `W_O` | `(h d_v, d_{model})` |
 # | $\sqrt{d_k}$ | `math.sqrt(d_head)` | |

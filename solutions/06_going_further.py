@@ -236,8 +236,9 @@ layers, q_heads, head_width, bytes_per_number, context = 80, 64, 128, 2, 4096
 print(f"\nKV cache of Llama-2 70B shapes for one sequence of {context} tokens:")
 for name, kv_heads in [("MHA", 64), ("GQA (as shipped)", 8), ("MQA", 1)]:
     per_token = 2 * layers * kv_heads * head_width * bytes_per_number  # K and V, every layer
+    saving = "the baseline" if kv_heads == q_heads else f"{q_heads // kv_heads}x less than MHA"
     print(f"  {name:<17} n_kv_heads={kv_heads:>2}: {per_token / 2**10:>6.0f} KiB per token, "
-          f"{per_token * context / 2**30:>5.2f} GiB per sequence ({q_heads // kv_heads}x less than MHA)")
+          f"{per_token * context / 2**30:>5.2f} GiB per sequence ({saving})")
 
 # %% [markdown] nbgrader={"grade_id": "masks_intro"}
 # ## 2. One causal mask, four conventions
@@ -494,9 +495,13 @@ plt.show()
 # Implement `tiled_attention(Q, K, V, block_size, causal=False)`: Q `(..., T_q, d_k)`, K `(..., T_k, d_k)`,
 # V `(..., T_k, d_v)` -> out `(..., T_q, d_v)` (no weights: they are never formed). With `causal=True`, key $j$ is
 # blocked for query $i$ when $j > i$. Two cautions:
-# - start $m$ at $-\infty$; where a query has seen no open key yet, $m'$ is still $-\infty$ and $e^{-\infty -
-#   (-\infty)}$ is NaN: shift by 0 at such rows (`np.where(np.isfinite(m_new), m_new, 0.0)`) and the open keys
-#   of later blocks still come out right;
+# - start $m$ at $-\infty$. With this causal rule key 0 is open to every query, so every query sees an open key in
+#   the first block and $m'$ is finite from then on: with finite scores its inputs never produce NaN. A row whose
+#   first block is *entirely* blocked does: with left padding (the first keys of a sequence are padding) or a sliding
+#   window, $m'$ stays $-\infty$ after that block and $e^{-\infty - (-\infty)}$ is NaN, which then spreads through
+#   every later block (a cell after the self-checks below shows such an input). Shifting by 0 at such rows
+#   (`np.where(np.isfinite(m_new), m_new, 0.0)`) makes the blocked keys contribute $e^{-\infty} = 0$ and keeps your
+#   function right when you later add a mask;
 # - the result must equal plain attention within $10^{-10}$ in float64, for any block size (including 1 and one
 #   larger than $T_k$).
 
@@ -541,6 +546,29 @@ __import__("autograder.hidden_cell").hidden_cell.run("tiled_memory")
 ### END HIDDEN TESTS
 # Self-check: the peak allocation stays far below one (T, T) float64 matrix.
 check_tiled_memory(tiled_attention)
+
+# %% [markdown] nbgrader={"grade_id": "tiled_nan_intro"}
+# ### See it: the input that does give NaN
+#
+# One query, four keys in blocks of 2, and the first two keys are left padding (blocked, score $-\infty$). The
+# cell runs the running-sum update of section 4 twice over these blocks: once shifting by the raw running max,
+# once with the shift by 0 where the max is still $-\infty$. The first gives NaN for the query's total weight;
+# the second gives the softmax over the two open keys.
+
+# %%
+score_blocks = [np.array([[-np.inf, -np.inf]]), np.array([[0.5, 1.5]])]  # each (T_q = 1, block): keys 0-1 padding
+for guarded in (False, True):
+    m, total = np.full((1, 1), -np.inf), np.zeros((1, 1))  # running max and running sum, (T_q, 1)
+    with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen, quietly, to show it
+        for s in score_blocks:
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (T_q, 1)
+            shift = np.where(np.isfinite(m_new), m_new, 0.0) if guarded else m_new
+            rescale = np.exp(np.where(np.isfinite(m), m, shift) - shift) if guarded else np.exp(m - shift)
+            total = total * rescale + np.exp(s - shift).sum(axis=-1, keepdims=True)
+            m = m_new
+    print(f"{'shift by 0 where m is -inf' if guarded else 'shift by the raw running max':<30}: weight of key 3 "
+          f"= {float(np.exp(1.5 - m[0, 0]) / total[0, 0]):.4f}")
+print(f"{'softmax over the open keys':<30}: weight of key 3 = {float(np.exp(1.5) / (np.exp(0.5) + np.exp(1.5))):.4f}")
 
 # %% [markdown] nbgrader={"grade_id": "memory_plot_intro"}
 # ### Measure it: peak memory as T grows
@@ -726,7 +754,7 @@ plt.show()
 # other work; BLAS limited to one thread, which keeps such a machine's figures steadier) it printed:
 #
 # | layer (float64; matmul peak 40 GFLOP/s on one core) | loop | batched | fused QKV | course reference |
-# |---|---|---|---|---|---|
+# |---|---|---|---|---|
 # | lesson size, B=2 T=32 d_model=64 h=4 | 0.15 ms, 44% | 0.11 ms, 61% | 0.11 ms, 58% | 0.13 ms, 50% |
 # | B=8 T=128 d_model=512 h=8 | 141 ms, 43% | 104 ms, 58% | 108 ms, 56% | 112 ms, 54% |
 # | B=1 T=2048 d_model=768 h=12 | 2593 ms, 22% | 4468 ms, 13% | 4426 ms, 13% | 2002 ms, 28% |
