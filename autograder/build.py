@@ -6,6 +6,8 @@
 The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
 (which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
 test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper module.
+A notebook names its source and this command in its metadata (``metadata.mha_course``), not in a cell, so
+learners and their feedback pages never see it; the drift check (``--check``) keeps it true.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def build(dest: Path) -> list:
         for name in course.lesson_names():
             nb = nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
             problems = leaks(nb)
+            if nb.metadata.get("mha_course") != course.provenance(name):
+                problems.append("its metadata lost the provenance (metadata.mha_course) that names its source")
             if problems:
                 raise course.SourceError(f"the student notebook built from solutions/{name}.py would leak: "
                                          + "; ".join(problems))

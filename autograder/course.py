@@ -69,12 +69,10 @@ def lesson_names():
     return [p.stem for p in lesson_sources()]
 
 
-def _header_cell(name: str) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_markdown_cell(
-        f"<small>Built from `solutions/{name}.py` by `make lessons`; edit that file, not this notebook.</small>")
-    cell["id"] = "generated_from"
-    cell.metadata["nbgrader"] = nbgrader_metadata({"grade_id": "generated_from"}, "the generated header cell")
-    return cell
+def provenance(name: str) -> dict:
+    """Where a built notebook comes from, kept in its metadata (learners and their feedback pages never see it)."""
+    return {"source": f"solutions/{name}.py", "built_by": "make lessons",
+            "note": f"Generated: edit solutions/{name}.py, not this notebook, then run `make lessons`."}
 
 
 def read_source(path) -> nbformat.NotebookNode:
@@ -118,10 +116,10 @@ def read_source(path) -> nbformat.NotebookNode:
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader")
         cell["id"] = meta["grade_id"] if meta else f"{path.stem[:2]}-cell-{i:03d}"
-    nb.cells.insert(0, _header_cell(path.stem))
     nb.metadata = nbformat.from_dict({
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
+        "mha_course": provenance(path.stem),
     })
     nb.nbformat, nb.nbformat_minor = 4, 5
     nbformat.validate(nb)

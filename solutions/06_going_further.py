@@ -550,25 +550,29 @@ check_tiled_memory(tiled_attention)
 # %% [markdown] nbgrader={"grade_id": "tiled_nan_intro"}
 # ### See it: the input that does give NaN
 #
-# One query, four keys in blocks of 2, and the first two keys are left padding (blocked, score $-\infty$). The
-# cell runs the running-sum update of section 4 twice over these blocks: once shifting by the raw running max,
-# once with the shift by 0 where the max is still $-\infty$. The first gives NaN for the query's total weight;
-# the second gives the softmax over the two open keys.
+# A key whose score is $-\infty$ for every query acts as padding: here keys 0 and 1 hold $-\infty$, and every
+# query is positive, so their scores are $-\infty$ (a stand-in for a padding mask, which this function does not
+# take). With `block_size = 2` the first block is entirely blocked for every query. The cell shows the NaN that
+# block makes when the shift is the raw running max, then runs *your* `tiled_attention` on the same input and
+# compares it with plain attention, which gives those keys weight 0.
 
 # %%
-score_blocks = [np.array([[-np.inf, -np.inf]]), np.array([[0.5, 1.5]])]  # each (T_q = 1, block): keys 0-1 padding
-for guarded in (False, True):
-    m, total = np.full((1, 1), -np.inf), np.zeros((1, 1))  # running max and running sum, (T_q, 1)
-    with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen, quietly, to show it
-        for s in score_blocks:
-            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (T_q, 1)
-            shift = np.where(np.isfinite(m_new), m_new, 0.0) if guarded else m_new
-            rescale = np.exp(np.where(np.isfinite(m), m, shift) - shift) if guarded else np.exp(m - shift)
-            total = total * rescale + np.exp(s - shift).sum(axis=-1, keepdims=True)
-            m = m_new
-    print(f"{'shift by 0 where m is -inf' if guarded else 'shift by the raw running max':<30}: weight of key 3 "
-          f"= {float(np.exp(1.5 - m[0, 0]) / total[0, 0]):.4f}")
-print(f"{'softmax over the open keys':<30}: weight of key 3 = {float(np.exp(1.5) / (np.exp(0.5) + np.exp(1.5))):.4f}")
+s_first = np.array([[-np.inf, -np.inf]])  # (T_q = 1, block): the first block's scores, both keys padding
+m_first = s_first.max(axis=-1, keepdims=True)  # (T_q, 1): the running max after it, still -inf
+with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen quietly, to show it
+    print("shift by the running max:     ", np.exp(s_first - m_first))
+print("shift by 0 where it is -inf:  ", np.exp(s_first - np.where(np.isfinite(m_first), m_first, 0.0)))
+
+rng = np.random.default_rng(7)
+Q_pad = rng.uniform(0.5, 1.5, size=(1, 4, 3))  # (B, T_q, d_k), every entry positive
+K_pad = rng.normal(size=(1, 6, 3))  # (B, T_k, d_k)
+K_pad[:, :2] = -np.inf  # keys 0 and 1: score -inf for every query, like padding
+V_pad = rng.normal(size=(1, 6, 5))  # (B, T_k, d_v)
+plain_pad, _ = scaled_dot_product_attention(Q_pad, K_pad, V_pad)
+tiled_pad = tiled_attention(Q_pad, K_pad, V_pad, 2)
+print("your tiled_attention, block_size=2:", "NaN in the output" if np.isnan(tiled_pad).any() else
+      f"largest difference from plain attention {np.max(np.abs(tiled_pad - plain_pad)):.1e}")
+
 
 # %% [markdown] nbgrader={"grade_id": "memory_plot_intro"}
 # ### Measure it: peak memory as T grows
