@@ -5,7 +5,8 @@
 
 The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
 (which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
-test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper module.
+test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper modules and
+pages (the glossary).
 A notebook names its source and this command in its metadata (``metadata.mha_course``), not in a cell, so
 learners and their feedback pages never see it; the drift check (``--check``) keeps it true.
 """
@@ -22,6 +23,7 @@ import nbformat
 
 from autograder import course
 
+BUILT_SUFFIXES = (".ipynb", ".py", ".md")  # what the build writes into lessons/, and so what drift compares
 FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
                         "autograder")
 
@@ -57,15 +59,16 @@ def build(dest: Path) -> list:
             course.write_notebook(nb, target)
             written.append(target)
     course.copy_helpers(dest)
-    written += [dest / h for h in course.HELPERS]
+    course.copy_pages(dest)
+    written += [dest / h for h in (*course.HELPERS, *course.PAGES)]
     return written
 
 
 def drift(built_dir: Path, committed_dir: Path) -> list:
     """Unified diffs between freshly built files and the committed ones (empty when in sync)."""
     diffs = []
-    built = {p.name for p in Path(built_dir).iterdir() if p.suffix in (".ipynb", ".py")}
-    committed = {p.name for p in Path(committed_dir).iterdir() if p.suffix in (".ipynb", ".py")}
+    built = {p.name for p in Path(built_dir).iterdir() if p.suffix in BUILT_SUFFIXES}
+    committed = {p.name for p in Path(committed_dir).iterdir() if p.suffix in BUILT_SUFFIXES}
     for name in sorted(built | committed):
         a = (Path(committed_dir) / name).read_text().splitlines() if name in committed else []
         b = (Path(built_dir) / name).read_text().splitlines() if name in built else []

@@ -25,6 +25,8 @@ NBGRADER_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
 # learner-side modules, copied from solutions/ to lessons/: one self-check module per lesson and their shared part
 HELPERS = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
            "selfcheck_05.py", "selfcheck_06.py")
+# learner-side pages, copied from solutions/ to lessons/ (every lesson's opening cell links to the glossary)
+PAGES = ("glossary.md",)
 LESSON_PATTERN = re.compile(r"^\d\d_[a-z0-9_]+\.py$")
 
 
@@ -192,10 +194,19 @@ def import_helper(module: str):
 
 
 def copy_helpers(dest):
-    for helper in HELPERS:
-        text = (SOLUTIONS / helper).read_text(encoding="utf-8")
-        banner = f"# Built from solutions/{helper} by `make lessons`; edit that file, not this one.\n"
-        (Path(dest) / helper).write_text(banner + text, encoding="utf-8")
+    _copy_with_banner(HELPERS, dest, "# {}\n")
+
+
+def copy_pages(dest):
+    _copy_with_banner(PAGES, dest, "<!-- {} -->\n")
+
+
+def _copy_with_banner(names, dest, comment):
+    """Copy learner-side files from solutions/ to ``dest``, each opening with a comment that names its source."""
+    for name in names:
+        text = (SOLUTIONS / name).read_text(encoding="utf-8")
+        banner = comment.format(f"Built from solutions/{name} by `make lessons`; edit that file, not this one.")
+        (Path(dest) / name).write_text(banner + text, encoding="utf-8")
 
 
 def remove_tree(path):

@@ -26,10 +26,10 @@
 #
 # Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2.
 #
-# **Names used in every lesson.** `B` batch, `T` tokens, `d_model` the width of a token vector, `n_heads` the
-# number of heads, `d_head = d_model // n_heads` the width of one head (the paper's $d_k = d_v$), `W_Q, W_K, W_V,
-# W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask` in which
-# **True marks a blocked (query, key) pair**.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` tokens, `d_model` the width of a token
+# vector, `n_heads` the number of heads, `d_head = d_model // n_heads` the width of one head (the paper's $d_k =
+# d_v$), `W_Q, W_K, W_V, W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask`
+# in which **True marks a blocked (query, key) pair**.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS

@@ -21,8 +21,9 @@
 # looks wrong. Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.1 and its
 # footnote 4.
 #
-# **Names.** `d_k` the width of a query or key vector; in multi-head attention that width is
-# `d_head = d_model // n_heads`. `T` tokens, `n_heads` heads, projections `W_Q, W_K` applied as `x @ W`.
+# **Names** (the [glossary](glossary.md) lists every one). `d_k` the width of a query or key vector; in multi-head
+# attention that width is `d_head = d_model // n_heads`. `T` tokens, `n_heads` heads, projections `W_Q, W_K` applied
+# as `x @ W`.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
@@ -155,7 +156,7 @@ TOKENS = ["the", "cat", "sat", "on", "a", "warm", "mat", "."]
 D_K_OPTIONS = [int(d) for d in 2 ** np.arange(11)]  # 1 .. 1024
 demo_rng = np.random.default_rng(4)
 q_demo = demo_rng.standard_normal(max(D_K_OPTIONS))  # one query; its first d_k entries are used
-K_demo = demo_rng.standard_normal((len(TOKENS), max(D_K_OPTIONS)))  # (T_k, d_k_max)
+K_demo = demo_rng.standard_normal((len(TOKENS), max(D_K_OPTIONS)))  # (T_k, 1024); each d_k uses its first columns
 
 
 def softmax_jacobian_norm(p):

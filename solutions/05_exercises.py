@@ -33,9 +33,9 @@
 #
 # Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2.
 #
-# **Names.** `B` batch, `T` tokens, `d_model` width of a token vector, `n_heads` heads (the paper's $h$),
-# `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections `W_Q, W_K, W_V, W_O` of shape
-# `(d_model, d_model)` applied as `x @ W`.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` tokens, `d_model` width of a token vector,
+# `n_heads` heads (the paper's $h$), `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections
+# `W_Q, W_K, W_V, W_O` of shape `(d_model, d_model)` applied as `x @ W`.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS

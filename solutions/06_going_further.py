@@ -28,10 +28,10 @@
 # **Time needed:** about 75 minutes. **You need:** lessons 01 and 02 (softmax, attention with a mask,
 # `split_heads`, `concat_heads`, multi-head attention).
 #
-# **Names used in every lesson.** `B` batch, `T` sequence length, `d_model`, `n_heads`, `d_head = d_model //
-# n_heads`, `W_Q, W_K, W_V, W_O` applied as `x @ W`, and a boolean `mask` in which **True marks a blocked
-# (query, key) pair**. New here: `n_kv_heads`, the number of key/value heads, and `n_rep = n_heads // n_kv_heads`,
-# how many query heads share each of them.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` sequence length, `d_model`, `n_heads`,
+# `d_head = d_model // n_heads`, `W_Q, W_K, W_V, W_O` applied as `x @ W`, and a boolean `mask` in which **True marks
+# a blocked (query, key) pair**. New here: `n_kv_heads`, the number of key/value heads, and
+# `n_rep = n_heads // n_kv_heads`, how many query heads share each of them.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
