@@ -3,6 +3,9 @@
     python -m autograder.build            # rebuild lessons/ (what `make lessons` runs)
     python -m autograder.build --check    # rebuild into a temporary folder; exit 1 if lessons/ differs
 
+It also writes docs/written-answers.md, the written answers' model answers and rubrics (``answer_key``), which
+stay out of lessons/.
+
 The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
 (which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
 test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper modules and
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course
+from autograder import answer_key, course
 
 BUILT_SUFFIXES = (".ipynb", ".py", ".md")  # what the build writes into lessons/, and so what drift compares
 FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
@@ -87,6 +90,8 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="mha-check-") as tmp:
             build(Path(tmp))
             diffs = drift(Path(tmp), course.LESSONS)
+        if answer_key.drift():
+            diffs.append(f"{answer_key.TARGET.relative_to(course.ROOT)} differs from the lessons' written answers")
         if diffs:
             print("\n\n".join(diffs)[:20000])
             print("\nlessons/ is out of date with solutions/: run `make lessons` and commit the result.",
@@ -94,7 +99,7 @@ def main(argv=None) -> int:
             return 1
         print(f"lessons/ matches solutions/ ({len(course.lesson_names())} lessons)")
         return 0
-    for path in build(course.LESSONS):
+    for path in [*build(course.LESSONS), answer_key.write()]:
         print(f"wrote {path.relative_to(course.ROOT)}")
     return 0
 
