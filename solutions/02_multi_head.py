@@ -46,9 +46,8 @@ from IPython.display import Image, display
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from selfcheck_02 import (check_attention, check_attention_mask, check_concat_heads, check_mha_mask,
-                          check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
-                          check_softmax_stable, check_split_heads, check_sum_over_heads)
+from selfcheck_02 import (check_concat_heads, check_mha_mask, check_multi_head_attention, check_output_projection,
+                          check_pasted, check_round_trip, check_split_heads, check_sum_over_heads)
 
 
 def figure_png(fig):
@@ -59,16 +58,19 @@ def figure_png(fig):
     return Image(buffer.getvalue())
 
 # %% [markdown] nbgrader={"grade_id": "lesson01_intro"}
-# ## 1. Bring your attention from lesson 01
+# ## 1. Paste cell: your attention from lesson 01
 #
-# Every head runs the attention you wrote in lesson 01. Paste your `softmax` and `scaled_dot_product_attention`
-# bodies into the cell below (same names, same arguments), then run the lesson-01 self-checks after it.
+# Every head runs the attention you wrote in lesson 01. This lesson's one **paste cell**, marked `PASTE CELL`,
+# is below: paste your `softmax` and `scaled_dot_product_attention` bodies into it (same names, same arguments),
+# run it, then run the check after it. That check runs lesson 01's self-checks; when one of your pasted functions
+# is wrong, it, and any later check that fails because of it, says "This comes from your lesson 01".
 #
 # Your grade in this lesson never depends on this cell: the hidden tests of this lesson run your new functions with
 # a correct attention in place of yours, so a slip left over from lesson 01 is not charged twice. The pictures
 # and self-checks in this notebook do use your versions, so make the checks pass first.
 
 # %% nbgrader={"grade_id": "lesson01_functions", "solution": true}
+# PASTE CELL: the bodies of your lesson-01 functions go here (same names, same arguments).
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -92,10 +94,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 # %%
 # Lesson 01's self-checks, run on the functions you pasted above.
-check_softmax(softmax)
-check_softmax_stable(softmax)
-check_attention(scaled_dot_product_attention)
-check_attention_mask(scaled_dot_product_attention)
+check_pasted(softmax=softmax, scaled_dot_product_attention=scaled_dot_product_attention)
 
 # %% [markdown] nbgrader={"grade_id": "why_heads"}
 # ## 2. One attention, one view

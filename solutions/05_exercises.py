@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from selfcheck_05 import (check_choice, check_head_weights, check_head_width, check_mha_from_scratch,
-                          check_param_count_answers, check_softmax, check_split_merge)
+                          check_param_count_answers, check_pasted, check_split_merge)
 
 # %% [markdown] nbgrader={"grade_id": "warmup"}
 # ## 1. Warm-up
@@ -78,10 +78,13 @@ from selfcheck_05 import (check_choice, check_head_weights, check_head_width, ch
 # comes from training.
 # </details>
 #
-# Several exercises below need a softmax. Bring yours from lesson 01 (or write it again): stable for large
-# scores, normalising along `axis`.
+# Several exercises below need a softmax. This lesson's one **paste cell**, marked `PASTE CELL`, is below: paste
+# your lesson-01 `softmax` into it (or write it again), stable for large scores and normalising along `axis`. Its
+# check says "This comes from your lesson 01" when the pasted softmax is wrong, and so does any later check that
+# fails because of it.
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
+# PASTE CELL: the body of your lesson-01 softmax goes here (same name, same arguments).
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson 01 version)."""
     ### BEGIN SOLUTION
@@ -92,8 +95,8 @@ def softmax(x, axis=-1):
 
 
 # %%
-# Self-check (not graded here: lesson 01 grades softmax).
-check_softmax(softmax)
+# Lesson 01's self-checks on your pasted softmax (not graded here: lesson 01 grades softmax).
+check_pasted(softmax=softmax)
 
 # %% [markdown] nbgrader={"grade_id": "sizes_intro"}
 # ## 2. Sizes: $d_k$ and the parameter count

@@ -46,18 +46,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from selfcheck_06 import (check_causal_masks, check_causal_self_attention, check_decode_step,
-                          check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_repeat_kv,
+                          check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_pasted, check_repeat_kv,
                           check_tiled_attention, check_tiled_memory)
 
 # %% [markdown] nbgrader={"grade_id": "tools_intro"}
-# ## 0. Your tools from lessons 01 and 02
+# ## 0. Paste cell: your tools from lessons 01 and 02
 #
-# Paste your `softmax` and `scaled_dot_product_attention` from lesson 01 and your `split_heads`, `concat_heads`
-# and `multi_head_attention` from lesson 02 into the cell below, then run it. The demonstrations in this lesson
-# call them. This cell earns no points, and the graded tests never depend on it: they put the course's own
+# This lesson's one **paste cell**, marked `PASTE CELL`, is below. Paste your `softmax` and
+# `scaled_dot_product_attention` from lesson 01 and your `split_heads`, `concat_heads` and `multi_head_attention`
+# from lesson 02 into it, run it, then run the check after it, which runs those lessons' self-checks and says
+# "This comes from your lesson 01" (or 02) when a pasted function is wrong; so does any later check that fails
+# because of it. The demonstrations in this lesson call them. This cell earns no points, and the graded tests never depend on it: they put the course's own
 # versions of these functions in place, so a mistake carried over from an earlier lesson costs nothing here.
 
 # %% nbgrader={"grade_id": "tools", "solution": true}
+# PASTE CELL: the bodies of your lesson-01 and lesson-02 functions go here (same names, same arguments).
 def softmax(x, axis=-1):
     """Numerically stable softmax along `axis` (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -81,6 +84,8 @@ def split_heads(x, n_heads):
     """(..., T, d_model) -> (..., n_heads, T, d_head)."""
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
+    if d_model % n_heads != 0:
+        raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
     x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
     return np.swapaxes(x, -3, -2)  # (..., n_heads, T, d_head)
     ### END SOLUTION
@@ -104,6 +109,11 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     return concat_heads(heads) @ W_O, weights
     ### END SOLUTION
 
+
+# %%
+# Lesson 01's and lesson 02's self-checks, run on the functions you pasted above.
+check_pasted(softmax=softmax, scaled_dot_product_attention=scaled_dot_product_attention, split_heads=split_heads,
+             concat_heads=concat_heads, multi_head_attention=multi_head_attention)
 
 # %% [markdown] nbgrader={"grade_id": "gqa_intro"}
 # ## 1. Fewer key/value heads: GQA and MQA
