@@ -91,7 +91,8 @@ def main(argv=None) -> int:
             build(Path(tmp))
             diffs = drift(Path(tmp), course.LESSONS)
         if answer_key.drift():
-            diffs.append(f"{answer_key.TARGET.name} differs from the written answers of solutions/ (run `make lessons`)")
+            diffs.append(f"{answer_key.TARGET.name} differs from the written answers of solutions/ "
+                         "(run `make lessons`)")
         if diffs:
             print("\n\n".join(diffs)[:20000])
             print("\nlessons/ is out of date with solutions/: run `make lessons` and commit the result.",

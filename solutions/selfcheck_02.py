@@ -19,7 +19,8 @@ from selfcheck_common import call, check_pasted, close, effective_scale, fail, o
 pasted("01", "softmax", check_softmax, check_softmax_stable)
 pasted("01", "scaled_dot_product_attention", check_attention, check_attention_mask)
 
-__all__ = ["check_pasted", "check_softmax", "check_softmax_stable", "check_attention", "check_attention_mask", "column_probe",
+__all__ = ["check_pasted",
+           "check_softmax", "check_softmax_stable", "check_attention", "check_attention_mask", "column_probe",
            "check_split_heads", "check_concat_heads", "check_output_projection", "check_sum_over_heads",
            "check_multi_head_attention", "check_mha_mask", "check_round_trip"]
 

@@ -18,7 +18,8 @@ from selfcheck_common import call, check_pasted, close, effective_scale, fail, o
 # the paste cell's softmax, from lesson 01: a failure of it is reported as coming from lesson 01
 pasted("01", "softmax", check_softmax, check_softmax_stable)
 
-__all__ = ["check_pasted", "check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
+__all__ = ["check_pasted",
+           "check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
            "check_head_weights", "check_mha_from_scratch"]
 
 
