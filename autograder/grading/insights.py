@@ -34,7 +34,7 @@ HELP_SHARE = 0.5  # failing at least this share of an attempted lesson's tests: 
 EXAMPLES = 5
 UNNAMED = "unnamed"
 CSV_HEADER = ["student", "lesson", "test", "bug", "result", "points lost", "feedback"]
-WHY_UNNAMED = {items.UNNAMED: "wrong result", items.NOT_RUN: "did not finish", "interfered": "interfered"}
+WHY_UNNAMED = {items.UNNAMED: "wrong result", items.NOT_RUN: "did not finish", items.INTERFERED: "interfered"}
 TEMPLATE = Path(__file__).parent / "templates" / "insights.html.j2"
 
 

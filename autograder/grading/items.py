@@ -14,7 +14,9 @@ state alone, after every run, without re-running anything:
 
 from __future__ import annotations
 
-PASSED, BUG, UNNAMED, UNANSWERED, NOT_RUN = "passed", "bug", "unnamed", "unanswered", "not run"
+# how a test ended (``hidden_tests.Session.outcome`` gives all but NOT_RUN for a cell whose test never started)
+PASSED, BUG, UNNAMED, UNANSWERED, INTERFERED, NOT_RUN = (
+    "passed", "bug", "unnamed", "unanswered", "interfered", "not run")
 
 
 def _answers(nb) -> dict:
