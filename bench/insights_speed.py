@@ -59,12 +59,14 @@ def synthetic(out: Path, n_students: int, seed: int = 0):
     lessons = course.lesson_names()
     s = Settings(out=str(out), lessons=lessons)
     kinds = ("perfect", "perfect", "bug", "bug", "unnamed", "untouched")
+    points = {lesson: {gid: float(rng.choice((1, 2, 3))) for gid in registry.tests_of(registry.lesson_module(lesson))}
+              for lesson in lessons}
     rows = []
     for i in range(n_students):
         student = f"s{i:03d}"
         row = {"student": student, "folder": student, "lessons": {}, "flags": [], "pending": 0.0}
         for lesson in lessons:
-            tests = {gid: float(rng.choice((1, 2, 3))) for gid in registry.tests_of(registry.lesson_module(lesson))}
+            tests = points[lesson]
             record = _record(rng, lesson, tests, kinds[(i + lessons.index(lesson)) % len(kinds)])
             state.write(s, student, lesson, record)
             page = out / "feedback" / student / f"{lesson}.html"
