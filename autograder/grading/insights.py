@@ -199,8 +199,13 @@ def changes(s: Settings, todo: dict) -> list:
             before = record.get("previous") or {}
             out.append({"student": student, "lesson": lesson, "old": before.get("score"),
                         "graded_before": bool(before), "new": record.get("score"), "status": record.get("status"),
-                        "attempted": record.get("attempted"), "link": feedback_link(s, student, lesson)})
+                        "attempted": record.get("attempted"), "was_attempted": before.get("attempted"),
+                        "link": feedback_link(s, student, lesson)})
     return out
+
+
+def _work(attempted) -> str:
+    return "not attempted" if attempted is False else "attempted" if attempted else ""
 
 
 def change_lines(changed: list, limit: int = 30) -> list:
@@ -209,7 +214,9 @@ def change_lines(changed: list, limit: int = 30) -> list:
     for c in changed[:limit]:
         old = fmt(c["old"]) if c["graded_before"] and c["old"] is not None else "-"
         new = "grading error" if c["status"] == outcome.GRADING_ERROR else fmt(c["new"])
-        what = "not attempted" if c["attempted"] is False else "attempted" if c["attempted"] else ""
+        what = _work(c["attempted"]) + (f"; was {_work(c['was_attempted'])}" if c["graded_before"] and
+                                          c["was_attempted"] is not None and c["was_attempted"] != c["attempted"]
+                                          else "")
         lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new}" + (f" ({what})" if what else ""))
     if len(changed) > limit:
         lines.append(f"  ... and {len(changed) - limit} more (insights.html lists them all)")
@@ -266,6 +273,7 @@ def page(s: Settings, rows: list, lessons: list, found: list, changed: list) -> 
     env.filters["pct"] = lambda x: "" if x is None else f"{100 * x:.0f}%"
     env.filters["r"] = lambda x: "none" if x is None else f"{x:.2f}"
     env.filters["points"] = lambda x: "-" if x is None else fmt(x)
+    env.filters["work"] = _work
     links = {(st, lesson.name): feedback_link(s, st, lesson.name) for lesson in lessons for st in lesson.records}
     html = env.get_template(TEMPLATE.name).render(
         students=len(rows), lessons=s.lessons, distributions=distributions(lessons), misconceptions=seen, bars=bars,
