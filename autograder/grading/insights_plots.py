@@ -75,7 +75,7 @@ def misconception_bars(labels: list, counts: list, total_students: int):
     positions = list(range(len(labels)))[::-1]
     ax.barh(positions, counts, color=COLOURS[0])
     ax.set_yticks(positions, labels, fontsize=8)
-    ax.set_xlabel(f"students (of {total_students} graded)")
+    ax.set_xlabel(f"students (of up to {total_students} who attempted the lesson)")
     ax.xaxis.get_major_locator().set_params(integer=True)
     first = ", ".join(f"{label} ({n})" for label, n in zip(labels[:3], counts[:3]))
     alt = (f"Bar chart of the {len(labels)} catalogued bugs seen in this class, by the number of students whose work "
