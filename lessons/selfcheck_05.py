@@ -13,10 +13,14 @@ import math
 import numpy as np
 
 # lesson 01's check, for the warm-up
-from selfcheck_01 import check_softmax
-from selfcheck_common import call, close, effective_scale, fail, ok
+from selfcheck_01 import check_softmax, check_softmax_stable
+from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, pasted
 
-__all__ = ["check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
+# the paste cell's softmax, from lesson 01: a failure of it is reported as coming from lesson 01
+pasted("01", "softmax", check_softmax, check_softmax_stable)
+
+__all__ = ["check_pasted",
+           "check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
            "check_head_weights", "check_mha_from_scratch"]
 
 

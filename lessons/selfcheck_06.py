@@ -12,9 +12,18 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, fail, ok
+from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
+from selfcheck_02 import check_concat_heads, check_mha_mask, check_multi_head_attention, check_split_heads
+from selfcheck_common import call, check_pasted, close, fail, ok, pasted
 
-__all__ = ["check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
+# the paste cell's functions, from lessons 01 and 02: a failure of theirs is reported as coming from that lesson
+pasted("01", "softmax", check_softmax, check_softmax_stable)
+pasted("01", "scaled_dot_product_attention", check_attention, check_attention_mask)
+pasted("02", "split_heads", check_split_heads)
+pasted("02", "concat_heads", check_concat_heads)
+pasted("02", "multi_head_attention", check_multi_head_attention, check_mha_mask)
+
+__all__ = ["check_pasted", "check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
            "check_kv_cache_append", "check_decode_step", "check_decode_with_kv_cache", "check_tiled_attention",
            "check_tiled_memory"]
 

@@ -38,13 +38,23 @@ def test_student_notebook_leaks_nothing(lesson):
                     assert line.strip() not in source, f"model answer line published in lessons/{lesson}: {line}"
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_provenance_is_in_the_metadata_not_in_a_cell(lesson):
+    nb = nbformat.read(course.LESSONS / f"{lesson}.ipynb", as_version=4)
+    assert nb.metadata["mha_course"] == {"source": f"solutions/{lesson}.py", "built_by": "make lessons",
+                                         "note": f"Generated: edit solutions/{lesson}.py, not this notebook, then "
+                                                 "run `make lessons`."}
+    assert nb.cells[0].source.startswith("# Lesson "), "the learner's first cell is the lesson's title"
+    assert not [c for c in nb.cells if "make lessons" in c.source or "solutions/" in c.source]
+
+
 def test_light_header_gets_nbgrader_constant_keys(tmp_path):
     source = tmp_path / "99_light.py"
     source.write_text('# %% nbgrader={"grade_id": "f", "solution": true}\ndef f():\n    ### BEGIN SOLUTION\n'
                       '    return 42\n    ### END SOLUTION\n\n# %% [markdown] nbgrader={"grade_id": "why", '
                       '"solution": true, "points": 2}\n# Why?\n\n# %% [markdown] nbgrader={"grade_id": "note"}\n'
                       '# A note.\n')
-    cells = course.read_source(source).cells[1:]
+    cells = course.read_source(source).cells
     assert [dict(c.metadata["nbgrader"]) for c in cells] == [
         {"grade": False, "grade_id": "f", "locked": False, "schema_version": 3, "solution": True, "task": False},
         {"grade": True, "grade_id": "why", "locked": False, "points": 2, "schema_version": 3, "solution": True,
@@ -69,7 +79,7 @@ def test_full_nbgrader_headers_are_still_read(tmp_path):
     source = tmp_path / "99_full.py"
     source.write_text('# %% [markdown] nbgrader={"grade": false, "grade_id": "x", "locked": true, '
                       '"schema_version": 3, "solution": false, "task": false}\n# text\n')
-    assert course.read_source(source).cells[1].metadata["nbgrader"]["locked"] is True
+    assert course.read_source(source).cells[0].metadata["nbgrader"]["locked"] is True
 
 
 def test_lesson_headers_are_light_and_within_the_line_length():

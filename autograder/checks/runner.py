@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,20 +24,43 @@ class WrongAnswer(AssertionError):
 
     ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
     (``autograder.checks.session.run`` adds its verdict in front of the message).
+
+    ``bug_id`` (for the instructor's insights, ``autograder/grading/insights.py``): the catalogued bug the test
+    named, given as ``bug=`` or else the one whose "diagnosis [id]" begins the message (every message begins with
+    the grader's own words, so nothing the learner's code returned or raised can name a bug);
+    ``unanswered``: the function is still the untouched stub ("... is not implemented yet").
     """
 
-    def __init__(self, message, *, uncatalogued=False):
+    def __init__(self, message, *, uncatalogued=False, bug=None, unanswered=None):
         super().__init__(message)
         self.uncatalogued = uncatalogued
+        text = str(message)
+        self.bug_id = bug.id if bug is not None else _bug_named_first(text)
+        self.unanswered = bool(_STUB.match(text)) if unanswered is None else unanswered
 
 
-def learner_error(name: str, exc: Exception, on_input: str, hint: str = "") -> WrongAnswer:
+_STUB = re.compile(r"^\w+ is not implemented yet\b")
+
+
+def _bug_named_first(message: str):
+    """The id of the catalogued bug whose "diagnosis [id]" begins ``message``, or None."""
+    if "[" not in message:
+        return None
+    from autograder import bugs as bug_catalog
+
+    for b in bug_catalog.CATALOG:
+        if message.startswith(f"{b.diagnosis} [{b.id}]"):
+            return b.id
+    return None
+
+
+def learner_error(name: str, exc: Exception, on_input: str, hint: str = "", bug=None) -> WrongAnswer:
     """The WrongAnswer for an exception the learner's function raised: what, on which input, and where in
     the learner's own cells (no frame of numpy or of the grading code)."""
     remote = getattr(exc, "learner_traceback", None)  # raised in the kernel: its frames came as text
     frames = "\n".join(remote[:-1]) if remote is not None else "\n".join(learner_frames(exc.__traceback__))
     where = f"\nWhere, in your code:\n{frames}" if frames else ""
-    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}")
+    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}", bug=bug)
 
 
 @dataclass
@@ -95,7 +119,7 @@ def _call(fn, case: Case, name: str):
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
         hint = f" {bug.diagnosis} [{bug.id}]" if bug else ""
-        raise learner_error(name, exc, case.describe(), hint) from None
+        raise learner_error(name, exc, case.describe(), hint, bug) from None
 
 
 def call_measuring_memory(fn, case: Case, name: str):
@@ -196,7 +220,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
                                 case.kwargs, case.label)
                 bug = known_bug(name, pristine, got, outputs, rtol=rtol, atol=atol, modified=i)
                 if bug is not None:
-                    raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
+                    raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
                 raise WrongAnswer(f"{name} modified its input argument {i + 1} in place on {case.describe()}; "
                                   "work on new arrays (e.g. `x = x / s`, not `x /= s`)", uncatalogued=True)
         expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
@@ -206,7 +230,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
                 continue
             bug = known_bug(name, case, got, outputs, rtol=rtol, atol=atol)
             if bug is not None:
-                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
+                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
             raise WrongAnswer(f"{why} on input {case.describe()}", uncatalogued=True)
 
 

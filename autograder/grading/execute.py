@@ -56,6 +56,9 @@ NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
 sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
+# grade_id -> how each hidden test of the notebook being graded ended (``hidden_tests.Session.outcome``), kept in
+# this process (never in the notebook, which the learner wrote); the grading command reads and clears it
+hidden_outcomes: dict = {}
 
 
 def remove_stale_sandboxes() -> int:
@@ -120,6 +123,7 @@ class SafeExecute(Execute):
         self._hidden = registry.tests_of(registry.lesson_module(notebook)) if notebook[:2].isdigit() else {}
         for attempt in range(1, self.start_attempts + 1):
             self._reset_safety()
+            hidden_outcomes.clear()
             try:
                 return super().preprocess(nb, resources, km)
             except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
@@ -251,6 +255,7 @@ class SafeExecute(Execute):
             session.close()
             self.kc.allow_stdin = False
             self._write_verdict(cell, session)
+            hidden_outcomes[meta.get("grade_id")] = session.outcome()
 
     execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
 

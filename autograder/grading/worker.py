@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder.grading import execute, findings, intake, marks, outcome, state, workspace
+from autograder.grading import execute, findings, intake, items, marks, outcome, state, workspace
 from autograder.grading.settings import COURSE_ID, Settings
 
 _W: dict = {}
@@ -87,13 +87,16 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
     flags = list(task["flags"])
     started = time.monotonic()
     execute.sandbox_events.clear()
+    execute.hidden_outcomes.clear()
     result = _nbgrader_step(Autograde, student, lesson)
     flags += [e for e in dict.fromkeys(execute.sandbox_events)]
+    outcomes = dict(execute.hidden_outcomes)
     previous = state.read(s, student, lesson) or {}
     record = {"student": student, "lesson": lesson, "hash": task["hash"],
               "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
               "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": flags, "seconds": 0.0,
-              "graded_answers": previous.get("graded_answers", {})}
+              "graded_answers": previous.get("graded_answers", {}),
+              "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
     autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
     try:
         if not (result.get("success") and autograded.exists()):
@@ -104,9 +107,11 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
             raise outcome.GradingError(problem)
         record["flags"] = findings.run_flags(nb) + flags
         record["answers"] = marks.written_answers(nb)
+        released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
         with Gradebook(s.gradebook_url, COURSE_ID) as gb:
             record["flags"] += marks.review_regrade(gb, lesson, student, record["answers"],
                                                     previous.get("graded_answers", {}))
+            record.update(items.record(gb, lesson, student, nb, released, outcomes))
         _write_feedback(s, student, lesson, record, previous.get("graded_answers", {}))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
         reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
