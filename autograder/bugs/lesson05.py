@@ -142,3 +142,38 @@ bug("mha_from_scratch_heads_summed", "05", "mha_from_scratch",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX
     + "        summed = (weights @ V).sum(axis=-3)\n"
     + "        return np.concatenate([summed] * n_heads, axis=-1) @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_np_sqrt_promotes", "05", "mha_from_scratch",
+    """The scale is a numpy float64 (np.sqrt of the head width), which turns float32 input into float64 results;
+    the exercise asks for math.sqrt, a Python float, which keeps float32 float32.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_projections_transposed", "05", "mha_from_scratch",
+    """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
+    projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
+    all zeros) the two agree, which is why only a random layer shows it.""",
+    _MHA_HEAD.replace("(x @ W_Q)", "(x @ W_Q.T)").replace("(x @ W_K)", "(x @ W_K.T)")
+    + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_fixed_axes", "05", "mha_from_scratch",
+    """K is transposed with fixed axes (transpose(0, 2, 1)): right for one sequence (n_heads, T, d_head), wrong
+    once a batch axis comes first. Swap the last two axes counted from the end, so leading axes pass through.""",
+    _MHA_HEAD + "        scores = Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("head_weights_projections_transposed", "05", "head_weights",
+    """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
+    projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
+    all zeros) the two agree, which is why only a random layer shows it.""",
+    """
+    def head_weights(x, W_Q, W_K, n_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+        Q = np.swapaxes((x @ W_Q.T).reshape(*lead, T, n_heads, d_head), -3, -2)
+        K = np.swapaxes((x @ W_K.T).reshape(*lead, T, n_heads, d_head), -3, -2)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    """, tests=("heads_differ",))
