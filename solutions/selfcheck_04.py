@@ -28,7 +28,7 @@ def check_multi_head_scores(multi_head_scores, split_heads):
         fail("multi_head_scores changed its inputs in place; compute new arrays instead")
     if np.shape(got) != (n_heads, T, T):
         fail(f"scores have shape {np.shape(got)}, expected (n_heads, T, T) = ({n_heads}, {T}, {T}): split "
-             "Q and K into heads first, then Q @ swapaxes(K, -1, -2)")
+             "Q and K into heads first, then take each head's Q K^T")
     if getattr(got, "dtype", None) != np.float64:
         fail(f"float64 input came back as {getattr(got, 'dtype', type(got))}: keep the input's dtype, cast nothing")
     raw = split_heads(x @ W_Q, n_heads) @ np.swapaxes(split_heads(x @ W_K, n_heads), -1, -2)  # (n_heads, T, T)

@@ -127,12 +127,12 @@ def check_split_merge(split_into_heads, merge_heads):
         raise
     except Exception as exc:
         fail(f"split_into_heads fails on a batch x of shape (B, T, d_model) = {xb.shape}: {exc}. Use negative "
-             "axes (np.swapaxes(x, -3, -2)) so leading batch axes pass through")
+             "axes (counted from the end) so leading batch axes pass through")
     if np.shape(heads_b) != (B, n_heads, T, d_head) or not all(
             np.array_equal(heads_b[b], np.asarray(split_into_heads(xb[b], n_heads))) for b in range(B)):
         fail(f"on a batch of shape {xb.shape} split_into_heads should give (B, n_heads, T, d_head) = "
              f"{(B, n_heads, T, d_head)} with each example split as on its own, got shape {np.shape(heads_b)}: "
-             "swap the two axes just before d_head (np.swapaxes(x, -3, -2)), not fixed axes 0 and 1")
+             "swap the two axes just before d_head, counted from the end, not fixed axes 0 and 1")
     merged = call(merge_heads, "merge_heads", heads)
     if np.shape(merged) != (T, d_model):
         fail(f"merge_heads of shape (n_heads, T, d_head) = {heads.shape} gave {np.shape(merged)}, expected "

@@ -196,15 +196,19 @@ def check_causal_masks(causal_mask):
     ok("causal_mask: all four conventions right, unknown names rejected")
 
 
-def check_causal_self_attention(causal_self_attention, multi_head_attention, grouped_query_attention=None):
+def check_causal_self_attention(causal_self_attention, multi_head_attention, grouped_query_attention=None,
+                                causal_mask=None):
     """Zero weight on the future; equal to causal multi-head attention with each KV head's weights copied to its
     query heads, on true groups, batched and unbatched; causal in effect."""
+    helpers = {}
     if grouped_query_attention is not None:
-        broken = _helpers_not_ready(grouped_query_attention=lambda: check_gqa(grouped_query_attention,
-                                                                              multi_head_attention))
-        if broken:
-            _skip("causal_self_attention", broken)
-            return
+        helpers["grouped_query_attention"] = lambda: check_gqa(grouped_query_attention, multi_head_attention)
+    if causal_mask is not None:
+        helpers["causal_mask"] = lambda: check_causal_masks(causal_mask)
+    broken = _helpers_not_ready(**helpers)
+    if broken:
+        _skip("causal_self_attention", broken)
+        return
     rng = np.random.default_rng(61)
     B, T, n_heads, n_kv, d_head = 2, 6, 4, 2, 3
     x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)

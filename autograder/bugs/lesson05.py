@@ -18,7 +18,7 @@ bug("split_into_heads_bare_reshape", "05", "split_into_heads",
     """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 gets the
     first T*d_head numbers of the array (whole token vectors) instead of columns 0:d_head of every token. The
     shapes fit and a bare-reshape merge even undoes it exactly, which is why an exact round trip alone proves
-    nothing. Reshape to (..., T, n_heads, d_head), then np.swapaxes(x, -3, -2).""",
+    nothing. Reshape to (..., T, n_heads, d_head) first, then move the head axis in front of T.""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -47,7 +47,7 @@ bug("split_into_heads_strided", "05", "split_into_heads",
 
 bug("split_into_heads_fixed_axes", "05", "split_into_heads",
     """split_into_heads swaps axes 0 and 1, which is right for one sequence (T, d_model) but swaps the batch
-    axis on batched input. Use negative axes: np.swapaxes(x, -3, -2).""",
+    axis on batched input. Count the two axes to swap from the end, so leading batch axes pass through.""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape

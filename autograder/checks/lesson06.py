@@ -88,11 +88,11 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
         Case((*_layer(rng, n_heads, 1, d_head, T, (B,)), n_heads, 1), label="MQA end: n_kv_heads = 1"),
     ]
     check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
-          atol=1e-9, bind={"repeat_kv": reference.repeat_kv})
+          atol=1e-9, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, T = _config(rng, 1)
     f32 = [Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32")]
     check("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
-          atol=1e-5, bind={"repeat_kv": reference.repeat_kv})
+          atol=1e-5, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
     gqa_masks_and_dtypes(grouped_query_attention, rng, f32[0])
 
 
@@ -255,8 +255,8 @@ def _tiled_cases(rng, dtype):
         args = tuple(rng.normal(size=(*lead, t, d)).astype(dtype) * 2 for t, d in ((T_q, d_k), (T_k, d_k), (T_k, d_v)))
         cases.append(Case((*args, block), {"causal": causal},
                           label=f"{'causal, ' if causal else ''}block_size={block}, T_k={T_k}, {np.dtype(dtype).name}"))
-    for causal in (False, True):
-        cases.append(_far_rows_case(rng, dtype, causal))
+    if dtype == np.float64:  # float32 keeps a score near 1300 to 1e-4 only: too coarse for any tolerance here
+        cases += [_far_rows_case(rng, dtype, causal) for causal in (False, True)]
     return cases
 
 
@@ -266,8 +266,7 @@ def _far_rows_case(rng, dtype, causal):
     lead, T, d_k, d_v, block = (2,), 12, 5, 3, 5
     Q, K, V = (rng.normal(size=(*lead, T, d)) * 2 for d in (d_k, d_k, d_v))
     K[..., 0] = 1.0
-    # float32 holds a score near 1300 to within 1e-4 only, too coarse for its 1e-4 tolerance: +-90 there
-    offsets = (-3000.0, -300.0, 0.0, 3000.0) if dtype == np.float64 else (-200.0, 0.0, 200.0)
+    offsets = (-3000.0, -300.0, 0.0, 3000.0)
     Q[..., 0] = rng.choice(offsets, size=(*lead, T))  # (..., T): each row's offset
     args = tuple(a.astype(dtype) for a in (Q, K, V))
     near = int(max(offsets) / math.sqrt(d_k))
