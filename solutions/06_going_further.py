@@ -339,7 +339,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
 ### END HIDDEN TESTS
 # Self-check: no weight on a future token, earlier rows unchanged when a later token changes.
 check_causal_self_attention(causal_self_attention, multi_head_attention,
-                            grouped_query_attention=grouped_query_attention)
+                            grouped_query_attention=grouped_query_attention, causal_mask=causal_mask)
 
 # %% [markdown] nbgrader={"grade_id": "append_intro"}
 # Implement `kv_cache_append(cache_k, cache_v, k, v)`: the caches are `(..., n_kv_heads, T_past, d_head)`, the new

@@ -100,7 +100,8 @@ def _visible_check_failures(ns):
         "gqa_values": lambda: sc.check_gqa(ns["grouped_query_attention"], mha, repeat_kv=ns["repeat_kv"]),
         "mask_conventions": lambda: sc.check_causal_masks(ns["causal_mask"]),
         "causal_full_values": lambda: sc.check_causal_self_attention(
-            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"]),
+            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"],
+            causal_mask=ns["causal_mask"]),
         "kv_cache_append_values": lambda: sc.check_kv_cache_append(ns["kv_cache_append"]),
         "decode_step_values": lambda: sc.check_decode_step(ns["decode_step"], mha, kv_cache_append=ns["kv_cache_append"],
                                                            repeat_kv=ns["repeat_kv"]),
