@@ -23,7 +23,7 @@ import pytest
 
 from autograder import course, grade, answers
 from autograder.bugs import by_id
-from autograder.grading import findings, intake, scan
+from autograder.grading import findings, intake, scan, workspace
 from run_once import once
 
 LESSON = "01_warmup"
@@ -210,3 +210,9 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
     assert "graded 1 notebooks" in third.stdout
     rows = {r["student"]: r for r in _grades(out)}
     assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
+
+
+def test_the_gradebook_schema_revision_read_in_process_is_the_one_nbgrader_asks_alembic_for():
+    asked = subprocess.run([sys.executable, "-c", "import nbgrader.api; print(nbgrader.api.get_alembic_version())"],
+                           env=course.nbgrader_env(), capture_output=True, text=True, check=True)
+    assert workspace.alembic_head() == asked.stdout.strip()

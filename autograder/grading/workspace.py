@@ -129,6 +129,9 @@ def release_lessons(s: Settings) -> None:
     from nbgrader.utils import capture_log
     from traitlets.config.loader import PyFileConfigLoader
 
+    import nbgrader.api
+
+    nbgrader.api.get_alembic_version = alembic_head  # the gradebook it creates gets its schema's revision
     config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
     coursedir = CourseDirectory(config=config)
     coursedir.root = str(s.course_root)
@@ -140,6 +143,18 @@ def release_lessons(s: Settings) -> None:
     if not result["success"] or missing:
         raise RuntimeError(f"nbgrader generate_assignment failed (lessons not released: {missing or 'none'}):\n"
                            f"{result.get('log') or ''}{result.get('error') or ''}")
+
+
+def alembic_head() -> str:
+    """The revision of nbgrader's gradebook schema, read with alembic's API: nbgrader's own
+    ``get_alembic_version`` starts an ``alembic`` process for it (seconds) each time it creates a gradebook."""
+    import nbgrader
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def _keep_gradebook(s: Settings, log) -> None:
