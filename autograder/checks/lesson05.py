@@ -189,7 +189,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
             bug = known_bug("head_weights", case, (got,), ("result",), rtol=1e-6, atol=1e-9)
             named = f" {bug.diagnosis} [{bug.id}]" if bug else ""
             raise WrongAnswer("heads 0 and 1 of head_weights give the same weights on a random layer: each head "
-                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named)
+                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named, bug=bug)
     # ... and they are the true attention weights of that layer (random arrays also differ; they fail here).
     cases = [Case((x, W_Q, W_K, n_heads), label="the supplied layer")]
     for lead, dtype, label in (((d["B"],), np.float64, "batched"), ((), np.float32, "float32")):

@@ -23,7 +23,7 @@ class WrongAnswer(AssertionError):
     """A hidden test found a difference from the reference; the message is for the learner.
 
     ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
-    (``autograder.checks.session.run`` adds its verdict in front of the message).
+    (``autograder/grading/hidden_tests.py`` adds its verdict in front of the message).
 
     ``bug_id`` (for the instructor's insights, ``autograder/grading/insights.py``): the catalogued bug the test
     named, given as ``bug=`` or else the one whose "diagnosis [id]" begins the message (every message begins with
