@@ -323,7 +323,8 @@ print(f"multi_head_attention_backward: largest relative error {error:.1e} over x
 # order, and a weighted average does not care about order. So self-attention is **permutation equivariant**:
 # $\mathrm{MHA}(x[\pi]) = \mathrm{MHA}(x)[\pi]$. A model that must attend to "the previous token" needs to know
 # where each token is. The paper adds a fixed position code to every token (section 3.5):
-# $$PE_{t,\,2i} = \sin\!\big(t / 10000^{2i/d_{model}}\big), \qquad PE_{t,\,2i+1} = \cos\!\big(t / 10000^{2i/d_{model}}\big).$$
+# $$PE_{t,\,2i} = \sin\!\big(t / 10000^{2i/d_{model}}\big), \qquad
+# PE_{t,\,2i+1} = \cos\!\big(t / 10000^{2i/d_{model}}\big).$$
 # Columns $2i$ and $2i+1$ form one pair with one frequency, sine then cosine, interleaved; frequencies fall from 1
 # (columns 0, 1) to about $1/10000$. For any fixed offset $k$, $PE_{t+k}$ is a rotation of $PE_t$, pair by pair,
 # so a linear map can turn "position $t$" into "position $t-1$": that is how a previous-token head can be learned.

@@ -124,18 +124,24 @@ def check_gradient_check(gradient_check):
              "(f(x + eps) - f(x - eps)) / (2 eps), put each entry back after moving it, and divide by the largest "
              "magnitude of the gradient")
     bad = [good[0], good[1].copy()]
-    bad[1][2] += 0.5
+    small = int(np.argmin(np.abs(good[1])))  # the smallest entry: relative to the whole gradient, not to itself
+    bad[1][small] += 0.5
     size = max(np.max(np.abs(g)) for g in (good[1], bad[1]))
     expected = 0.5 / size
     err = call(gradient_check, "gradient_check", probe_loss, [x, y], bad)
     if abs(err - expected) > 1e-4 * expected:
         hint = " (did you check only the first input?)" if err < 1e-6 else ""
         fail(f"one entry of the second input's gradient is off by 0.5: expected an error of about "
-             f"{expected:.4g} (0.5 / the largest magnitude of that gradient), got {err:.4g}{hint}")
+             f"{expected:.4g} (0.5 / the largest magnitude of that whole gradient), got {err:.4g}{hint}")
     err = call(gradient_check, "gradient_check", probe_loss, [x, y], good, eps=1e-3)
     if err > 1e-5:
         fail(f"with eps=1e-3 the exact gradient gives an error of {err:.3g}: one-sided differences are off by "
              "O(eps); use central differences, (f(x + eps) - f(x - eps)) / (2 eps)")
+    x32 = x.astype(np.float32)
+    err = call(gradient_check, "gradient_check", probe_loss, [x32], probe_gradient(x32.astype(np.float64)))
+    if not err < 1e-6:
+        fail(f"float32 inputs with their exact gradient give an error of {err:.3g}: eps = 1e-6 is below float32's "
+             "resolution; perturb float64 copies, np.array(a, dtype=np.float64)")
     ok("gradient_check: exact gradient passes, a wrong entry is measured, central differences, inputs kept")
 
 

@@ -79,11 +79,6 @@ bug("attention_backward_dv_untransposed", "07", "scaled_dot_product_attention_ba
     (T_k, T_q) @ (T_q, d_v). With T_q != T_k the shapes do not even fit.""",
     _attention_source(dv="weights @ grad_out"), tests=_ATTENTION)
 
-bug("attention_backward_dk_untransposed", "07", "scaled_dot_product_attention_backward",
-    """dK uses the score gradient untransposed: the scores are Q K^T, so dK = dS^T Q / sqrt(d_k), one row per key.
-    With T_q != T_k the shapes do not fit; with T_q == T_k the result is silently wrong.""",
-    _attention_source(dq_dk="grad_scores @ K * scale, grad_scores @ Q * scale"), tests=_ATTENTION)
-
 bug("attention_backward_dot_T", "07", "scaled_dot_product_attention_backward",
     """The transposes use .T, which reverses every axis, batch axes included: on batched input the heads and the
     batch are swapped (or the shapes do not fit). Swap only the last two axes, np.swapaxes(a, -1, -2).""",
