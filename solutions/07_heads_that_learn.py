@@ -278,9 +278,11 @@ def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask
     """Gradients of multi_head_attention's out w.r.t. x, W_Q, W_K, W_V, W_O, given dL/dout; returns a dict."""
     ### BEGIN SOLUTION
     d_model = x.shape[-1]
-    Q, K, V = (split_heads(x @ W, n_heads) for W in (W_Q, W_K, W_V))  # each (..., n_heads, T, d_head)
-    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., n_heads, T, d_head), (..., n_heads, T, T)
-    concat = concat_heads(heads)  # (..., T, d_model)
+    Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
+    K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
+    V = split_heads(x @ W_V, n_heads)  # (..., n_heads, T, d_head)
+    per_head, weights = scaled_dot_product_attention(Q, K, V, mask)  # the forward pass again
+    concat = concat_heads(per_head)  # (..., T, d_model)
     grad_W_O = concat.reshape(-1, d_model).T @ grad_out.reshape(-1, d_model)  # (d_model, d_model)
     grad_heads = split_heads(grad_out @ W_O.T, n_heads)  # (..., n_heads, T, d_head)
     dQ, dK, dV = scaled_dot_product_attention_backward(Q, K, V, weights, grad_heads, mask)
@@ -570,7 +572,7 @@ def trained(task):
 
 # %%
 run = trained("previous")
-scores = np.array([s[0] for s in run["scores"]])  # (checkpoints, n_heads)
+scores = np.array([s[0] for s in run["scores"]])  # one row per checkpoint, one column per head
 fig, (ax_s, ax_l) = plt.subplots(1, 2, figsize=(10, 3.6))
 for h in range(scores.shape[1]):
     ax_s.plot(run["steps"], scores[:, h], color=plt.cm.viridis(h / scores.shape[1]), label=f"head {h}")
@@ -611,7 +613,7 @@ else:
 
 # %%
 run = trained("induction")
-scores = np.array([s[1] for s in run["scores"]])  # (checkpoints, n_heads): layer 2's induction scores
+scores = np.array([s[1] for s in run["scores"]])  # layer 2's induction scores: a row per checkpoint
 fig, (ax_s, ax_l) = plt.subplots(1, 2, figsize=(10, 3.6))
 for h in range(scores.shape[1]):
     ax_s.plot(run["steps"], scores[:, h], color=plt.cm.viridis(h / scores.shape[1]), label=f"layer 2, head {h}")
