@@ -135,8 +135,9 @@ class SafeExecute(Execute):
                 self._end_sandbox()
 
     async def async_start_new_kernel(self, **kwargs):
-        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py)
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader"}
+        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py) and trains
+        # lesson 07's model for a few steps only (training is never graded)
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader", "MHA_SHORT_TRAINING": "1"}
         return await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
