@@ -313,3 +313,53 @@ def tiled_memory(tiled_attention):
         raise WrongAnswer(f"tiled_attention allocated {peak / 2**20:.1f} MB at its peak for T_q = T_k = {T}; one "
                           f"(T_q, T_k) float64 matrix is {full / 2**20:.1f} MB. Compute the scores one key block at a "
                           f"time ((T_q, block_size) each) and never build the whole score or weight matrix.")
+
+
+def _cross_case(rng, lead, T_q, T_k, n_heads, d_head, dtype=np.float64, mask=None, label=""):
+    d_model = n_heads * d_head
+    x_q = rng.normal(size=(*lead, T_q, d_model)).astype(dtype)
+    x_kv = rng.normal(size=(*lead, T_k, d_model)).astype(dtype)
+    Ws = tuple((rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4))
+    return Case((x_q, x_kv, *Ws, n_heads), {} if mask is None else {"mask": mask},
+                label=f"{label}, T_q={T_q}, T_k={T_k}, n_heads={n_heads}" + (", batched" if lead else ", unbatched"))
+
+
+def _padding(rng, B, T_k, empty=False):
+    """A padding mask (B, 1, T_k), True at each sequence's padded keys; with ``empty`` the last sequence is all
+    padding, so its queries have every key blocked."""
+    lengths = rng.integers(1, T_k, size=B)  # every sequence padded, none empty ...
+    if empty:
+        lengths[-1] = 0  # ... but this one
+    return np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k)
+
+
+@hidden_test(uses=('cross_attention',), visible_check='check_cross_attention')
+def cross_attention_values(cross_attention):
+    """Queries from x_q, keys and values from x_kv (T_q != T_k): no mask, padding masks (B, 1, T_k), a sequence
+    that is all padding (all-zero weights), a (T_q, T_k) mask, and a padding mask on two sequences of one length
+    (where a mask over the wrong axis runs); float32 stays float32."""
+    rng = _rng("cross_attention_values")
+    cases = []
+    for i in range(3):
+        n_heads, _, d_head, B, T_q = _config(rng, i)
+        T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+        lead = (B,) if i else ()
+        mask = None if i == 0 else _padding(rng, B, T_k, empty=(i == 2))
+        cases.append(_cross_case(rng, lead, T_q, T_k, n_heads, d_head, mask=mask,
+                                 label=("no mask", "padding mask (B, 1, T_k)",
+                                        "padding mask (B, 1, T_k), the last sequence all padding")[i]))
+    n_heads, _, d_head, B, T_q = _config(rng, 3)
+    T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+    mask = rng.random((T_q, T_k)) < 0.4
+    mask[np.arange(T_q), rng.integers(0, T_k, T_q)] = False  # every query keeps a key
+    cases.append(_cross_case(rng, (B,), T_q, T_k, n_heads, d_head, mask=mask, label="a (T_q, T_k) mask"))
+    n_heads, _, d_head, B, T = _config(rng, 0)
+    cases.append(_cross_case(rng, (B,), T, T, n_heads, d_head, mask=_padding(rng, B, T),
+                             label="padding mask (B, 1, T_k), T_q = T_k"))
+    check("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9, bind=_TOOLS)
+    n_heads, _, d_head, B, T_q = _config(rng, 1)
+    T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+    f32 = _cross_case(rng, (B,), T_q, T_k, n_heads, d_head, np.float32, mask=_padding(rng, B, T_k),
+                      label="float32, padding mask")
+    check("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5, bind=_TOOLS)
+    dtype_kept("cross_attention", cross_attention, [f32, cases[1]], outputs=("out", "weights"), bind=_TOOLS)
