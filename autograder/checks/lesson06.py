@@ -53,7 +53,7 @@ def _config(rng, i):
     return n_heads, n_kv_heads, d_head, B, T
 
 
-@hidden_test(uses=('repeat_kv',))
+@hidden_test(uses=('repeat_kv',), visible_check='check_repeat_kv')
 def repeat_kv_values(repeat_kv):
     """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head repeated in a row."""
     rng = _rng("repeat_kv_values")
@@ -68,7 +68,8 @@ def repeat_kv_values(repeat_kv):
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',))
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',),
+             visible_check='check_gqa')
 def gqa_values(grouped_query_attention, repeat_kv=None):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -116,7 +117,7 @@ def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
                bind=bind)
 
 
-@hidden_test(uses=('causal_mask',))
+@hidden_test(uses=('causal_mask',), visible_check='check_causal_masks')
 def mask_conventions(causal_mask):
     """The causal mask in each convention: right dtype family, shape and values."""
     kinds = {"course": "b", "nn.MultiheadAttention": "b", "F.scaled_dot_product_attention": "b",
@@ -164,7 +165,8 @@ def _mask_difference(T, convention, got, expected):
     return f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention {where}: {rule}"
 
 
-@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'))
+@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'),
+             visible_check='check_causal_self_attention')
 def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
     """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
     rng = _rng("causal_full_values")
@@ -183,7 +185,7 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
     dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"), bind=bind)
 
 
-@hidden_test(uses=('kv_cache_append',))
+@hidden_test(uses=('kv_cache_append',), visible_check='check_kv_cache_append')
 def kv_cache_append_values(kv_cache_append):
     """Append along the time axis; the first case is a second decoding step (cache of 1 token + 1 new token)."""
     rng = _rng("kv_cache_append_values")
@@ -204,7 +206,8 @@ def kv_cache_append_values(kv_cache_append):
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'),
+             visible_check='check_decode_step')
 def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
@@ -218,7 +221,7 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
                           label=f"cache of {T_past} tokens, n_heads={n_heads}, n_kv_heads={n_kv}"
                           + (", batched" if lead else ", unbatched")))
     check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9,
-          bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+          bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, _ = _config(rng, 3)
     x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, (B,), np.float32)
     cache = [rng.normal(size=(B, n_kv, 5, d_head)).astype(np.float32) for _ in range(2)]
@@ -227,7 +230,8 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
                bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
 
 
-@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
+             visible_check='check_decode_with_kv_cache')
 def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
     """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
     rng = _rng("decode_loop_values")
@@ -238,7 +242,7 @@ def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=N
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"T={T}, n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else "")))
     check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
-          atol=1e-9, bind={"decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
+          atol=1e-9, bind={**_TOOLS, "decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
                            "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, T = _config(rng, 0)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
