@@ -7,7 +7,8 @@ It also writes docs/written-answers.md, the written answers' model answers and r
 stay out of lessons/.
 
 The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
-(which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
+(which replaces solutions with stubs and removes hidden tests), hands out the find-the-bug exercises' buggy
+starting code (``given_code``), checks the result holds no solution, hidden
 test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper modules and
 pages (the glossary).
 A notebook names its source and this command in its metadata (``metadata.mha_course``), not in a cell, so
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import answer_key, course
+from autograder import answer_key, course, given_code
 
 BUILT_SUFFIXES = (".ipynb", ".py", ".md")  # what the build writes into lessons/, and so what drift compares
 FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
@@ -51,7 +52,7 @@ def build(dest: Path) -> list:
     with tempfile.TemporaryDirectory(prefix="mha-build-") as tmp:
         root = course.make_course(Path(tmp) / "course")
         for name in course.lesson_names():
-            nb = nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
+            nb = given_code.hand_out(name, nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4))
             problems = leaks(nb)
             if nb.metadata.get("mha_course") != course.provenance(name):
                 problems.append("its metadata lost the provenance (metadata.mha_course) that names its source")

@@ -119,9 +119,9 @@ def output_projection(heads, W_O):
     return concat_heads(heads) @ W_O  # (..., T, n_heads*d_head) @ (n_heads*d_head, d_model) -> (..., T, d_model)
 
 
-def _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O):
+def _check_projections(d_model, n_heads, *Ws):
     _check_divisible(d_model, n_heads)
-    for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V), ("W_O", W_O)):
+    for name, W in zip(("W_Q", "W_K", "W_V", "W_O"), Ws):
         if np.shape(W) != (d_model, d_model):
             raise ValueError(f"{name} must be (d_model, d_model) = ({d_model}, {d_model}), got {np.shape(W)}")
 
@@ -134,8 +134,7 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     gives each batch element its own.
     """
     x = np.asarray(x)
-    d_model = x.shape[-1]
-    _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O)
+    _check_projections(x.shape[-1], n_heads, W_Q, W_K, W_V, W_O)
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
     K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
     V = split_heads(x @ W_V, n_heads)  # (..., n_heads, T, d_head)
@@ -240,6 +239,7 @@ __all__ += [
     "decode_step",
     "decode_with_kv_cache",
     "tiled_attention",
+    "cross_attention",
 ]
 
 MASK_CONVENTIONS = ("course", "masked_fill", "nn.MultiheadAttention", "F.scaled_dot_product_attention")
@@ -462,7 +462,7 @@ def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask
     """
     x, grad_out = np.asarray(x), np.asarray(grad_out)
     d_model = x.shape[-1]
-    _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O)
+    _check_projections(d_model, n_heads, W_Q, W_K, W_V, W_O)
     if grad_out.shape != x.shape:
         raise ValueError(f"grad_out must have the shape of the output, x's shape {x.shape}, got {grad_out.shape}")
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
@@ -522,3 +522,25 @@ def sinusoidal_positions(T, d_model):
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
     return pe
+def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    """Multi-head attention whose queries come from x_q (..., T_q, d_model) and whose keys and values come from
+    x_kv (..., T_k, d_model), as a decoder attends to an encoder's output.
+
+    ``mask`` is boolean (True = blocked), broadcastable to (..., T_q, T_k) over the batch axes of x_q, with no
+    head axis: it applies to every head. A padding mask blocks keys, e.g. (B, 1, T_k) True at each sequence's
+    padded keys; a query whose keys are all blocked gets all-zero weights and a zero output row. Returns
+    ``(out (..., T_q, d_model), weights (..., n_heads, T_q, T_k))``.
+    """
+    x_q, x_kv = np.asarray(x_q), np.asarray(x_kv)
+    d_model = x_q.shape[-1]
+    if x_kv.shape[-1] != d_model:
+        raise ValueError(f"x_q and x_kv must share d_model (their last axis), got x_q {x_q.shape} and x_kv "
+                         f"{x_kv.shape}")
+    _check_projections(d_model, n_heads, W_Q, W_K, W_V, W_O)
+    Q = split_heads(x_q @ W_Q, n_heads)  # (..., n_heads, T_q, d_head)
+    K = split_heads(x_kv @ W_K, n_heads)  # (..., n_heads, T_k, d_head)
+    V = split_heads(x_kv @ W_V, n_heads)  # (..., n_heads, T_k, d_head)
+    if mask is not None:
+        mask = np.expand_dims(np.atleast_2d(mask), -3)  # (..., 1, T_q, T_k): the same for every head
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., n_heads, T_q, d_head|T_k)
+    return output_projection(heads, W_O), weights  # (..., T_q, d_model)

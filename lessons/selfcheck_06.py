@@ -25,7 +25,7 @@ pasted("02", "multi_head_attention", check_multi_head_attention, check_mha_mask)
 
 __all__ = ["check_pasted", "check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
            "check_kv_cache_append", "check_decode_step", "check_decode_with_kv_cache", "check_tiled_attention",
-           "check_tiled_memory"]
+           "check_tiled_memory", "check_cross_attention"]
 
 
 def _helpers_not_ready(**checks):
@@ -460,3 +460,100 @@ def check_tiled_memory(tiled_attention, T=1024, block_size=32):
         fail(f"tiled_attention allocated {peak / 2**20:.2f} MB at its peak for T = {T}; one (T, T) float64 matrix "
              f"is {full / 2**20:.2f} MB. Work on (T_q, block_size) blocks of scores and never build the full matrix")
     ok(f"tiled_attention: peak {peak / 2**20:.2f} MB for T = {T}, one (T, T) matrix would be {full / 2**20:.2f} MB")
+
+
+def _cross_layer(rng, B, T_q, T_k, n_heads, d_head):
+    d_model = n_heads * d_head
+    x_q = rng.normal(size=(B, T_q, d_model))  # (B, T_q, d_model): the queries' sequence
+    x_kv = rng.normal(size=(B, T_k, d_model))  # (B, T_k, d_model): the keys' and values' sequence
+    Ws = tuple(rng.normal(size=(4, d_model, d_model)) / math.sqrt(d_model))  # W_Q, W_K, W_V, W_O
+    return x_q, x_kv, Ws
+
+
+def _cross_result(cross_attention, x_q, x_kv, Ws, n_heads, **kwargs):
+    try:
+        result = call(cross_attention, "cross_attention", x_q, x_kv, *Ws, n_heads, **kwargs)
+    except ValueError as exc:
+        if "mask" not in kwargs:
+            raise
+        fail(f"with a padding mask of shape (B, 1, T_k) = {kwargs['mask'].shape}, x_q {x_q.shape} and x_kv "
+             f"{x_kv.shape}, cross_attention raised ValueError ({exc}). The mask has a query axis and a key axis and "
+             "no head axis: give it a head axis of size 1 in front of its last two, so it lines up with the weights "
+             "(B, n_heads, T_q, T_k) and blocks keys, never queries")
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail("cross_attention must return a pair: (out, weights)")
+    return np.asarray(result[0]), np.asarray(result[1])
+
+
+def check_cross_attention(cross_attention, multi_head_attention):
+    """Shapes with T_q != T_k; equal to multi-head attention over both sequences joined, with the queries' own
+    tokens blocked as keys; a padding mask (B, 1, T_k) gives padded keys weight 0 and changes nothing else; a
+    sequence that is all padding gives all-zero weights; unbatched; float32 kept; inputs untouched."""
+    rng = np.random.default_rng(67)
+    B, T_q, T_k, n_heads, d_head = 2, 3, 5, 4, 2
+    x_q, x_kv, Ws = _cross_layer(rng, B, T_q, T_k, n_heads, d_head)
+    copies = [a.copy() for a in (x_q, x_kv, *Ws)]
+    out, weights = _cross_result(cross_attention, x_q, x_kv, Ws, n_heads)
+    if weights.shape == (B, n_heads, T_q, T_q):
+        fail(f"the weights are (B, n_heads, T_q, T_q) = {weights.shape}: there is one column per *query*, so the "
+             "keys were projected from x_q. Queries come from x_q; keys and values come from x_kv")
+    if weights.shape != (B, n_heads, T_q, T_k) or out.shape != (B, T_q, n_heads * d_head):
+        fail(f"with x_q {x_q.shape} and x_kv {x_kv.shape} expected out (B, T_q, d_model) = "
+             f"{(B, T_q, n_heads * d_head)} and weights (B, n_heads, T_q, T_k) = {(B, n_heads, T_q, T_k)}, got "
+             f"{out.shape} and {weights.shape}")
+    if any(not np.array_equal(a, b) for a, b in zip((x_q, x_kv, *Ws), copies)):
+        fail("cross_attention changed one of its inputs; work on new arrays")
+    # the same numbers from self-attention over x_q and x_kv side by side, the queries' own tokens blocked as keys
+    joined = np.concatenate([x_q, x_kv], axis=1)  # (B, T_q + T_k, d_model)
+    no_own = np.arange(T_q + T_k)[None, :] < T_q  # (1, T_q + T_k): True = the queries' tokens, blocked as keys
+    expected, _ = call(multi_head_attention, "multi_head_attention", joined, *Ws, n_heads, mask=no_own)
+    if not close(out, expected[:, :T_q], 1e-8):
+        fail("out differs from multi-head attention over x_q and x_kv joined with x_q's tokens blocked as keys, "
+             "which attends exactly as cross-attention does: projections W_Q on x_q, W_K and W_V on x_kv, the "
+             "per-head scale sqrt(d_head), then the heads joined and W_O")
+    # padding: 2 extra keys of any value, blocked, change nothing; the padded keys get weight exactly 0
+    lengths = np.array([T_k, 3])  # sequence 1 has only 3 real keys
+    padded_kv = np.concatenate([x_kv, 50 * rng.normal(size=(B, 2, x_kv.shape[-1]))], axis=1)  # (B, T_k + 2, d_model)
+    pad = np.arange(T_k + 2)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k + 2): True = padding
+    out_p, w_p = _cross_result(cross_attention, x_q, padded_kv, Ws, n_heads, mask=pad)
+    if w_p.shape != (B, n_heads, T_q, T_k + 2):
+        fail(f"with a padding mask of shape (B, 1, T_k) = {pad.shape} the weights should be (B, n_heads, T_q, T_k) = "
+             f"{(B, n_heads, T_q, T_k + 2)}, got {w_p.shape}. The mask has no head axis: it applies to every "
+             "head, so it needs one more axis, of size 1, in front of its last two (query, key) axes")
+    blocked = np.broadcast_to(pad[:, None], w_p.shape)  # (B, n_heads, T_q, T_k + 2)
+    if np.any(np.isnan(w_p)) or np.any(w_p[blocked] != 0):
+        fail("with a padding mask (B, 1, T_k), some weights on padded keys are not 0: a padding mask blocks keys, "
+             "the last axis of the weights (True = blocked)")
+    short = call(cross_attention, "cross_attention", x_q[1:], x_kv[1:, :3], *Ws, n_heads)[0]  # the real keys only
+    if not (close(out_p[:1], out[:1], 1e-8) and close(out_p[1:], short, 1e-8)):
+        fail("padding changed the result: attention over real keys plus blocked padding must equal attention over "
+             "the real keys alone. Rows of the weights over the open keys must still sum to 1")
+    # a sequence that is all padding: every key of its queries blocked
+    empty = np.arange(T_k)[None, None, :] >= np.array([T_k, 0])[:, None, None]  # (B, 1, T_k): sequence 1 empty
+    with np.errstate(all="ignore"):
+        out_e, w_e = _cross_result(cross_attention, x_q, x_kv, Ws, n_heads, mask=empty)
+    if np.isnan(w_e).any() or np.isnan(out_e).any():
+        fail("a query whose keys are all blocked gives NaN: with -inf at every score of the row, the softmax "
+             "computes exp(-inf - (-inf)) = NaN. The contract is all-zero weights for such a row (not NaN, not "
+             "uniform): shift by 0 where the row maximum is -inf, and divide only where the sum is positive")
+    if np.any(w_e[1] != 0):
+        uniform = np.allclose(w_e[1], 1 / T_k)
+        fail("a query whose keys are all blocked gets weights " + ("1/T_k on every key (uniform): a large negative "
+             "number such as -1e9 in place of -inf gives every blocked score the same value, so softmax spreads "
+             "the row evenly over keys it may not see" if uniform else "that are not all 0")
+             + ". The contract: all-zero weights, so a zero output row")
+    if not close(out_e[1], np.zeros_like(out_e[1]), 1e-12) or not close(out_e[0], out[0], 1e-8):
+        fail("with all-zero weights the output rows of the empty sequence must be 0, and the other sequence's "
+             "rows unchanged")
+    one = _cross_result(cross_attention, x_q[0], x_kv[0], Ws, n_heads)[0]
+    if not close(one, out[0], 1e-8):
+        fail("on one pair of sequences (T_q, d_model) and (T_k, d_model), without a batch axis, out differs from "
+             "the first example of the batch: count the axes from the end")
+    out32, w32 = call(cross_attention, "cross_attention", *(a.astype(np.float32) for a in (x_q, x_kv, *Ws)),
+                      n_heads)
+    dtypes = [getattr(a, "dtype", None) for a in (out32, w32)]
+    if any(d != np.float32 for d in dtypes):
+        fail(f"float32 input gave out and weights of dtypes {[str(d) for d in dtypes]}: scale by a Python float "
+             "(math.sqrt), and create any array with the input's dtype")
+    ok("cross_attention: T_q queries over T_k keys, padded keys ignored, an all-padding sequence gives zero "
+       "weights, batched and unbatched, float32 kept")

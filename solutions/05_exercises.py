@@ -16,10 +16,11 @@
 # 3. show that two heads of a randomly initialised layer attend differently, with weights computed from the layer;
 # 4. write multi-head attention from raw numpy operations and confirm it returns $d_{model}$ columns for any
 #    head count;
-# 5. explain in your own words why $W_O$ is needed and why the per-head $d_k$ sets the scale, and tell four
+# 5. find and fix a silent bug in attention code with the course's tools, and say in one sentence what it does;
+# 6. explain in your own words why $W_O$ is needed and why the per-head $d_k$ sets the scale, and tell four
 #    common claims about heads from the truth.
 #
-# **Time needed:** about 75 minutes. **You need:** lessons 01 and 02 (softmax, scaled dot-product attention,
+# **Time needed:** about 95 minutes. **You need:** lessons 01 and 02 (softmax, scaled dot-product attention,
 # splitting into heads); numpy's `reshape`, `swapaxes` and `@`.
 #
 # **How this notebook works.** It uses four kinds of cells.
@@ -47,8 +48,9 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from selfcheck_05 import (check_choice, check_head_weights, check_head_width, check_mha_from_scratch,
-                          check_param_count_answers, check_pasted, check_split_merge)
+from selfcheck_05 import (check_attention_layer, check_choice, check_head_weights, check_head_width,
+                          check_masked_attention, check_mha_from_scratch, check_param_count_answers, check_pasted,
+                          check_split_merge)
 
 # %% [markdown] nbgrader={"grade_id": "warmup"}
 # ## 1. Warm-up
@@ -101,44 +103,45 @@ check_pasted(softmax=softmax)
 # %% [markdown] nbgrader={"grade_id": "sizes_intro"}
 # ## 2. Sizes: $d_k$ and the parameter count
 #
-# **Exercise 1.** The base Transformer has $d_{model} = 512$ and $h = 8$ heads.
-# 1. What is the width $d_k$ of one head? Record it as `d_head_512`.
+# **Exercise 1.** BERT-large has $d_{model} = 1024$ and $h = 16$ heads (lesson 03 worked the base Transformer's
+# 512 and 8; these are new numbers).
+# 1. What is the width $d_k$ of one head? Record it as `d_head_1024`.
 # 2. How many parameters do the four projection matrices $W_Q, W_K, W_V, W_O$ hold together (no biases)?
-#    Record it as `param_count_8_heads`.
-# 3. Now take a *single* head of full width, $d_k = d_{model} = 512$. How many parameters do its four matrices
+#    Record it as `param_count_16_heads`.
+# 3. Now take a *single* head of full width, $d_k = d_{model} = 1024$. How many parameters do its four matrices
 #    hold? Record it as `param_count_1_head`.
 #
 # Write a number or a Python expression that evaluates to a whole number (an `int`).
 
-# %% nbgrader={"grade_id": "answer_d_head_512", "solution": true}
-d_head_512 = None
+# %% nbgrader={"grade_id": "answer_d_head_1024", "solution": true}
+d_head_1024 = None
 ### BEGIN SOLUTION
-d_head_512 = 512 // 8
+d_head_1024 = 1024 // 16
 ### END SOLUTION
 
-# %% nbgrader={"grade_id": "d_head_512", "points": 1}
+# %% nbgrader={"grade_id": "d_head_1024", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("d_head_512")
+__import__("autograder.hidden_cell").hidden_cell.run("d_head_1024")
 ### END HIDDEN TESTS
-# Self-check: a whole number of columns, and 8 heads of that width fill d_model.
-check_head_width(d_head_512, 512, 8, name="d_head_512")
+# Self-check: a whole number of columns, and 16 heads of that width fill d_model.
+check_head_width(d_head_1024, 1024, 16, name="d_head_1024")
 
-# %% nbgrader={"grade_id": "answer_param_count_512", "solution": true}
-param_count_8_heads = None
+# %% nbgrader={"grade_id": "answer_param_count_1024", "solution": true}
+param_count_16_heads = None
 param_count_1_head = None
 ### BEGIN SOLUTION
-d_model = 512
-# W_Q, W_K, W_V: 8 heads x (d_model x d_head) each = d_model x d_model; W_O: (8 * d_head) x d_model
-param_count_8_heads = 3 * 8 * (d_model * (d_model // 8)) + (8 * (d_model // 8)) * d_model
+d_model = 1024
+# W_Q, W_K, W_V: 16 heads x (d_model x d_head) each = d_model x d_model; W_O: (16 * d_head) x d_model
+param_count_16_heads = 3 * 16 * (d_model * (d_model // 16)) + (16 * (d_model // 16)) * d_model
 param_count_1_head = 4 * d_model * d_model
 ### END SOLUTION
 
-# %% nbgrader={"grade_id": "param_count_512", "points": 1}
+# %% nbgrader={"grade_id": "param_count_1024", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("param_count_512")
+__import__("autograder.hidden_cell").hidden_cell.run("param_count_1024")
 ### END HIDDEN TESTS
 # Self-check: the form of the two counts, and whether the head count changed them.
-check_param_count_answers(param_count_8_heads, param_count_1_head)
+check_param_count_answers(param_count_16_heads, param_count_1_head, n_heads=16)
 
 # %% [markdown] nbgrader={"grade_id": "small_intro"}
 # **Exercise 2.** Take a small layer, $d_{model} = 32$. Record the width of one head when the layer has 2 heads
@@ -164,13 +167,14 @@ check_head_width(d_head_8_heads, 32, 8, name="d_head_8_heads")
 
 # %% [markdown] nbgrader={"grade_id": "sizes_after"}
 # **P3.** Real layers often add a bias vector to each of the four projections. How many parameters do the
-# biases add to a layer with $d_{model} = 768$ and 12 heads, and would the number change with 24 heads?
+# biases add to a layer with $d_{model} = 1600$ and 25 heads (GPT-2 XL), and would the number change with 50
+# heads?
 #
 # <details><summary>Check</summary>
 #
 # A bias has one entry per output column of its projection, $d_{model}$ entries, so the four biases add
-# $4 \cdot 768 = 3072$. The head count does not appear: with 12 or 24 heads the query bias is the same 768
-# numbers, only cut into 12 or 24 equal slices, one per head.
+# $4 \cdot 1600 = 6400$. The head count does not appear: with 25 or 50 heads the query bias is the same 1600
+# numbers, only cut into 25 or 50 equal slices, one per head.
 # </details>
 #
 # ## 3. Split into heads and merge back
@@ -387,8 +391,120 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
     n_params = sum(W.size for W in (W_Q, W_K, W_V, W_O))
     print(f"{n_heads:>7} {d_model // n_heads:>6} {str(out.shape):>9} {str(weights.shape):>13} {n_params:>10}")
 
+# %% [markdown] nbgrader={"grade_id": "find_bug_intro"}
+# ## 6. Find the bug
+#
+# Real bugs in attention code rarely crash: the shapes fit, the numbers look like numbers, and the model just
+# trains worse. Each cell below holds a short implementation that *runs* and carries exactly **one** mistake, of
+# the kind learners make (the course has seen both of them many times). For each one:
+#
+# 1. run the cell and its self-check, and read what the check reports: it describes the *symptom*, not the cause;
+# 2. find the line responsible with the course's tools: print shapes, sum the weights over a row, feed a probe
+#    whose right answer you know (an `np.arange` input shows where each column goes; a weight matrix that is zero
+#    outside one head's columns shows which head reads them), compare with your own functions from above;
+# 3. fix it **in place** (change as little as you can) and run the self-check again; the hidden tests grade the
+#    fixed function on other, random inputs;
+# 4. explain the symptom in **one sentence** in the written answer after it: what a user of the function would
+#    see go wrong, and why.
+#
+# **Bug 1.** `masked_attention(Q, K, V, mask)` is scaled dot-product attention with a mask (True = blocked),
+# as in lesson 01: Q `(..., T_q, d_k)`, K `(..., T_k, d_k)`, V `(..., T_k, d_v)`, returning `(out, weights)`.
+
+# %% nbgrader={"grade_id": "masked_attention", "solution": true}
+def masked_attention(Q, K, V, mask):
+    """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
+    ### BEGIN SOLUTION
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
+    scores = np.where(mask, -np.inf, scores)  # blocked pairs: exp(-inf) = 0 inside the softmax
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
+    weights = e / e.sum(axis=-1, keepdims=True)  # (..., T_q, T_k), each row sums to 1
+    return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade_id": "masked_attention_test", "points": 2}
+### BEGIN HIDDEN TESTS
+__import__("autograder.hidden_cell").hidden_cell.run("masked_attention_test")
+### END HIDDEN TESTS
+# Self-check: blocked weights 0, the sum of every row of weights, out = weights @ V, float32 kept.
+check_masked_attention(masked_attention)
+
+# %% [markdown] nbgrader={"grade_id": "symptom_masked_attention_q"}
+# **Written answer (1 point).** In one sentence: what goes wrong in the output of the `masked_attention` you
+# received, for which rows, and why?
+#
+# *How it is marked (1 point):* the symptom (which rows, what happens to their weights and output) and its cause,
+# in one sentence.
+
+# %% [markdown] nbgrader={"grade_id": "symptom_masked_attention", "solution": true, "points": 1}
+# ### BEGIN SOLUTION
+# **Model answer.** In every row that has blocked keys the weights sum to less than 1 (the open keys keep the
+# shares the softmax gave them before the blocked ones were zeroed), so that query's output is a shrunken
+# weighted sum of the values, the more so the more of its keys are blocked; the mask must act on the scores,
+# before the softmax.
+#
+# **Rubric for the grader (1 point).**
+# - 1 point: names the symptom (rows with blocked keys sum to less than 1 / their outputs shrink toward 0) *and*
+#   its cause (blocked weights zeroed after the softmax, so the remaining weights are not renormalised).
+# - No point for "the mask is applied at the wrong place" without the symptom, or for "the weights are wrong".
+# ### END SOLUTION
+
+# %% [markdown] nbgrader={"grade_id": "find_bug_layer_intro"}
+# **Bug 2.** `attention_layer(x, W_Q, W_K, W_V, W_O, n_heads)` is the whole multi-head layer in one function,
+# the same contract as your `mha_from_scratch`: x `(..., T, d_model)` -> `(out (..., T, d_model), weights
+# (..., n_heads, T, T))`. Its rows of weights sum to 1 and its shapes are right. Find the one line that is wrong.
+
+# %% nbgrader={"grade_id": "attention_layer", "solution": true}
+def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
+    """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
+    ### BEGIN SOLUTION
+    *lead, T, d_model = x.shape
+    d_head = d_model // n_heads
+
+    def split(y):  # (..., T, d_model) -> (..., n_heads, T, d_head)
+        return np.swapaxes(y.reshape(*lead, T, n_heads, d_head), -3, -2)
+
+    Q, K, V = split(x @ W_Q), split(x @ W_K), split(x @ W_V)  # each (..., n_heads, T, d_head)
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)  # (..., n_heads, T, T)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
+    weights = e / e.sum(axis=-1, keepdims=True)  # (..., n_heads, T, T)
+    heads = weights @ V  # (..., n_heads, T, d_head)
+    merged = np.swapaxes(heads, -3, -2).reshape(*lead, T, d_model)  # (..., T, n_heads * d_head)
+    return merged @ W_O, weights
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade_id": "attention_layer_test", "points": 2}
+### BEGIN HIDDEN TESTS
+__import__("autograder.hidden_cell").hidden_cell.run("attention_layer_test")
+### END HIDDEN TESTS
+# Self-check: shapes, a probe whose Q and K live in head 0's columns only, uniform weights, float32.
+check_attention_layer(attention_layer)
+
+# %% [markdown] nbgrader={"grade_id": "symptom_attention_layer_q"}
+# **Written answer (1 point).** In one sentence: what is wrong with the heads of the `attention_layer` you
+# received, and why does nothing in its shapes or its weights' row sums reveal it?
+#
+# *How it is marked (1 point):* which columns each head read, and why no shape or row sum shows it, in one
+# sentence.
+
+# %% [markdown] nbgrader={"grade_id": "symptom_attention_layer", "solution": true, "points": 1}
+# ### BEGIN SOLUTION
+# **Model answer.** Its split reshaped to `(T, d_head, n_heads)`, so each head read every `n_heads`-th column
+# (head 0 columns 0, n_heads, 2 n_heads, ...) instead of its own contiguous block, while the merge wrote each head
+# back into the contiguous block: a reshape only reinterprets the same entries, so every shape fits and each head
+# still computes a valid softmax over its (wrong) subspace, and only a probe of which columns a head reads, or a
+# comparison with a correct layer, shows it.
+#
+# **Rubric for the grader (1 point).**
+# - 1 point: the heads read strided columns (every `n_heads`-th) instead of contiguous blocks of `d_head`
+#   columns, *and* why it is silent (same shapes, rows still sum to 1; the reshape moves no number, it only
+#   regroups them).
+# - No point for "the reshape is wrong" without saying which columns the heads get.
+# ### END SOLUTION
+
 # %% [markdown] nbgrader={"grade_id": "explain_w_o_q"}
-# ## 6. Explain it
+# ## 7. Explain it
 #
 # **Written answer 2 (2 points).** Why does the layer apply $W_O$ after concatenating the heads? What could the
 # next layer not get if the concatenation were passed on as it is? Say what kind of map $W_O$ is.
@@ -417,8 +533,8 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # ### END SOLUTION
 
 # %% [markdown] nbgrader={"grade_id": "explain_scale_q"}
-# **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 768$ and 12 heads (BERT-base),
-# the scores are divided by $\sqrt{64}$, not by $\sqrt{768}$. Why is the per-head $d_k$ the right number, and
+# **Written answer 3 (2 points).** Inside one head of a layer with $d_{model} = 1600$ and 25 heads (GPT-2 XL),
+# the scores are divided by $\sqrt{64}$, not by $\sqrt{1600}$. Why is the per-head $d_k$ the right number, and
 # what would happen to that head's attention if you divided by $\sqrt{d_{model}}$ instead?
 #
 # *How it is marked (2 points):* 1 point for why the scale is the square root of the number of terms in the dot
@@ -430,9 +546,9 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # **Model answer.** The scale exists to undo the growth of a dot product with its length: if the entries of $q$
 # and $k$ have mean 0 and variance 1, $q \cdot k$ is a sum of $d$ products and has variance $d$, standard
 # deviation $\sqrt{d}$ (the paper's footnote 4). Inside one head the dot product runs over that head's own
-# $d_k = d_{model}/h = 64$ columns, not over all 768, so its standard deviation is $\sqrt{64} = 8$ and dividing by
-# 8 brings the scores back to unit spread. Dividing by $\sqrt{768} \approx 27.7$ would shrink them by a further
-# factor $\sqrt{h} = \sqrt{12} \approx 3.5$: the softmax would be flatter than intended, each head's attention
+# $d_k = d_{model}/h = 64$ columns, not over all 1600, so its standard deviation is $\sqrt{64} = 8$ and dividing
+# by 8 brings the scores back to unit spread. Dividing by $\sqrt{1600} = 40$ would shrink them by a further
+# factor $\sqrt{h} = \sqrt{25} = 5$: the softmax would be flatter than intended, each head's attention
 # closer to uniform, and the scale would change with the head count although one head's computation does not.
 #
 # **Rubric for the grader (2 points).**
@@ -443,7 +559,7 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 # ### END SOLUTION
 
 # %% [markdown] nbgrader={"grade_id": "mc_intro"}
-# ## 7. Multiple choice
+# ## 8. Multiple choice
 #
 # **Question (1 point).** Compared with one attention at full width $d_{model}$, what does multi-head attention
 # do? Record the letter of the one true statement as a string in `mc_answer`.
@@ -474,7 +590,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("multiple_choice")
 check_choice(mc_answer)
 
 # %% [markdown] nbgrader={"grade_id": "true_false"}
-# ## 8. True or false?
+# ## 9. True or false?
 #
 # Four claims about heads that you will meet in blog posts and talks. Decide, then open **Check**.
 #
@@ -542,23 +658,23 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown] nbgrader={"grade_id": "reps"}
-# ## 9. Real-world reps, worked
+# ## 10. Real-world reps, worked
 #
 # Exercises 2 and 5 were two of the reps. Here are the worked versions of two more.
 #
-# **Rep: the head sizes of real models.** The cell below takes published configurations, computes $d_{head}$
-# and the attention parameters of one layer ($4 d_{model}^2$, no biases) and of all layers. Note the two
-# families: $d_{head} = 64$ (BERT, GPT-2, like the original Transformer) and $d_{head} = 128$ (GPT-3 175B,
-# Llama-2).
-# Llama-2 70B is left out on purpose: it shares each key/value head between 8 query heads (grouped-query
-# attention), so $W_K$ and $W_V$ are smaller than $d_{model} \times d_{model}$ (lesson 03).
+# **Rep: the head sizes of real models.** The cell below takes published configurations that lesson 03's table
+# did not show, computes $d_{head}$ and the attention parameters of one layer ($4 d_{model}^2$, no biases) and of
+# all layers. The head width is a design choice of its own: 64 (BERT-large, GPT-2 XL, like the original
+# Transformer), 128 (LLaMA-65B) and 256 (GPT-J 6B, with only 16 heads at $d_{model} = 4096$). Models with
+# grouped-query attention are left out on purpose: their $W_K$ and $W_V$ are smaller than
+# $d_{model} \times d_{model}$ (lesson 03).
 
 # %%
 models = [  # name, d_model, n_heads, layers
-    ("BERT-base", 768, 12, 12),
-    ("GPT-2 small", 768, 12, 12),
-    ("GPT-3 175B", 12288, 96, 96),
-    ("Llama-2 7B", 4096, 32, 32),
+    ("BERT-large", 1024, 16, 24),
+    ("GPT-2 XL", 1600, 25, 48),
+    ("GPT-J 6B", 4096, 16, 28),
+    ("LLaMA-65B", 8192, 64, 80),
 ]
 print(f"{'model':<17}{'d_model':>8}{'n_heads':>8}{'d_head':>7}{'attn params/layer':>19}{'all layers':>16}")
 for name, d_model, n_heads, layers in models:

@@ -7,7 +7,7 @@
 # ---
 
 # %% [markdown] nbgrader={"grade_id": "intro"}
-# # Lesson 06 · Going further: GQA, the KV cache, mask conventions, tiled attention, measured speed
+# # Lesson 06 · Going further: GQA, the KV cache, mask conventions, tiled attention, measured speed, cross-attention
 #
 # The first five lessons built multi-head attention as the 2017 paper describes it. Models that serve text today
 # change three things around it: several query heads share one key/value head (GQA, MQA), generation reuses the
@@ -24,8 +24,10 @@
 # 4. compute attention over key blocks with an online softmax, exactly, without ever holding a $(T, T)$ array;
 # 5. read a timing in GFLOP/s and as a fraction of your machine's matmul peak, and explain what a fused QKV
 #    projection does and does not save.
+# 6. write cross-attention, whose queries and keys come from two sequences of different lengths, with a padding
+#    mask, and say what a query whose keys are all blocked must get.
 #
-# **Time needed:** about 75 minutes. **You need:** lessons 01 and 02 (softmax, attention with a mask,
+# **Time needed:** about 90 minutes. **You need:** lessons 01 and 02 (softmax, attention with a mask,
 # `split_heads`, `concat_heads`, multi-head attention).
 #
 # **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` sequence length, `d_model`, `n_heads`,
@@ -47,7 +49,7 @@ import numpy as np
 
 from selfcheck_06 import (check_causal_masks, check_causal_self_attention, check_decode_step,
                           check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_pasted, check_repeat_kv,
-                          check_tiled_attention, check_tiled_memory)
+                          check_tiled_attention, check_tiled_memory, check_cross_attention)
 
 # %% [markdown] nbgrader={"grade_id": "tools_intro"}
 # ## 0. Paste cell: your tools from lessons 01 and 02
@@ -790,6 +792,99 @@ plt.show()
 # fewer calls, one large product the hardware runs efficiently), not how much output there is.
 # </details>
 
+# %% [markdown] nbgrader={"grade_id": "cross_intro"}
+# ## 6. Cross-attention: queries from one sequence, keys and values from another
+#
+# Every layer so far was *self*-attention: queries, keys and values all came from the same tokens `x`. In the
+# paper's encoder-decoder (section 3.2.3) the decoder also has a **cross-attention** layer: its queries come from
+# the decoder's tokens `x_q` (the translation written so far, $T_q$ tokens) and its keys and values from the
+# encoder's output `x_kv` (the source sentence, $T_k$ tokens). Nothing else changes: the same four projections,
+# heads and scale. Only the shapes do: the scores of a head are $(T_q, T_k)$, one row per decoder token and one
+# column per source token, and $T_q \ne T_k$ in general.
+#
+# **Padding.** Sentences in a batch have different lengths, so the shorter ones are filled up to a common
+# $T_k$ with padding tokens that mean nothing. No query may attend to them: a **padding mask** blocks *keys*.
+# For a batch it is `(B, 1, T_k)`: True at the padded keys of each sequence, the same for every query (the axis of
+# size 1) and every head. This function's mask has **no head axis**: it is broadcastable to `(..., T_q, T_k)`,
+# and your function gives it the head axis, so that it lines up with the weights `(..., n_heads, T_q, T_k)`.
+#
+# | argument | shape |
+# |---|---|
+# | `x_q` | `(..., T_q, d_model)`: the queries' tokens |
+# | `x_kv` | `(..., T_k, d_model)`: the keys' and values' tokens |
+# | `W_Q`, `W_K`, `W_V`, `W_O` | `(d_model, d_model)` each |
+# | `mask` | boolean, broadcastable to `(..., T_q, T_k)`, True = blocked; a padding mask is `(B, 1, T_k)` |
+# | `weights` (returned) | `(..., n_heads, T_q, T_k)` |
+# | `out` (returned) | `(..., T_q, d_model)` |
+#
+# Implement `cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None)`. One more rule, from the
+# contract: a query whose keys are **all** blocked (a sequence that is all padding, for instance) gets
+# **all-zero weights**, and so a zero output row. Your lesson-01 attention, which puts $-\infty$ into blocked
+# scores, gives NaN there (the cell after the self-check shows why), so compute this function's softmax
+# yourself: shift each row by its maximum, but by 0 where that maximum is $-\infty$, and divide only where
+# the row's sum is positive.
+
+# %% nbgrader={"grade_id": "cross_attention", "solution": true}
+def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    """Queries from x_q (..., T_q, d_model), keys and values from x_kv (..., T_k, d_model); mask True = blocked,
+    broadcastable to (..., T_q, T_k). Returns (out (..., T_q, d_model), weights (..., n_heads, T_q, T_k))."""
+    ### BEGIN SOLUTION
+    Q = split_heads(x_q @ W_Q, n_heads)  # (..., n_heads, T_q, d_head)
+    K = split_heads(x_kv @ W_K, n_heads)  # (..., n_heads, T_k, d_head)
+    V = split_heads(x_kv @ W_V, n_heads)  # (..., n_heads, T_k, d_head)
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., n_heads, T_q, T_k)
+    if mask is not None:
+        scores = np.where(np.expand_dims(mask, -3), -np.inf, scores)  # mask (..., 1, T_q, T_k): every head
+    row_max = scores.max(axis=-1, keepdims=True)  # (..., n_heads, T_q, 1); -inf for a fully blocked row
+    e = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))  # blocked scores give exp(-inf) = 0
+    total = e.sum(axis=-1, keepdims=True)  # (..., n_heads, T_q, 1); 0 for a fully blocked row
+    weights = e / np.where(total > 0, total, 1.0)  # a fully blocked row stays all 0
+    return concat_heads(weights @ V) @ W_O, weights  # (..., T_q, d_model), (..., n_heads, T_q, T_k)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade_id": "cross_attention_values", "points": 3}
+### BEGIN HIDDEN TESTS
+__import__("autograder.hidden_cell").hidden_cell.run("cross_attention_values")
+### END HIDDEN TESTS
+# Self-check: T_q != T_k, equal to self-attention over both sequences joined (the queries' tokens blocked as
+# keys), padded keys ignored, an all-padding sequence gives zero weights, unbatched, float32 kept.
+check_cross_attention(cross_attention, multi_head_attention)
+
+# %% [markdown] nbgrader={"grade_id": "blocked_row_intro"}
+# ### See it: a query with no key to attend to
+#
+# The batch below has two source sequences; the second is **empty**, all padding, so every key of its queries is
+# blocked. Three ways to block a key give three different rows of weights for such a query:
+#
+# - $-\infty$ in the blocked scores, then the plain softmax of lesson 01: the row maximum is $-\infty$, and
+#   $e^{-\infty - (-\infty)}$ is NaN. The NaN flows into the output row and, through the next layers, into
+#   everything that reads it.
+# - $-10^9$ instead of $-\infty$ (common in code): every score of the row is the same $-10^9$, so softmax
+#   returns **uniform** weights $1/T_k$: the query reads the average of keys it was told not to see, silently.
+# - The contract of this course: **all-zero** weights, so the output row is 0 (and the residual connection
+#   around the layer passes the token on unchanged).
+#
+# The cell computes the first two by hand on one head's scores, then runs *your* `cross_attention`.
+
+# %%
+rng = np.random.default_rng(8)
+B, T_q, T_k, d_model, n_heads = 2, 2, 4, 8, 2
+x_q = rng.normal(size=(B, T_q, d_model))  # (B, T_q, d_model)
+x_kv = rng.normal(size=(B, T_k, d_model))  # (B, T_k, d_model)
+W_Q, W_K, W_V, W_O = rng.normal(size=(4, d_model, d_model)) / math.sqrt(d_model)  # each (d_model, d_model)
+lengths = np.array([3, 0])  # sequence 0 has 3 real keys, sequence 1 none
+padding = np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k): True at padded keys
+scores = rng.normal(size=T_k)  # one query's scores, (T_k,)
+with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen quietly, to show it
+    s = np.where(padding[1, 0], -np.inf, scores)  # sequence 1: every key blocked
+    print("-inf, plain softmax:  ", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
+s = np.where(padding[1, 0], -1e9, scores)
+print("-1e9, plain softmax:  ", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
+out, weights = cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=padding)
+print("your cross_attention: ", weights[1, 0, 0], " output row:", out[1, 0, :4], "...")
+print("sequence 0, 3 real keys, head 0, query 0:", np.round(weights[0, 0, 0], 3), "(the padded key gets 0)")
+
 # %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary
 #
@@ -803,3 +898,6 @@ plt.show()
 # - **Tiled attention** with a running max and sum is exact and needs memory linear in T, not quadratic.
 # - **Speed**: measure, and compare with the machine's matmul peak. A fused QKV matmul reads `x` once and makes
 #   fewer, larger calls; it does not save memory.
+# - **Cross-attention** takes queries from one sequence and keys and values from another: weights
+#   `(..., n_heads, T_q, T_k)`. A padding mask `(B, 1, T_k)` blocks keys, never queries; a query with every key
+#   blocked gets all-zero weights (`-inf` with a plain softmax gives NaN, `-1e9` gives uniform weights).

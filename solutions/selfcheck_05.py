@@ -20,7 +20,7 @@ pasted("01", "softmax", check_softmax, check_softmax_stable)
 
 __all__ = ["check_pasted",
            "check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
-           "check_head_weights", "check_mha_from_scratch"]
+           "check_head_weights", "check_mha_from_scratch", "check_masked_attention", "check_attention_layer"]
 
 
 def _not_answered(name):
@@ -45,17 +45,17 @@ def check_head_width(d_head, d_model, n_heads, name="d_head"):
     ok(f"{name}: {n_heads} heads x {d_head} columns = d_model = {d_model}")
 
 
-def check_param_count_answers(count_many_heads, count_one_head):
+def check_param_count_answers(count_many_heads, count_one_head, n_heads=16):
     """Both counts are positive whole numbers and the same: the head count does not change the parameters."""
-    for name, v in (("param_count_8_heads", count_many_heads), ("param_count_1_head", count_one_head)):
+    for name, v in ((f"param_count_{n_heads}_heads", count_many_heads), ("param_count_1_head", count_one_head)):
         if v is None:
             _not_answered(name)
         if not _whole(v) or v <= 0:
             fail(f"{name} = {v!r} should be a positive whole number (an int)")
     if count_many_heads != count_one_head:
-        fail(f"8 heads give {count_many_heads} parameters and 1 head gives {count_one_head}; splitting W_Q, W_K "
-             "and W_V into heads cuts each matrix into column slices, it does not add or remove any entry")
-    ok("parameter counts: whole numbers, and the same for 8 heads and for 1 head (graded when submitted)")
+        fail(f"{n_heads} heads give {count_many_heads} parameters and 1 head gives {count_one_head}; splitting W_Q, "
+             "W_K and W_V into heads cuts each matrix into column slices, it does not add or remove any entry")
+    ok(f"parameter counts: whole numbers, and the same for {n_heads} heads and for 1 head (graded when submitted)")
 
 
 def check_choice(answer, name="mc_answer"):
@@ -363,3 +363,76 @@ def check_mha_from_scratch(mha_from_scratch, split_into_heads=None, merge_heads=
         fail(_scale_message(c, d_head, d_model))
     ok("mha_from_scratch: out is (T, d_model) for 1, 2, 3, 4, 6 and 12 heads, W_O applied, the W_Q = 0 output "
        "is right, x @ W, scale 1/sqrt(d_head), batches work, the input's dtype kept")
+
+
+# ------------------------------------------------------------------------------------------ find the bug
+def _pair(result, name):
+    if not isinstance(result, tuple) or len(result) != 2:
+        fail(f"{name} must return a pair: (out, weights)")
+    return np.asarray(result[0]), np.asarray(result[1])
+
+
+def check_masked_attention(masked_attention):
+    """Symptoms only: blocked weights 0, every row of weights sums to 1, out = weights @ V, a mask per batch
+    element, float32 kept."""
+    rng = np.random.default_rng(55)
+    Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))  # (B, T, d)
+    mask = np.zeros((2, 3, 5), dtype=bool)  # (B, T_q, T_k), True = blocked
+    mask[0, 0, 1:] = True  # batch 0, query 0 may see key 0 only
+    mask[1, 2, :2] = True  # batch 1, query 2 may not see keys 0 and 1
+    out, weights = _pair(call(masked_attention, "masked_attention", Q, K, V, mask), "masked_attention")
+    if weights.shape != (2, 3, 5) or out.shape != (2, 3, 6):
+        fail(f"expected out (B, T_q, d_v) = (2, 3, 6) and weights (B, T_q, T_k) = (2, 3, 5), got {out.shape} and "
+             f"{weights.shape}")
+    if np.any(weights[mask] != 0):
+        fail("some blocked pairs (mask True) have a weight that is not 0")
+    sums = weights.sum(axis=-1)  # (B, T_q)
+    if not close(sums, np.ones_like(sums), 1e-8):
+        b, q = np.unravel_index(np.argmax(np.abs(sums - 1)), sums.shape)
+        fail(f"the weights of batch {b}, query {q} sum to {sums[b, q]:.3f}, not 1 (that row has "
+             f"{int(mask[b, q].sum())} blocked keys); rows without a blocked key sum to "
+             f"{sums[~mask.any(axis=-1)].min():.3f}")
+    if not close(out, weights @ V, 1e-8):
+        fail("out is not weights @ V")
+    w32 = call(masked_attention, "masked_attention", *(a.astype(np.float32) for a in (Q, K, V)), mask)[1]
+    if getattr(w32, "dtype", None) != np.float32:
+        fail(f"float32 input gave {getattr(w32, 'dtype', type(w32))} weights: scale with math.sqrt")
+    ok("masked_attention: blocked weights 0, every row sums to 1, out = weights @ V, float32 kept")
+
+
+def check_attention_layer(attention_layer):
+    """Symptoms only: shapes; a probe whose Q and K live in head 0's columns only (every other head must attend
+    uniformly); W_Q = W_K = 0 (every head uniform, so out is the mean over tokens of x @ W_V, times W_O);
+    float32 kept."""
+    rng = np.random.default_rng(56)
+    T, n_heads, d_head = 5, 3, 4
+    d_model = n_heads * d_head
+    x = rng.normal(size=(2, T, d_model))  # (B, T, d_model)
+    W_Q, W_K, W_V, W_O = rng.normal(size=(4, d_model, d_model)) / math.sqrt(d_model)  # each (d_model, d_model)
+    out, weights = _pair(call(attention_layer, "attention_layer", x, W_Q, W_K, W_V, W_O, n_heads), "attention_layer")
+    if out.shape != (2, T, d_model) or weights.shape != (2, n_heads, T, T):
+        fail(f"expected out (B, T, d_model) = {(2, T, d_model)} and weights (B, n_heads, T, T) = "
+             f"{(2, n_heads, T, T)}, got {out.shape} and {weights.shape}")
+    # probe 1: Q and K are zero outside columns 0:d_head, which belong to head 0 alone
+    only_head_0 = np.zeros(d_model)
+    only_head_0[:d_head] = 1.0  # (d_model,)
+    probe_w = _pair(call(attention_layer, "attention_layer", x, W_Q * only_head_0, W_K * only_head_0, W_V, W_O,
+                         n_heads), "attention_layer")[1]
+    uniform = [h for h in range(n_heads) if close(probe_w[:, h], np.full((2, T, T), 1 / T), 1e-8)]
+    if uniform != list(range(1, n_heads)):
+        fail(f"with W_Q and W_K zero outside columns 0:{d_head} (head 0's block; d_model = {d_model}, n_heads = "
+             f"{n_heads}), heads 1 and 2 should score every key 0 and attend uniformly (1/T), and head 0 should "
+             f"not; the heads that attend uniformly are {uniform}. Which columns of Q and K does each head read?")
+    # probe 2: all scores 0, so every head averages its values over the tokens
+    zero = np.zeros_like(W_Q)
+    out0 = _pair(call(attention_layer, "attention_layer", x, zero, zero, W_V, W_O, n_heads), "attention_layer")[0]
+    mean = np.broadcast_to((x @ W_V).mean(axis=-2, keepdims=True) @ W_O, out0.shape)  # (B, T, d_model)
+    if not close(out0, mean, 1e-8):
+        fail("with W_Q = W_K = 0 every weight is 1/T, so every head averages its values and out should be the mean "
+             "over tokens of x @ W_V, times W_O; yours differs: do the heads come back to the columns they were "
+             "taken from?")
+    out32 = call(attention_layer, "attention_layer", *(a.astype(np.float32) for a in (x, W_Q, W_K, W_V, W_O)),
+                 n_heads)[0]
+    if getattr(out32, "dtype", None) != np.float32:
+        fail(f"float32 input gave {getattr(out32, 'dtype', type(out32))} output")
+    ok("attention_layer: each head reads its own block of columns, and uniform weights give the mean of the values")

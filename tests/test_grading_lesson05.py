@@ -25,8 +25,11 @@ except ImportError:  # Windows has no fcntl: there each xdist worker grades on i
     fcntl = None
 
 LESSON = "05_exercises"
-AUTO_POINTS = 13.0  # d_head_512 1, param_count_512 1, d_head_small 1, roundtrip 3, heads_differ 3, mha 3, mc 1
-MANUAL = {"explain_reshape": 3.0, "explain_w_o": 2.0, "explain_scale": 2.0}
+# d_head_1024 1, param_count_1024 1, d_head_small 1, roundtrip 3, heads_differ 3, mha 3, the two fixes 2 + 2, mc 1
+AUTO_POINTS = 17.0
+MANUAL = {"explain_reshape": 3.0, "symptom_masked_attention": 1.0, "symptom_attention_layer": 1.0,
+          "explain_w_o": 2.0, "explain_scale": 2.0}
+GIVEN = ("masked_attention_zeroed_after_softmax", "attention_layer_strided_heads")  # the find-the-bug exercises
 TOTAL = AUTO_POINTS + sum(MANUAL.values())
 MC_CELL_STUB = "mc_answer = None  # one letter, as a string\n"
 grading = pytest.mark.grading
@@ -48,7 +51,8 @@ def _submissions():
         # three independent mistakes in one notebook: each costs its own cell and nothing else
         "three_bugs": answers.fill(LESSON, {
             **_bugs("head_weights_same_columns", "mha_from_scratch_no_w_o"),
-            "answer_param_count_512": "param_count_8_heads = 3 * 512 * 512\nparam_count_1_head = 3 * 512 * 512\n"}),
+            "answer_param_count_1024": "param_count_16_heads = 3 * 1024 * 1024\n"
+                                       "param_count_1_head = 3 * 1024 * 1024\n"}),
     }
 
 
@@ -91,8 +95,9 @@ def test_completed_notebook_gets_full_autograded_marks_and_is_flagged_for_manual
     r = results["complete"]
     assert r["total"] == (AUTO_POINTS, TOTAL)
     assert lost(r) == set(), r["errors"]
-    assert set(r["tests"]) >= {"d_head_512", "param_count_512", "d_head_small", "roundtrip", "heads_differ",
-                               "mha_from_scratch_test", "multiple_choice"}
+    assert set(r["tests"]) >= {"d_head_1024", "param_count_1024", "d_head_small", "roundtrip", "heads_differ",
+                               "mha_from_scratch_test", "masked_attention_test", "attention_layer_test",
+                               "multiple_choice"}
     grades, flagged = _manual_grades(root, "complete")
     assert flagged is True
     assert grades == {name: (True, None, pts) for name, pts in MANUAL.items()}
@@ -104,6 +109,8 @@ def test_untouched_notebook_gets_zero_and_needs_no_manual_grading(graded):
     r = results["untouched"]
     assert r["total"] == (0.0, TOTAL)
     assert "not implemented yet" in r["feedback"]
+    for bug_id in GIVEN:  # the find-the-bug cells hold the given code: its hidden test names the bug
+        assert f"[{bug_id}]" in r["feedback"]
     grades, flagged = _manual_grades(root, "untouched")
     assert flagged is False  # unchanged answer cells score 0 automatically
     assert grades == {name: (False, 0.0, pts) for name, pts in MANUAL.items()}
@@ -137,7 +144,7 @@ def test_heads_differ_passed_with_random_patterns_loses_exactly_its_points(grade
 @grading
 def test_independent_mistakes_each_cost_only_their_own_cell(graded):
     r = graded[1]["three_bugs"]
-    assert lost(r) == {"heads_differ", "mha_from_scratch_test", "param_count_512"}, r["errors"]
+    assert lost(r) == {"heads_differ", "mha_from_scratch_test", "param_count_1024"}, r["errors"]
     assert r["total"] == (AUTO_POINTS - 7, TOTAL)
     assert "heads 0 and 1 of head_weights give the same weights" in r["feedback"]
     assert "[mha_from_scratch_no_w_o]" in r["feedback"]
@@ -185,7 +192,8 @@ def _selfcheck():
     return course.import_helper(course.selfcheck_module(LESSON))
 
 
-LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights", "mha_from_scratch")
+LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights", "mha_from_scratch",
+                                 "masked_attention", "attention_layer")
                  for b in for_function(name) if b.lesson == "05"]
 
 
@@ -203,20 +211,24 @@ def _run_hidden(ns):
     hidden.heads_differ(ns["head_weights"], split_into_heads=ns["split_into_heads"], softmax=ns["softmax"])
     hidden.mha_from_scratch_test(ns["mha_from_scratch"], split_into_heads=ns["split_into_heads"],
                             merge_heads=ns["merge_heads"], softmax=ns["softmax"])
+    hidden.masked_attention_test(ns["masked_attention"])
+    hidden.attention_layer_test(ns["attention_layer"])
 
 
 def test_model_answers_pass_the_hidden_checks_and_self_checks(capsys):
     ns = _model_functions()
     _run_hidden(ns)
-    hidden.d_head_512(64)
-    hidden.param_count_512(4 * 512 * 512, 4 * 512 * 512)
+    hidden.d_head_1024(64)
+    hidden.param_count_1024(4 * 1024 * 1024, 4 * 1024 * 1024)
     hidden.d_head_small(16, 4)
     hidden.multiple_choice(hidden._CHOICE.upper())
     sc = _selfcheck()
     sc.check_split_merge(ns["split_into_heads"], ns["merge_heads"])
     sc.check_head_weights(ns["head_weights"], ns["split_into_heads"])
     sc.check_mha_from_scratch(ns["mha_from_scratch"], ns["split_into_heads"], ns["merge_heads"])
-    assert capsys.readouterr().out.count("\u2714") == 3
+    sc.check_masked_attention(ns["masked_attention"])
+    sc.check_attention_layer(ns["attention_layer"])
+    assert capsys.readouterr().out.count("\u2714") == 5
 
 
 @pytest.mark.parametrize("bug", LESSON05_BUGS, ids=lambda b: b.id)
@@ -235,6 +247,8 @@ _VISIBLE = {  # graded cell -> its visible self-check, as the cell calls it
     "heads_differ": lambda sc, ns: sc.check_head_weights(ns["head_weights"], ns["split_into_heads"]),
     "mha_from_scratch_test": lambda sc, ns: sc.check_mha_from_scratch(ns["mha_from_scratch"], ns["split_into_heads"],
                                                                       ns["merge_heads"]),
+    "masked_attention_test": lambda sc, ns: sc.check_masked_attention(ns["masked_attention"]),
+    "attention_layer_test": lambda sc, ns: sc.check_attention_layer(ns["attention_layer"]),
 }
 
 
@@ -267,19 +281,19 @@ def test_a_wrong_split_does_not_fail_the_later_self_checks(capsys):
 
 @pytest.mark.parametrize("answers, fragment", [
     ((None, None), "not implemented yet"),
-    ((3 * 512 * 512, 3 * 512 * 512), "counts only W_Q, W_K and W_V"),
-    ((8 * 4 * 512 * 512, 4 * 512 * 512), "multiplied by the head count"),
-    ((4 * 512 * 64, 4 * 512 * 512), "one head's slices"),
-    ((4 * 512 * 512 + 2048, 4 * 512 * 512 + 2048), "includes biases"),
-    ((4.0 * 512 * 512, 4 * 512 * 512), "whole number"),
+    ((3 * 1024 * 1024, 3 * 1024 * 1024), "counts only W_Q, W_K and W_V"),
+    ((16 * 4 * 1024 * 1024, 4 * 1024 * 1024), "multiplied by the head count"),
+    ((4 * 1024 * 64, 4 * 1024 * 1024), "one head's slices"),
+    ((4 * 1024 * 1024 + 4096, 4 * 1024 * 1024 + 4096), "includes biases"),
+    ((4.0 * 1024 * 1024, 4 * 1024 * 1024), "whole number"),
 ])
 def test_parameter_count_answers_are_diagnosed(answers, fragment):
     with pytest.raises(WrongAnswer, match=fragment):
-        hidden.param_count_512(*answers)
+        hidden.param_count_1024(*answers)
 
 
 @pytest.mark.parametrize("check, args", [
-    (hidden.d_head_512, (63,)), (hidden.d_head_512, (64.0,)), (hidden.d_head_512, (True,)),
+    (hidden.d_head_1024, (63,)), (hidden.d_head_1024, (64.0,)), (hidden.d_head_1024, (True,)),
     (hidden.d_head_small, (16, 8)), (hidden.d_head_small, (8, 4)), (hidden.d_head_small, (None, 4)),
 ])
 def test_wrong_head_widths_fail(check, args):
@@ -294,3 +308,19 @@ def test_multiple_choice_rejects_other_letters_and_impostors():
     for bad in [c for c in "abcd" if c != hidden._CHOICE] + [Always("x"), 3, "cc"]:
         with pytest.raises(WrongAnswer):
             hidden.multiple_choice(bad)
+
+
+def test_the_find_the_bug_cells_hand_out_the_given_bugs_and_only_they():
+    from autograder import given_code
+
+    released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in answers.student_notebook(LESSON).cells
+                if c.metadata.get("nbgrader", {}).get("solution")}
+    given = given_code.given_bugs(LESSON)
+    assert sorted(b.id for b in given) == sorted(GIVEN)
+    for b in given:
+        assert released[b.function] == b.source  # working-looking code, not a stub
+        assert "NotImplementedError" not in b.source and b.visible
+        model = answers.model_answers(LESSON)[b.function]
+        changed = [line for line in b.source.splitlines() if line.strip() and line not in model.splitlines()]
+        assert 1 <= len(changed) <= 2, changed  # one mistake: the fix changes a line or two, not the function
+    assert given_code.expected_failures(LESSON) == {"masked_attention_test", "attention_layer_test"}

@@ -20,6 +20,12 @@ def tiled_attention(Q, K, V, block_size, causal=False):
     return scaled_dot_product_attention(Q, K, V, mask)[0]
 '''
 
+# The paste cell with lesson-02 split_heads that gives head i every n_heads-th column: cross_attention (and the
+# other functions) call it, yet no graded cell may lose a point, because grading puts the course's tools in place.
+WRONG_TOOLS = answers.model_answers(LESSON)["tools"].replace(
+    "x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)\n    return np.swapaxes(x, -3, -2)",
+    "x = x.reshape(*lead, T, d_model // n_heads, n_heads)  # strided heads\n    return np.moveaxis(x, -1, -3)")
+
 
 def points():
     """grade_id -> points of every graded test cell, read from the lesson source."""
@@ -34,6 +40,7 @@ def results(tmp_path_factory):
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
+        "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
     }
     # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
@@ -56,6 +63,12 @@ def test_untouched_notebook_gets_zero(results):
     assert r["total"] == (0.0, total)
     assert lost(r) == set(points())
     assert "not implemented yet" in r["feedback"]
+
+
+def test_a_wrong_pasted_tool_costs_no_point(results):
+    assert "strided heads" in WRONG_TOOLS
+    r = results["wrong_tools"]
+    assert lost(r) == set(), r["errors"]
 
 
 def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(results):
@@ -110,6 +123,7 @@ def _visible_check_failures(ns):
             repeat_kv=ns["repeat_kv"]),
         "tiled_values": lambda: sc.check_tiled_attention(ns["tiled_attention"], sdpa),
         "tiled_memory": lambda: sc.check_tiled_memory(ns["tiled_attention"]),
+        "cross_attention_values": lambda: sc.check_cross_attention(ns["cross_attention"], mha),
     }
     assert set(checks) == set(points())
     failed = {}

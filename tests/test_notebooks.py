@@ -1,12 +1,13 @@
 """Every notebook runs: the instructor notebooks under nbval, the student notebooks as a learner meets them
-(untouched: only the stubs' NotImplementedError) and as a learner finishes them (filled: no error at all)."""
+(untouched: only the stubs' NotImplementedError, and the self-checks of the find-the-bug exercises' given code)
+and as a learner finishes them (filled: no error at all)."""
 
 import subprocess
 import sys
 
 import pytest
 
-from autograder import course, answers
+from autograder import answers, course, given_code
 from notebook_runner import errors, execute, stderr_text
 
 LESSONS = course.lesson_names()
@@ -32,6 +33,11 @@ def test_untouched_student_notebook_fails_only_with_not_implemented(lesson, tmp_
     nb = execute(answers.student_notebook(lesson), tmp_path)
     found = errors(nb)
     assert found, "an untouched notebook must show which functions are still to be written"
+    # a find-the-bug exercise hands out working-looking code: its self-check, and only its, reports the symptom
+    given = [e for e in found if e[1] in given_code.expected_failures(lesson)]
+    assert {e[1] for e in given} == given_code.expected_failures(lesson), found
+    assert {e[2] for e in given} <= {"SelfCheckFailed"}, given
+    found = [e for e in found if e not in given]
     assert {e[2] for e in found} == {"NotImplementedError"}, found
     for _, grade_id, _, message in found:
         if grade_id is not None and message:

@@ -258,3 +258,78 @@ def test_tiled_attention_does_not_modify_inputs_and_ignores_key_order():
         np.testing.assert_array_equal(a, b)
     perm = rng.permutation(11)
     np.testing.assert_allclose(ref.tiled_attention(Q, K[perm], V[perm], 3), out, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- cross-attention
+@st.composite
+def cross_layer(draw):
+    """Random cross-attention inputs: T_q and T_k drawn apart, a padding mask (B, 1, T_k) or (1, T_k) in which a
+    sequence may be all padding (its queries then have every key blocked), float32 or float64."""
+    n_heads, d_head = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    T_q, T_k, B = draw(st.integers(1, 6)), draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    batched = draw(st.booleans())
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    d_model = n_heads * d_head
+    lead = (B,) if batched else ()
+    x_q = rng.normal(size=(*lead, T_q, d_model)).astype(dtype)
+    x_kv = rng.normal(size=(*lead, T_k, d_model)).astype(dtype)
+    Ws = tuple((rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4))
+    lengths = [draw(st.integers(0, T_k)) for _ in range(B if batched else 1)]
+    padded = np.arange(T_k)[None, :] >= np.array(lengths)[:, None]  # (B, T_k) True at padded keys
+    mask = padded[:, None, :] if batched else padded  # (B, 1, T_k) or (1, T_k)
+    return x_q, x_kv, Ws, n_heads, (mask if draw(st.booleans()) else None)
+
+
+def cross_loop(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+    """Independent cross-attention: a loop over heads, queries from x_q and keys/values from x_kv by column
+    slices and einsum, the output as the sum over heads of head_i @ W_O^i."""
+    d_head = x_q.shape[-1] // n_heads
+    out, weights = 0.0, []
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        q = np.einsum("...td,de->...te", x_q.astype(float), W_Q[:, cols].astype(float))
+        k = np.einsum("...td,de->...te", x_kv.astype(float), W_K[:, cols].astype(float))
+        v = np.einsum("...td,de->...te", x_kv.astype(float), W_V[:, cols].astype(float))
+        head, w = independent.attention(q, k, v, mask)
+        out = out + np.einsum("...te,ed->...td", head, W_O[cols, :].astype(float))
+        weights.append(w)
+    return out, np.stack(weights, axis=-3)
+
+
+@given(cross_layer())
+def test_cross_attention_equals_per_head_loop_with_padding(data):
+    x_q, x_kv, Ws, n_heads, mask = data
+    out, weights = ref.cross_attention(x_q, x_kv, *Ws, n_heads, mask=mask)
+    want_out, want_w = cross_loop(x_q, x_kv, *Ws, n_heads, mask)
+    assert out.shape == x_q.shape and weights.shape == (*x_q.shape[:-2], n_heads, x_q.shape[-2], x_kv.shape[-2])
+    assert out.dtype == weights.dtype == x_q.dtype
+    np.testing.assert_allclose(out, want_out, **tol(x_q.dtype))
+    np.testing.assert_allclose(weights, want_w, **tol(x_q.dtype))
+    if mask is not None:
+        blocked = np.broadcast_to(mask[..., None, :, :], weights.shape)
+        assert np.all(weights[blocked] == 0)
+        all_blocked = blocked.all(axis=-1)  # (..., n_heads, T_q): a sequence that is all padding
+        assert np.all(weights[all_blocked] == 0) and not np.isnan(out).any()
+
+
+@given(cross_layer())
+def test_cross_attention_of_a_sequence_with_itself_is_self_attention(data):
+    x_q, _, Ws, n_heads, _ = data
+    out, weights = ref.cross_attention(x_q, x_q, *Ws, n_heads)
+    want_out, want_w = ref.multi_head_attention(x_q, *Ws, n_heads)
+    np.testing.assert_allclose(out, want_out, **tol(x_q.dtype))
+    np.testing.assert_allclose(weights, want_w, **tol(x_q.dtype))
+
+
+def test_cross_attention_ignores_padded_keys_and_keeps_its_inputs():
+    rng = np.random.default_rng(6)
+    x_q, x_kv = rng.normal(size=(2, 3, 8)), rng.normal(size=(2, 5, 8))
+    Ws = rng.normal(size=(4, 8, 8)) / math.sqrt(8)
+    copies = [a.copy() for a in (x_q, x_kv, *Ws)]
+    padded = np.concatenate([x_kv, rng.normal(size=(2, 4, 8)) * 100], axis=1)  # 4 padding tokens of any value
+    mask = np.arange(9)[None, None, :] >= 5  # (1, 1, T_k = 9): the last 4 keys are padding
+    out, _ = ref.cross_attention(x_q, padded, *Ws, 2, mask=mask)
+    np.testing.assert_allclose(out, ref.cross_attention(x_q, x_kv, *Ws, 2)[0], rtol=1e-12, atol=1e-12)
+    for a, b in zip((x_q, x_kv, *Ws), copies):
+        np.testing.assert_array_equal(a, b)

@@ -29,6 +29,9 @@ class Bug:
     tests: tuple = ()
     # False when only the hidden tests can see the bug (e.g. values hard-coded for the visible inputs)
     visible: bool = True
+    # True: a find-the-bug exercise hands learners this bug as the starting code of its answer cell
+    # (autograder/given_code.py); the hidden tests grade their fix
+    given: bool = False
 
     def make(self):
         """The wrong function itself, defined with correct reference helpers around it."""
@@ -43,9 +46,9 @@ CATALOG: list = []
 LESSON_MODULES = []  # filled by _load_lessons(): autograder/bugs/lessonNN.py, one per lesson
 
 
-def bug(id, lesson, function, diagnosis, source, tests=(), visible=True):
+def bug(id, lesson, function, diagnosis, source, tests=(), visible=True, given=False):
     CATALOG.append(Bug(id, lesson, function, " ".join(diagnosis.split()), textwrap.dedent(source).strip() + "\n",
-                       tuple(tests), visible))
+                       tuple(tests), visible, given))
 
 
 def for_function(name: str) -> list:

@@ -177,3 +177,44 @@ bug("head_weights_projections_transposed", "05", "head_weights",
         e = np.exp(scores - scores.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
     """, tests=("heads_differ",))
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/given_code.py):
+# it runs, its shapes are right, and it carries one catalogued mistake that the learner finds and fixes.
+# ---------------------------------------------------------------------------------------------------------
+bug("masked_attention_zeroed_after_softmax", "05", "masked_attention",
+    """The mask is applied after the softmax: blocked weights are set to 0, but the weights left in the row are
+    not renormalised, so a row with blocked keys sums to less than 1 and its output shrinks. Block the *scores*
+    (-inf) before the softmax, so the softmax spreads the whole weight over the open keys.""",
+    '''
+    def masked_attention(Q, K, V, mask):
+        """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
+        weights = e / e.sum(axis=-1, keepdims=True)  # (..., T_q, T_k), each row sums to 1
+        weights = np.where(mask, 0.0, weights)  # blocked pairs get weight 0
+        return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+    ''', tests=("masked_attention_test",), given=True)
+
+bug("attention_layer_strided_heads", "05", "attention_layer",
+    """The layer splits Q, K and V with a reshape to (..., T, d_head, n_heads), so head i holds every n_heads-th
+    column (i, i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head, while the merge puts
+    head i back into that block: the heads attend in the wrong subspaces. Split by reshaping to (..., T,
+    n_heads, d_head), then move the head axis in front of T.""",
+    '''
+    def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
+        """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+
+        def split(y):  # (..., T, d_model) -> (..., n_heads, T, d_head)
+            return np.moveaxis(y.reshape(*lead, T, d_head, n_heads), -1, -3)
+
+        Q, K, V = split(x @ W_Q), split(x @ W_K), split(x @ W_V)  # each (..., n_heads, T, d_head)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)  # (..., n_heads, T, T)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
+        weights = e / e.sum(axis=-1, keepdims=True)  # (..., n_heads, T, T)
+        heads = weights @ V  # (..., n_heads, T, d_head)
+        merged = np.swapaxes(heads, -3, -2).reshape(*lead, T, d_model)  # (..., T, n_heads * d_head)
+        return merged @ W_O, weights
+    ''', tests=("attention_layer_test",), given=True)

@@ -266,3 +266,80 @@ bug("causal_mask_blocks_diagonal", "06", "causal_mask",
             return (~blocked).astype(float)
         raise ValueError(f"unknown mask convention {convention!r}")
     """, tests=("mask_conventions",))
+
+# ---------------------------------------------------------------------------------------------------------
+# Cross-attention with a padding mask
+# ---------------------------------------------------------------------------------------------------------
+bug("cross_kv_from_queries", "06", "cross_attention",
+    """The keys and values are projected from x_q, the queries' own sequence, so the layer is self-attention
+    over the queries (weights (..., n_heads, T_q, T_q)) and never reads x_kv. In cross-attention only the
+    queries come from x_q; the keys and values come from the other sequence, x_kv, with T_k tokens.""",
+    """
+    def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x_q @ W_Q, n_heads)
+        K = split_heads(x_q @ W_K, n_heads)
+        V = split_heads(x_q @ W_V, n_heads)
+        if mask is not None:
+            mask = mask[..., None, :, :]
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("cross_attention_values",))
+
+bug("cross_padding_mask_over_queries", "06", "cross_attention",
+    """The padding mask is applied over the query axis: its head axis was added at the end, so the mask's key
+    axis lines up with the queries and whole rows of queries are blocked (or the shapes do not broadcast when
+    T_q != T_k). A padding mask blocks keys, the last axis of the weights (..., n_heads, T_q, T_k): the head axis
+    of size 1 goes in front of the mask's (query, key) axes.""",
+    """
+    def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x_q @ W_Q, n_heads)
+        K = split_heads(x_kv @ W_K, n_heads)
+        V = split_heads(x_kv @ W_V, n_heads)
+        if mask is not None:
+            mask = mask[..., None]
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("cross_attention_values",))
+
+bug("cross_mask_without_head_axis", "06", "cross_attention",
+    """The mask is given to the attention without a head axis: a padding mask (B, 1, T_k) then lines its batch
+    axis up with the heads of the weights (B, n_heads, T_q, T_k), which fails (or mixes sequences up) unless
+    B is 1. The mask applies to every head: give it a head axis of size 1 in front of its (query, key) axes.""",
+    """
+    def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x_q @ W_Q, n_heads)
+        K = split_heads(x_kv @ W_K, n_heads)
+        V = split_heads(x_kv @ W_V, n_heads)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("cross_attention_values",))
+
+
+def _cross_softmax_source(blocked_score, safe_shift):
+    shift = "np.where(np.isfinite(row_max), row_max, 0.0)" if safe_shift else "row_max"
+    return f"""
+    def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x_q @ W_Q, n_heads)
+        K = split_heads(x_kv @ W_K, n_heads)
+        V = split_heads(x_kv @ W_V, n_heads)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask[..., None, :, :], {blocked_score}, scores)
+        row_max = scores.max(axis=-1, keepdims=True)
+        e = np.exp(scores - {shift})
+        weights = e / e.sum(axis=-1, keepdims=True)
+        return concat_heads(weights @ V) @ W_O, weights
+    """
+
+
+bug("cross_blocked_row_nan", "06", "cross_attention",
+    """A query whose keys are all blocked (a sequence that is all padding) gets NaN weights: every score of its
+    row is -inf, so the row maximum is -inf and exp(-inf - (-inf)) is NaN. The contract is all-zero weights for
+    such a row: shift by 0 where the row maximum is -inf, and divide only where the row's sum is positive.""",
+    _cross_softmax_source("-np.inf", safe_shift=False), tests=("cross_attention_values",))
+
+bug("cross_blocked_row_uniform", "06", "cross_attention",
+    """Blocked pairs get a large negative score (-1e9) instead of -inf, so a query whose keys are all blocked (a
+    sequence that is all padding) gets uniform weights 1/T_k over keys it may not see. The contract: a fully
+    blocked row gets all-zero weights, and so a zero output row.""",
+    _cross_softmax_source("-1e9", safe_shift=True), tests=("cross_attention_values",))

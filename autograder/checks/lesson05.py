@@ -51,23 +51,28 @@ def _whole_number(value, name) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- answers
-@hidden_test(uses=('d_head_512',))
-def d_head_512(answer):
-    """d_k of the base Transformer: d_model = 512, h = 8."""
-    got = _whole_number(answer, "d_head_512")
-    expected = reference.split_heads(np.zeros((1, 512)), 8).shape[-1]
-    if got == 512 * 8:
-        raise WrongAnswer("d_head_512 multiplies d_model by the head count; the heads share d_model's columns, "
+# Exercise 1: BERT-large, d_model = 1024 and 16 heads (lesson 03 works the base Transformer's 512 and 8)
+_D_MODEL, _N_HEADS = 1024, 16
+
+
+@hidden_test(uses=('d_head_1024',))
+def d_head_1024(answer):
+    """d_k of BERT-large: d_model = 1024, h = 16."""
+    got = _whole_number(answer, "d_head_1024")
+    expected = reference.split_heads(np.zeros((1, _D_MODEL)), _N_HEADS).shape[-1]
+    if got == _D_MODEL * _N_HEADS:
+        raise WrongAnswer("d_head_1024 multiplies d_model by the head count; the heads share d_model's columns, "
                           "so each gets d_model / n_heads of them")
     if got != expected:
-        raise WrongAnswer(f"d_head_512 = {got} is not the width of one head for d_model = 512 and 8 heads")
+        raise WrongAnswer(f"d_head_1024 = {got} is not the width of one head for d_model = {_D_MODEL} and "
+                          f"{_N_HEADS} heads")
 
 
-@hidden_test(uses=('param_count_8_heads', 'param_count_1_head'))
-def param_count_512(count_8_heads, count_1_head):
-    """Parameters of W_Q, W_K, W_V, W_O for d_model = 512 with 8 heads and with 1 head (no biases)."""
-    d_model = 512
-    for name, value, n_heads in (("param_count_8_heads", count_8_heads, 8),
+@hidden_test(uses=('param_count_16_heads', 'param_count_1_head'))
+def param_count_1024(count_16_heads, count_1_head):
+    """Parameters of W_Q, W_K, W_V, W_O for d_model = 1024 with 16 heads and with 1 head (no biases)."""
+    d_model = _D_MODEL
+    for name, value, n_heads in (("param_count_16_heads", count_16_heads, _N_HEADS),
                                  ("param_count_1_head", count_1_head, 1)):
         got = _whole_number(value, name)
         expected = reference.mha_param_count(d_model, n_heads)
@@ -222,4 +227,56 @@ def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=N
     check("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=bind, ref=reference.multi_head_attention)
     dtype_kept("mha_from_scratch", mha_from_scratch, cases[1:3], outputs=("out", "weights"), bind=bind,
+               ref=reference.multi_head_attention)
+
+
+# ------------------------------------------------------------------------------------------ find the bug
+def _mask(rng, shape):
+    """A random boolean mask (True = blocked) in which every query keeps at least one key."""
+    mask = rng.random(shape) < 0.4
+    T_q, T_k = shape[-2:]
+    mask[..., np.arange(T_q), rng.integers(0, T_k, T_q)] = False
+    return mask
+
+
+@hidden_test(uses=('masked_attention',), visible_check='check_masked_attention')
+def masked_attention_test(masked_attention):
+    """The fixed masked_attention equals the reference attention with a mask: T_q != T_k, a (T_q, T_k) mask and
+    one per batch element, unbatched and batched, float32 kept. Graded with the reference softmax."""
+    rng = rng_for("masked_attention_test")
+    d = distinct_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
+    cases = []
+    for lead, mask_lead, dtype, label in (((), (), np.float64, "unbatched, a (T_q, T_k) mask"),
+                                          ((d["B"],), (), np.float64, "batched, one (T_q, T_k) mask for all"),
+                                          ((d["B"],), (d["B"],), np.float64, "batched, a mask per batch element"),
+                                          ((d["B"],), (d["B"],), np.float32, "batched, float32")):
+        Q, K, V = (rng.normal(size=(*lead, d[t], d[w])).astype(dtype) * 2
+                   for t, w in (("T_q", "d_k"), ("T_k", "d_k"), ("T_k", "d_v")))
+        cases.append(Case((Q, K, V, _mask(rng, (*mask_lead, d["T_q"], d["T_k"]))), label=label))
+    bind = {"softmax": reference.softmax}
+    check("masked_attention", masked_attention, cases[:3], outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
+          bind=bind, ref=reference.scaled_dot_product_attention)
+    check("masked_attention", masked_attention, cases[3:], outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+          bind=bind, ref=reference.scaled_dot_product_attention)
+    dtype_kept("masked_attention", masked_attention, cases[2:], outputs=("out", "weights"), bind=bind,
+               ref=reference.scaled_dot_product_attention)
+
+
+@hidden_test(uses=('attention_layer',), visible_check='check_attention_layer')
+def attention_layer_test(attention_layer):
+    """The fixed attention_layer equals the reference multi-head attention for several head counts, unbatched,
+    batched and float32. Graded with the reference softmax."""
+    rng = rng_for("attention_layer_test")
+    d = distinct_dims(rng, ("B", "T", "n_heads", "d_head"))
+    cases = []
+    for lead, dtype, n_heads, label in (((), np.float64, None, "unbatched"),
+                                        ((d["B"],), np.float64, None, "batched"),
+                                        ((d["B"],), np.float32, None, "batched, float32"),
+                                        ((), np.float64, d["d_head"], "n_heads = d_head")):
+        x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
+        cases.append(Case((x, *Ws, h), label=f"{label}, n_heads={h}"))
+    bind = {"softmax": reference.softmax}
+    check("attention_layer", attention_layer, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6, bind=bind,
+          ref=reference.multi_head_attention)
+    dtype_kept("attention_layer", attention_layer, cases[1:3], outputs=("out", "weights"), bind=bind,
                ref=reference.multi_head_attention)

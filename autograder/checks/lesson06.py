@@ -53,7 +53,7 @@ def _config(rng, i):
     return n_heads, n_kv_heads, d_head, B, T
 
 
-@hidden_test(uses=('repeat_kv',))
+@hidden_test(uses=('repeat_kv',), visible_check='check_repeat_kv')
 def repeat_kv_values(repeat_kv):
     """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head repeated in a row."""
     rng = _rng("repeat_kv_values")
@@ -68,7 +68,8 @@ def repeat_kv_values(repeat_kv):
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',))
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',),
+             visible_check='check_gqa')
 def gqa_values(grouped_query_attention, repeat_kv=None):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -116,7 +117,7 @@ def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
                bind=bind)
 
 
-@hidden_test(uses=('causal_mask',))
+@hidden_test(uses=('causal_mask',), visible_check='check_causal_masks')
 def mask_conventions(causal_mask):
     """The causal mask in each convention: right dtype family, shape and values."""
     kinds = {"course": "b", "nn.MultiheadAttention": "b", "F.scaled_dot_product_attention": "b",
@@ -164,7 +165,8 @@ def _mask_difference(T, convention, got, expected):
     return f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention {where}: {rule}"
 
 
-@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'))
+@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'),
+             visible_check='check_causal_self_attention')
 def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
     """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
     rng = _rng("causal_full_values")
@@ -183,7 +185,7 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
     dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"), bind=bind)
 
 
-@hidden_test(uses=('kv_cache_append',))
+@hidden_test(uses=('kv_cache_append',), visible_check='check_kv_cache_append')
 def kv_cache_append_values(kv_cache_append):
     """Append along the time axis; the first case is a second decoding step (cache of 1 token + 1 new token)."""
     rng = _rng("kv_cache_append_values")
@@ -204,7 +206,8 @@ def kv_cache_append_values(kv_cache_append):
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'),
+             visible_check='check_decode_step')
 def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
@@ -218,7 +221,7 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
                           label=f"cache of {T_past} tokens, n_heads={n_heads}, n_kv_heads={n_kv}"
                           + (", batched" if lead else ", unbatched")))
     check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9,
-          bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+          bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, _ = _config(rng, 3)
     x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, (B,), np.float32)
     cache = [rng.normal(size=(B, n_kv, 5, d_head)).astype(np.float32) for _ in range(2)]
@@ -227,7 +230,8 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
                bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
 
 
-@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
+             visible_check='check_decode_with_kv_cache')
 def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
     """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
     rng = _rng("decode_loop_values")
@@ -238,7 +242,7 @@ def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=N
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"T={T}, n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else "")))
     check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
-          atol=1e-9, bind={"decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
+          atol=1e-9, bind={**_TOOLS, "decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
                            "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, T = _config(rng, 0)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
@@ -313,3 +317,53 @@ def tiled_memory(tiled_attention):
         raise WrongAnswer(f"tiled_attention allocated {peak / 2**20:.1f} MB at its peak for T_q = T_k = {T}; one "
                           f"(T_q, T_k) float64 matrix is {full / 2**20:.1f} MB. Compute the scores one key block at a "
                           f"time ((T_q, block_size) each) and never build the whole score or weight matrix.")
+
+
+def _cross_case(rng, lead, T_q, T_k, n_heads, d_head, dtype=np.float64, mask=None, label=""):
+    d_model = n_heads * d_head
+    x_q = rng.normal(size=(*lead, T_q, d_model)).astype(dtype)
+    x_kv = rng.normal(size=(*lead, T_k, d_model)).astype(dtype)
+    Ws = tuple((rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4))
+    return Case((x_q, x_kv, *Ws, n_heads), {} if mask is None else {"mask": mask},
+                label=f"{label}, T_q={T_q}, T_k={T_k}, n_heads={n_heads}" + (", batched" if lead else ", unbatched"))
+
+
+def _padding(rng, B, T_k, empty=False):
+    """A padding mask (B, 1, T_k), True at each sequence's padded keys; with ``empty`` the last sequence is all
+    padding, so its queries have every key blocked."""
+    lengths = rng.integers(1, T_k, size=B)  # every sequence padded, none empty ...
+    if empty:
+        lengths[-1] = 0  # ... but this one
+    return np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k)
+
+
+@hidden_test(uses=('cross_attention',), visible_check='check_cross_attention')
+def cross_attention_values(cross_attention):
+    """Queries from x_q, keys and values from x_kv (T_q != T_k): no mask, padding masks (B, 1, T_k), a sequence
+    that is all padding (all-zero weights), a (T_q, T_k) mask, and a padding mask on two sequences of one length
+    (where a mask over the wrong axis runs); float32 stays float32."""
+    rng = _rng("cross_attention_values")
+    cases = []
+    for i in range(3):
+        n_heads, _, d_head, B, T_q = _config(rng, i)
+        T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+        lead = (B,) if i else ()
+        mask = None if i == 0 else _padding(rng, B, T_k, empty=(i == 2))
+        cases.append(_cross_case(rng, lead, T_q, T_k, n_heads, d_head, mask=mask,
+                                 label=("no mask", "padding mask (B, 1, T_k)",
+                                        "padding mask (B, 1, T_k), the last sequence all padding")[i]))
+    n_heads, _, d_head, B, T_q = _config(rng, 3)
+    T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+    mask = rng.random((T_q, T_k)) < 0.4
+    mask[np.arange(T_q), rng.integers(0, T_k, T_q)] = False  # every query keeps a key
+    cases.append(_cross_case(rng, (B,), T_q, T_k, n_heads, d_head, mask=mask, label="a (T_q, T_k) mask"))
+    n_heads, _, d_head, B, T = _config(rng, 0)
+    cases.append(_cross_case(rng, (B,), T, T, n_heads, d_head, mask=_padding(rng, B, T),
+                             label="padding mask (B, 1, T_k), T_q = T_k"))
+    check("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9, bind=_TOOLS)
+    n_heads, _, d_head, B, T_q = _config(rng, 1)
+    T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
+    f32 = _cross_case(rng, (B,), T_q, T_k, n_heads, d_head, np.float32, mask=_padding(rng, B, T_k),
+                      label="float32, padding mask")
+    check("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5, bind=_TOOLS)
+    dtype_kept("cross_attention", cross_attention, [f32, cases[1]], outputs=("out", "weights"), bind=_TOOLS)
