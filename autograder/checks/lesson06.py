@@ -46,7 +46,7 @@ def _config(rng, i):
     return n_heads, n_kv_heads, d_head, B, T
 
 
-@hidden_test(uses=('repeat_kv',))
+@hidden_test(uses=('repeat_kv',), visible_check='check_repeat_kv')
 def repeat_kv_values(repeat_kv):
     """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head repeated in a row."""
     rng = _rng("repeat_kv_values")
@@ -60,7 +60,7 @@ def repeat_kv_values(repeat_kv):
     check("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',))
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',), visible_check='check_gqa')
 def gqa_values(grouped_query_attention, repeat_kv=None):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -87,7 +87,7 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
           atol=1e-5, bind={"repeat_kv": reference.repeat_kv})
 
 
-@hidden_test(uses=('causal_mask',))
+@hidden_test(uses=('causal_mask',), visible_check='check_causal_masks')
 def mask_conventions(causal_mask):
     """The causal mask in each convention: right dtype family, shape and values."""
     kinds = {"course": "b", "nn.MultiheadAttention": "b", "F.scaled_dot_product_attention": "b",
@@ -119,7 +119,8 @@ def mask_conventions(causal_mask):
                                   f"at {wrong} of {T * T} positions; see the table above: which value means blocked?")
 
 
-@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'))
+@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'),
+             visible_check='check_causal_self_attention')
 def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
     """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
     rng = _rng("causal_full_values")
@@ -134,7 +135,7 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
                 "causal_mask": reference.causal_mask})
 
 
-@hidden_test(uses=('kv_cache_append',))
+@hidden_test(uses=('kv_cache_append',), visible_check='check_kv_cache_append')
 def kv_cache_append_values(kv_cache_append):
     """Append along the time axis; the first case is a second decoding step (cache of 1 token + 1 new token)."""
     rng = _rng("kv_cache_append_values")
@@ -154,7 +155,7 @@ def kv_cache_append_values(kv_cache_append):
     check("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'), visible_check='check_decode_step')
 def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
@@ -171,7 +172,8 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
           bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
 
 
-@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'))
+@hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
+             visible_check='check_decode_with_kv_cache')
 def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
     """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
     rng = _rng("decode_loop_values")
@@ -203,7 +205,7 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-@hidden_test(uses=('tiled_attention',))
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention')
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -213,7 +215,7 @@ def tiled_values(tiled_attention):
           ref=_tiled_reference)
 
 
-@hidden_test(uses=('tiled_attention',))
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory')
 def tiled_memory(tiled_attention):
     """Never holds a (T_q, T_k) array: the peak allocation stays well below one (T, T) float64 matrix."""
     rng = _rng("tiled_memory")
