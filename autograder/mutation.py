@@ -12,12 +12,17 @@ as ``make grade``), ``--workers`` notebooks at a time. A bug is *caught* when
 * the feedback page contains the bug's diagnosis, and
 * (for bugs a visible check can see) the learner's visible self-check of a broken test fails as well.
 
+The same run grades the submissions of ``autograder/placements.py``: catalogued bugs placed in the cells a lesson
+does not grade (pasted from an earlier lesson, or an ungraded exercise), which must lose no point, and probes, which
+must lose exactly their own tests. Together they prove that only a bug's own tests lose points, wherever it sits.
+
 Prints the mutation score (caught / total) and the time taken.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import io
 import re
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import bugs as catalog
-from autograder import course, answers
+from autograder import answers, course, placements
 from autograder.grading import results
 
 CONTROL = "control-complete"
@@ -47,12 +52,68 @@ class Verdict:
     def caught(self) -> bool:
         return not self.problems
 
+    @property
+    def name(self) -> str:
+        return self.bug.id
+
+    def line(self) -> str:
+        return f"{self.bug.lesson} {self.bug.id:38} {self.total[0]:g}/{self.total[1]:g}"
+
+
+@dataclass
+class PlacementVerdict:
+    placement: placements.Placement
+    total: tuple = (0.0, 0.0)
+    lost: set = field(default_factory=set)
+    problems: list = field(default_factory=list)
+
+    @property
+    def caught(self) -> bool:
+        return not self.problems
+
+    @property
+    def name(self) -> str:
+        return self.placement.id
+
+    def line(self) -> str:
+        placed = ", ".join(b.id for b in self.placement.bugs)
+        return f"{self.placement.lesson[:2]} {self.placement.id:38} {self.total[0]:g}/{self.total[1]:g} ({placed})"
+
 
 def lesson_of(bug) -> str:
     for name in course.lesson_names():
         if name.startswith(bug.lesson + "_"):
             return name
     raise KeyError(f"bug {bug.id} names lesson {bug.lesson}, which has no source in solutions/")
+
+
+def _defines_only(source: str) -> bool:
+    """True for a cell of function definitions and imports only (a lesson's given functions)."""
+    try:
+        statements = ast.parse(source).body
+    except SyntaxError:
+        return False
+    return bool(statements) and all(isinstance(s, (ast.FunctionDef, ast.Import, ast.ImportFrom)) for s in statements)
+
+
+@contextlib.contextmanager
+def answers_run_here(lesson: str, nb):
+    """The namespace of a learner who ran the setup cell, the cells of given functions and every answer cell of
+    ``nb``, in this process."""
+    namespace = {"__name__": "__mutant__"}
+    sys.path.insert(0, str(course.LESSONS))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "code" and (meta.get("grade_id") == "setup" or meta.get("solution")
+                                             or _defines_only(cell.source)):
+                exec(compile(cell.source, f"<{lesson}:{meta.get('grade_id')}>", "exec"), namespace)
+        yield namespace
+    finally:
+        sys.path.remove(str(course.LESSONS))
 
 
 def _visible_check_fails(lesson: str, bug) -> bool:
@@ -62,16 +123,7 @@ def _visible_check_fails(lesson: str, bug) -> bool:
     that calls one of the lesson's ``check_*`` self-checks: True when one of them raises an AssertionError.
     """
     nb = answers.fill(lesson, {bug.function: bug.source})
-    namespace = {"__name__": "__mutant__"}
-    sys.path.insert(0, str(course.LESSONS))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        for cell in nb.cells:
-            meta = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and (meta.get("grade_id") == "setup" or meta.get("solution")):
-                exec(compile(cell.source, f"<{lesson}:{meta['grade_id']}>", "exec"), namespace)
+    with answers_run_here(lesson, nb) as namespace:
         for i, cell in enumerate(nb.cells):
             if cell.cell_type != "code" or not re.search(r"^\s*check_\w+\(", cell.source, re.M):
                 continue
@@ -83,23 +135,27 @@ def _visible_check_fails(lesson: str, bug) -> bool:
             except Exception:  # AssertionError from a self-check, or the mutant crashing inside one
                 return True
         return False
-    finally:
-        sys.path.remove(str(course.LESSONS))
+
+
+def _lost(settings, lesson: str, student: str) -> set:
+    return {gid for gid, (s, m) in results.cell_scores(settings, lesson, student).items() if s < m}
+
+
+def _control_problems(settings, lesson: str) -> list:
+    control_lost = _lost(settings, lesson, CONTROL)
+    return [f"the unmutated control lost points on {sorted(control_lost)}, so nothing can be concluded"] \
+        if control_lost else []
 
 
 def judge(settings, lesson: str, bug_list) -> list:
     """Verdicts for ``bug_list`` from the grading command's run under ``settings``."""
     control = results.submission_total(settings, lesson, CONTROL)
-    control_lost = {gid for gid, (s, m) in results.cell_scores(settings, lesson, CONTROL).items() if s < m}
     verdicts = []
     for b in bug_list:
         v = Verdict(b)
-        if control_lost:
-            v.problems.append(f"the unmutated control lost points on {sorted(control_lost)}, so nothing can be "
-                              "concluded")
+        v.problems += _control_problems(settings, lesson)
         v.total = results.submission_total(settings, lesson, b.id)
-        scores = results.cell_scores(settings, lesson, b.id)
-        v.lost = {gid for gid, (s, m) in scores.items() if s < m}
+        v.lost = _lost(settings, lesson, b.id)
         if v.total[0] >= control[0]:
             v.problems.append("full marks: the hidden tests missed it")
         if v.lost != set(b.tests):
@@ -116,6 +172,18 @@ def judge(settings, lesson: str, bug_list) -> list:
     return verdicts
 
 
+def judge_placements(settings, lesson: str, placement_list) -> list:
+    """Verdicts for ``placement_list``: each loses points on exactly its ``tests`` (none for a placed bug)."""
+    verdicts = []
+    for p in placement_list:
+        v = PlacementVerdict(p, results.submission_total(settings, lesson, p.id), _lost(settings, lesson, p.id))
+        v.problems += _control_problems(settings, lesson)
+        if v.lost != set(p.tests):
+            v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(p.tests) or 'none'}")
+        verdicts.append(v)
+    return verdicts
+
+
 def run(lessons=None, workers=2, keep=None) -> list:
     from autograder import grade
 
@@ -127,25 +195,30 @@ def run(lessons=None, workers=2, keep=None) -> list:
     with tempfile.TemporaryDirectory(prefix="mha-mutants-") as tmp:
         workdir = Path(keep or tmp)
         klass = workdir / "class"
+        placed = {lesson: placements.for_lesson(lesson) for lesson in by_lesson}
         for lesson, bug_list in by_lesson.items():
             course.write_notebook(answers.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
             for b in bug_list:
                 course.write_notebook(answers.fill(lesson, {b.function: b.source}), klass / b.id / f"{lesson}.ipynb")
+            for p in placed[lesson]:
+                course.write_notebook(p.notebook(), klass / p.id / f"{lesson}.ipynb")
         settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
         grade.run(klass, settings, progress=False, log=lambda *a: None)
         return [v for lesson, bug_list in sorted(by_lesson.items())
-                for v in judge(settings, lesson, bug_list)]
+                for v in (*judge(settings, lesson, bug_list),
+                          *judge_placements(settings, lesson, placed[lesson]))]
 
 
 def report(verdicts, seconds) -> str:
     lines = []
     for v in verdicts:
-        mark = "caught" if v.caught else "MISSED"
-        lines.append(f"{mark:7} {v.bug.lesson} {v.bug.id:38} {v.total[0]:g}/{v.total[1]:g}"
-                     + ("" if v.caught else "  <- " + "; ".join(v.problems)))
-    caught = sum(v.caught for v in verdicts)
-    lines.append(f"mutation score: {caught}/{len(verdicts)} bugs caught, named and costed exactly, "
-                 f"in {seconds:.1f} s")
+        mark = ("caught" if isinstance(v, Verdict) else "fair") if v.caught else "MISSED"
+        lines.append(f"{mark:7} {v.line()}" + ("" if v.caught else "  <- " + "; ".join(v.problems)))
+    bugs = [v for v in verdicts if isinstance(v, Verdict)]
+    placed = [v for v in verdicts if isinstance(v, PlacementVerdict)]
+    lines.append(f"mutation score: {sum(v.caught for v in bugs)}/{len(bugs)} bugs caught, named and costed "
+                 f"exactly; {sum(v.caught for v in placed)}/{len(placed)} placements and probes cost exactly their "
+                 f"own tests; in {seconds:.1f} s")
     return "\n".join(lines)
 
 

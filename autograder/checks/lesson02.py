@@ -31,7 +31,7 @@ def _dims(rng):
     return d
 
 
-@hidden_test(uses=('split_heads',))
+@hidden_test(uses=('split_heads',), visible_check='check_split_heads')
 def split_heads_values(split_heads):
     """Columns i*d_head:(i+1)*d_head of every token land in head i; any leading axes; dtype kept; ValueError."""
     rng = rng_for("split_heads_values")
@@ -61,7 +61,7 @@ def split_heads_values(split_heads):
                           f"ValueError because {h} heads do not divide {bad_width} columns equally")
 
 
-@hidden_test(uses=('concat_heads',))
+@hidden_test(uses=('concat_heads',), visible_check='check_concat_heads')
 def concat_heads_values(concat_heads):
     """The exact inverse of split_heads, on any leading axes."""
     rng = rng_for("concat_heads_values")
@@ -164,7 +164,8 @@ def _passes(*args, **kwargs):
 
 @hidden_test(
     uses=('multi_head_attention',),
-    helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
+    helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'),
+    together=('split_heads', 'concat_heads', 'output_projection'))
 def mha_composition(multi_head_attention, split_heads=None, concat_heads=None, output_projection=None,
                     **lesson01):
     """The learner's own split_heads, concat_heads, output_projection and multi_head_attention together.

@@ -90,7 +90,7 @@ def _mha_cases(rng, bias):
     return cases
 
 
-@hidden_test(uses=('mha_param_count',))
+@hidden_test(uses=('mha_param_count',), visible_check='check_mha_param_count')
 def param_count(mha_param_count):
     """Without bias: random layouts (several head counts for one d_model) and real models."""
     rng = _rng("param_count")
@@ -100,13 +100,13 @@ def param_count(mha_param_count):
     check_counts("mha_param_count", mha_param_count, cases)
 
 
-@hidden_test(uses=('mha_param_count',))
+@hidden_test(uses=('mha_param_count',), visible_check='check_mha_param_count_bias')
 def param_count_bias(mha_param_count):
     """With bias=True: one bias vector per projection."""
     check_counts("mha_param_count", mha_param_count, _mha_cases(_rng("param_count_bias"), True))
 
 
-@hidden_test(uses=('exercise_512',), helpers=('mha_param_count',))
+@hidden_test(uses=('exercise_512',), helpers=('mha_param_count',), visible_check='check_exercise_512')
 def exercise_values(exercise_512, mha_param_count=None):
     """(d_head, params with 8 heads, params of one full-width head) for d_model = 512, graded with the
     reference count bound in, so a wrong ``mha_param_count`` does not cost these points too."""
@@ -127,7 +127,7 @@ def exercise_values(exercise_512, mha_param_count=None):
                               "(no bias)")
 
 
-@hidden_test(uses=('gqa_param_count',), helpers=('mha_param_count',))
+@hidden_test(uses=('gqa_param_count',), helpers=('mha_param_count',), visible_check='check_gqa_param_count')
 def gqa_count(gqa_param_count, mha_param_count=None):
     """Random GQA layouts (MQA, GQA, and n_kv_heads == n_heads), with and without bias, and Llama-2 70B."""
     rng = _rng("gqa_count")
@@ -144,7 +144,7 @@ def gqa_count(gqa_param_count, mha_param_count=None):
                  bind={"mha_param_count": reference.mha_param_count})
 
 
-@hidden_test(uses=('kv_cache_bytes_per_token',))
+@hidden_test(uses=('kv_cache_bytes_per_token',), visible_check='check_kv_cache_bytes')
 def kv_cache_bytes(kv_cache_bytes_per_token):
     """Random layer/head/width counts, default 2 bytes and explicit byte widths, and Llama-2 70B."""
     rng = _rng("kv_cache_bytes")

@@ -44,7 +44,7 @@ def _inputs(rng, lead, d, dtype=_np.float64):
     return x, W_Q, W_K, d["n_heads"]
 
 
-@hidden_test(uses=('multi_head_scores',), helpers=('split_heads',))
+@hidden_test(uses=('multi_head_scores',), helpers=('split_heads',), visible_check='check_multi_head_scores')
 def head_scores(multi_head_scores, split_heads=None):
     """Unbatched, batched, two batch axes, float32; float32 must stay float32 and float64 float64. Graded with
     the reference split_heads bound in: this lesson gives split_heads, and lesson 02 grades it."""
@@ -108,7 +108,7 @@ def _diagnose(d_k, scaled, got, expected):
     return "the measured standard deviation is not what q.k of unit-variance vectors gives"
 
 
-@hidden_test(uses=('dot_product_std',))
+@hidden_test(uses=('dot_product_std',), visible_check='check_dot_product_std')
 def std_experiment(dot_product_std):
     """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; and the same seed
     twice gives the same value (the experiment draws from the rng it is given)."""

@@ -55,7 +55,7 @@ def _whole_number(value, name) -> int:
 _D_MODEL, _N_HEADS = 1024, 16
 
 
-@hidden_test(uses=('d_head_1024',))
+@hidden_test(uses=('d_head_1024',), visible_check='check_head_width')
 def d_head_1024(answer):
     """d_k of BERT-large: d_model = 1024, h = 16."""
     got = _whole_number(answer, "d_head_1024")
@@ -68,7 +68,7 @@ def d_head_1024(answer):
                           f"{_N_HEADS} heads")
 
 
-@hidden_test(uses=('param_count_16_heads', 'param_count_1_head'))
+@hidden_test(uses=('param_count_16_heads', 'param_count_1_head'), visible_check='check_param_count_answers')
 def param_count_1024(count_16_heads, count_1_head):
     """Parameters of W_Q, W_K, W_V, W_O for d_model = 1024 with 16 heads and with 1 head (no biases)."""
     d_model = _D_MODEL
@@ -95,7 +95,7 @@ def param_count_1024(count_16_heads, count_1_head):
                           f"{d_model} and {n_heads} head{'s' if n_heads > 1 else ''}")
 
 
-@hidden_test(uses=('d_head_2_heads', 'd_head_8_heads'))
+@hidden_test(uses=('d_head_2_heads', 'd_head_8_heads'), visible_check='check_head_width')
 def d_head_small(d_head_2_heads, d_head_8_heads):
     """d_k for d_model = 32 with 2 heads and with 8 heads."""
     for name, value, n_heads in (("d_head_2_heads", d_head_2_heads, 2), ("d_head_8_heads", d_head_8_heads, 8)):
@@ -106,7 +106,7 @@ def d_head_small(d_head_2_heads, d_head_8_heads):
                               f"{n_heads} heads")
 
 
-@hidden_test(uses=('mc_answer',))
+@hidden_test(uses=('mc_answer',), visible_check='check_choice')
 def multiple_choice(mc_answer):
     """The multiple-choice question on what multi-head attention does."""
     if mc_answer is None:
@@ -132,7 +132,7 @@ def _split_cases(rng, test_id):
     ]
 
 
-@hidden_test(uses=('split_into_heads', 'merge_heads'))
+@hidden_test(uses=('split_into_heads', 'merge_heads'), visible_check='check_split_merge')
 def roundtrip(split_into_heads, merge_heads):
     """Both functions equal the reference on random inputs, and merge(split(x)) is x exactly."""
     rng = rng_for("roundtrip")
@@ -172,7 +172,7 @@ _HELPERS = {"split_into_heads": reference.split_heads, "merge_heads": reference.
             "softmax": reference.softmax, "head_weights": _reference_head_weights}
 
 
-@hidden_test(uses=('head_weights',), helpers=('split_into_heads', 'softmax'))
+@hidden_test(uses=('head_weights',), helpers=('split_into_heads', 'softmax'), visible_check='check_head_weights')
 def heads_differ(head_weights, split_into_heads=None, softmax=None):
     """head_weights equals the true per-head attention of layers the test supplies, and heads 0 and 1 differ.
 
@@ -209,7 +209,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
 # ------------------------------------------------------------------------------------ mha from raw operations
 @hidden_test(
     uses=('mha_from_scratch',),
-    helpers=('split_into_heads', 'merge_heads', 'softmax'))
+    helpers=('split_into_heads', 'merge_heads', 'softmax'), visible_check='check_mha_from_scratch')
 def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=None, softmax=None, head_weights=None):
     """Equal to reference.multi_head_attention for several head counts, unbatched, batched and float32."""
     rng = rng_for("mha_from_scratch")

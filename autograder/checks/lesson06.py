@@ -2,8 +2,8 @@
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
 are all different (B, T, n_heads, n_kv_heads, d_head), unbatched and batched, float64 and float32. A composite
-function is graded with the reference versions of the helpers it calls (``bind=``), so a bug in ``repeat_kv`` or
-``kv_cache_append`` costs only that function's points.
+function is graded with the reference stand-ins of every other function of the lesson (``checks/stand_ins.py``),
+so a bug in ``repeat_kv``, ``kv_cache_append`` or a pasted function costs only that function's points.
 """
 
 from __future__ import annotations
@@ -24,11 +24,6 @@ from autograder.checks.registry import hidden_test
 _GQA = ((6, 2, 5), (6, 3, 4), (8, 2, 3), (4, 2, 7))
 _SIZES = (3, 5, 7, 9, 10, 11)
 
-
-# The lesson's tools cell (pasted from lessons 01 and 02) is not graded here: while a function of this lesson is
-# graded, the names it may call from that cell answer with the course's own versions.
-_TOOLS = {n: getattr(reference, n) for n in ("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads",
-                                              "multi_head_attention")}
 
 
 def _rng(test_id: str):
@@ -68,8 +63,7 @@ def repeat_kv_values(repeat_kv):
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',),
-             visible_check='check_gqa')
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',), visible_check='check_gqa')
 def gqa_values(grouped_query_attention, repeat_kv=None):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -89,18 +83,17 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
         Case((*_layer(rng, n_heads, 1, d_head, T, (B,)), n_heads, 1), label="MQA end: n_kv_heads = 1"),
     ]
     check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
-          atol=1e-9, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
+          atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 1)
     f32 = [Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32")]
     check("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
-          atol=1e-5, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
+          atol=1e-5)
     gqa_masks_and_dtypes(grouped_query_attention, rng, f32[0])
 
 
 def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
     """A mask per batch element with a fully blocked row (its weights all 0, so its output row 0), on true
     groups, batched and unbatched; then float32 stays float32 and float64 float64."""
-    bind = {**_TOOLS, "repeat_kv": reference.repeat_kv}
     cases = []
     for i, lead in ((2, ()), (3, None)):
         n_heads, n_kv, d_head, B, T = _config(rng, i)
@@ -112,9 +105,8 @@ def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
                           label=f"GQA n_heads={n_heads}, n_kv_heads={n_kv}, a mask with one fully blocked query"
                           + (", batched" if lead else ", unbatched")))
     check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
-          atol=1e-9, bind=bind)
-    dtype_kept("grouped_query_attention", grouped_query_attention, [case32, cases[1]], outputs=("out", "weights"),
-               bind=bind)
+          atol=1e-9)
+    dtype_kept("grouped_query_attention", grouped_query_attention, [case32, cases[1]], outputs=("out", "weights"))
 
 
 @hidden_test(uses=('causal_mask',), visible_check='check_causal_masks')
@@ -176,13 +168,10 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
         lead = (B,) if i != 1 else ()
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else ", unbatched")))
-    bind = {**_TOOLS, "grouped_query_attention": reference.grouped_query_attention, "repeat_kv": reference.repeat_kv,
-            "causal_mask": reference.causal_mask}
-    check("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
-          bind=bind)
+    check("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 3)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
-    dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"), bind=bind)
+    dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"))
 
 
 @hidden_test(uses=('kv_cache_append',), visible_check='check_kv_cache_append')
@@ -206,8 +195,7 @@ def kv_cache_append_values(kv_cache_append):
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'),
-             visible_check='check_decode_step')
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'), visible_check='check_decode_step')
 def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
@@ -220,14 +208,12 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
         cases.append(Case((x, *cache, W_Q, W_K, W_V, W_O, n_heads, n_kv),
                           label=f"cache of {T_past} tokens, n_heads={n_heads}, n_kv_heads={n_kv}"
                           + (", batched" if lead else ", unbatched")))
-    check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9,
-          bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+    check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9)
     n_heads, n_kv, d_head, B, _ = _config(rng, 3)
     x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, (B,), np.float32)
     cache = [rng.normal(size=(B, n_kv, 5, d_head)).astype(np.float32) for _ in range(2)]
     f32 = Case((x, *cache, W_Q, W_K, W_V, W_O, n_heads, n_kv), label="float32, cache of 5 tokens, batched")
-    dtype_kept("decode_step", decode_step, [f32, cases[0]], outputs=("out_t", "cache_k", "cache_v"),
-               bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+    dtype_kept("decode_step", decode_step, [f32, cases[0]], outputs=("out_t", "cache_k", "cache_v"))
 
 
 @hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
@@ -242,13 +228,10 @@ def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=N
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"T={T}, n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else "")))
     check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
-          atol=1e-9, bind={**_TOOLS, "decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
-                           "repeat_kv": reference.repeat_kv})
+          atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 0)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
-    dtype_kept("decode_with_kv_cache", decode_with_kv_cache, [f32, cases[0]], outputs=("out", "cache_k", "cache_v"),
-               bind={**_TOOLS, "decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
-                     "repeat_kv": reference.repeat_kv})
+    dtype_kept("decode_with_kv_cache", decode_with_kv_cache, [f32, cases[0]], outputs=("out", "cache_k", "cache_v"))
 
 
 def _tiled_cases(rng, dtype):
@@ -284,7 +267,7 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-@hidden_test(uses=('tiled_attention',))
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention')
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -294,7 +277,7 @@ def tiled_values(tiled_attention):
     dtype_kept("tiled_attention", tiled_attention, [f32[0], f64[0]], ref=_tiled_reference)
 
 
-@hidden_test(uses=('tiled_attention',))
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory')
 def tiled_memory(tiled_attention):
     """Never holds a (T_q, T_k) array: the peak allocation stays well below one (T, T) float64 matrix."""
     rng = _rng("tiled_memory")
@@ -360,10 +343,10 @@ def cross_attention_values(cross_attention):
     n_heads, _, d_head, B, T = _config(rng, 0)
     cases.append(_cross_case(rng, (B,), T, T, n_heads, d_head, mask=_padding(rng, B, T),
                              label="padding mask (B, 1, T_k), T_q = T_k"))
-    check("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9, bind=_TOOLS)
+    check("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
     n_heads, _, d_head, B, T_q = _config(rng, 1)
     T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
     f32 = _cross_case(rng, (B,), T_q, T_k, n_heads, d_head, np.float32, mask=_padding(rng, B, T_k),
                       label="float32, padding mask")
-    check("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5, bind=_TOOLS)
-    dtype_kept("cross_attention", cross_attention, [f32, cases[1]], outputs=("out", "weights"), bind=_TOOLS)
+    check("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5)
+    dtype_kept("cross_attention", cross_attention, [f32, cases[1]], outputs=("out", "weights"))

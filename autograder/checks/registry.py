@@ -1,9 +1,14 @@
 """Hidden tests registered by name: one per graded test cell, named by that cell's grade_id.
 
 A lesson's hidden tests live in ``autograder/checks/lessonNN.py``; each is declared with ``@hidden_test``, which
-records the learner names it reads from the notebook (``uses``: passed positionally; ``helpers``: passed by
-keyword, the learner's own versions of functions the test may check together) and the visible self-check that
-follows it in the cell (``visible_check``: it gives way when the hidden test passes, so one bug is charged once).
+records the learner names it reads from the notebook (``uses``: the graded functions or values, passed
+positionally; ``helpers``: passed by keyword, the learner's own versions of other functions), the learner
+functions it grades together with ``uses`` (``together``: never replaced) and the visible self-check that follows
+it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug elsewhere costs nothing here).
+
+Isolation: while a test runs, every other function of the lesson (``autograder/checks/stand_ins.py``: pasted from
+an earlier lesson, ungraded, or graded by another test) is replaced by its reference stand-in wherever a learner's
+function looks it up, so a cell's score depends only on the functions it grades.
 
 The hidden cell itself is one line, ``__import__("autograder.hidden_cell").hidden_cell.run("<grade_id>")``; the
 grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
@@ -12,10 +17,13 @@ text), and runs it with the learner's names looked up in the notebook's namespac
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass
 
 from autograder import course
+from autograder.checks import stand_ins
+from autograder.checks.runner import bound
 
 
 @dataclass(frozen=True)
@@ -26,25 +34,39 @@ class HiddenTest:
     uses: tuple
     helpers: tuple = ()
     visible_check: str | None = None
+    together: tuple = ()
 
     @property
     def names(self) -> tuple:
         return self.uses + self.helpers
 
+    def stand_ins(self) -> dict:
+        """{name: reference stand-in} of every learner function of the lesson that this test does not grade."""
+        graded = set(self.uses) | set(self.together)
+        return {n: f for n, f in stand_ins.of(self.lesson).items() if n not in graded}
+
     def __call__(self, values: dict):
-        """Run the test on ``values`` ({learner name: function or value}); raises AssertionError when it fails."""
-        return self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
+        """Run the test on ``values`` ({learner name: function or value}); raises AssertionError when it fails.
+
+        Each learner function runs with the stand-ins of the functions this test does not grade bound in place."""
+        others = self.stand_ins()
+        with contextlib.ExitStack() as stack:
+            for name in self.names:
+                if callable(values[name]):
+                    stack.enter_context(bound(values[name], {n: f for n, f in others.items() if n != name}))
+            return self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
 
 
 _TESTS: dict = {}
 
 
-def hidden_test(*, uses, helpers=(), visible_check=None, name=None):
+def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None):
     """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
 
     def register(function):
         lesson = function.__module__.rsplit(".", 1)[-1]
-        test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check)
+        test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
+                          tuple(together))
         _TESTS[(lesson, test.name)] = test
         return function
 

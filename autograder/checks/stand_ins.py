@@ -1,0 +1,60 @@
+"""The reference stand-in of every function a lesson's notebook has the learner write, paste or use, by lesson.
+
+While a hidden test runs, every one of these functions that the test does not grade is replaced, in the learner's
+namespace, by its stand-in (``HiddenTest.__call__`` in ``registry.py``): the grader answers each call with the
+stand-in's result. So a graded cell's score depends only on the function it grades: a slip in a function pasted
+from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson costs nothing
+here (the last costs its own tests). ``tests/test_isolation.py`` checks that every function defined in a lesson's
+answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never holds an answer.
+"""
+
+from __future__ import annotations
+
+from autograder import reference
+
+_LESSON01 = ("softmax", "scaled_dot_product_attention")
+_LESSON02 = (*_LESSON01, "split_heads", "concat_heads", "output_projection", "multi_head_attention")
+
+
+def _exercise_512():
+    return 512 // 8, reference.mha_param_count(512, 8), reference.mha_param_count(512, 1)
+
+
+def _reference(*names) -> dict:
+    return {name: getattr(reference, name) for name in names}
+
+
+def _lesson05() -> dict:
+    from autograder.checks.lesson05 import _reference_head_weights
+
+    return {"softmax": reference.softmax, "split_into_heads": reference.split_heads,
+            "merge_heads": reference.concat_heads, "head_weights": _reference_head_weights,
+            "mha_from_scratch": reference.multi_head_attention,
+            # the find-the-bug exercises, fixed
+            "masked_attention": reference.scaled_dot_product_attention, "attention_layer": reference.multi_head_attention}
+
+
+_BY_LESSON = {
+    "lesson01": lambda: _reference(*_LESSON01),
+    # output_projection_per_head: the ungraded exercise computes output_projection without concatenating
+    "lesson02": lambda: {**_reference(*_LESSON02), "output_projection_per_head": reference.output_projection},
+    "lesson03": lambda: {**_reference("mha_param_count", "gqa_param_count", "kv_cache_bytes_per_token"),
+                         "exercise_512": _exercise_512},
+    # softmax and split_heads are given in a locked cell
+    "lesson04": lambda: _reference("softmax", "split_heads", "multi_head_scores", "dot_product_std"),
+    "lesson05": _lesson05,
+    # lesson 06 pastes lesson 01's functions and lesson 02's split_heads, concat_heads and multi_head_attention
+    "lesson06": lambda: _reference(*_LESSON01, "split_heads", "concat_heads", "multi_head_attention", "repeat_kv",
+                                   "grouped_query_attention", "causal_mask", "causal_self_attention",
+                                   "kv_cache_append", "decode_step", "decode_with_kv_cache", "tiled_attention",
+                                   "cross_attention"),
+    "lesson07": lambda: _reference("softmax_backward", "gradient_check", "scaled_dot_product_attention_backward",
+                                   "multi_head_attention_backward", "sinusoidal_positions"),
+}
+
+
+def of(lesson: str) -> dict:
+    """{learner function name: its reference stand-in} of one lesson (``lesson06``)."""
+    if lesson not in _BY_LESSON:
+        raise KeyError(f"no stand-ins are declared for {lesson}: add them to autograder/checks/stand_ins.py")
+    return _BY_LESSON[lesson]()
