@@ -3,7 +3,8 @@
 ``autograder/nbgrader_config.py`` (loaded by every course folder the tools create) calls ``configure``, so every
 feedback page, also one regenerated later with ``nbgrader generate_feedback``, is:
 
-* without the hidden tests' source (only the learner-visible part of each test cell is shown);
+* without the hidden tests' source (only the learner-visible part of each test cell is shown) and without the
+  self-check modules the first code cell carries (``autograder/helper_cell.py``: only its note is shown);
 * led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
   ``autograder.grading.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
   notebook, with the zero-point setup cell shown without a score;
@@ -27,6 +28,7 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from traitlets.config import Config
 
+from autograder import helper_cell
 from autograder.grading import page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -80,7 +82,9 @@ class FeedbackExporter(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = copy.deepcopy(nb)
         for cell in nb.cells:
-            if cell.cell_type == "code":
+            if helper_cell.is_cell(cell):  # the self-check modules it carries are no feedback
+                cell.source = helper_cell.summary(cell.source)
+            elif cell.cell_type == "code":
                 cell.source = without_hidden_tests(cell.source)
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return page_safety.protect(page), resources
