@@ -42,6 +42,12 @@ def without_hidden_tests(source: str) -> str:
     return _HIDDEN_TESTS.sub("", source)
 
 
+def shown_source(cell) -> str:
+    """A code cell's source as its feedback page shows it: without hidden tests, and for the first code cell only
+    its note (the self-check modules it carries are no feedback)."""
+    return helper_cell.summary(cell.source) if helper_cell.is_cell(cell) else without_hidden_tests(cell.source)
+
+
 class MathMLRenderer(IPythonRenderer):
     """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax."""
 
@@ -82,10 +88,8 @@ class FeedbackExporter(HTMLExporter):
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = copy.deepcopy(nb)
         for cell in nb.cells:
-            if helper_cell.is_cell(cell):  # the self-check modules it carries are no feedback
-                cell.source = helper_cell.summary(cell.source)
-            elif cell.cell_type == "code":
-                cell.source = without_hidden_tests(cell.source)
+            if cell.cell_type == "code":
+                cell.source = shown_source(cell)
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return page_safety.protect(page), resources
 
