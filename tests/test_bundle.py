@@ -33,7 +33,7 @@ def test_make_bundle_writes_the_lessons_and_nothing_else(tmp_path):
 def test_checkpoints_and_stray_files_of_the_lessons_folder_stay_out(tmp_path):
     lessons = tmp_path / "lessons"
     shutil.copytree(course.LESSONS, lessons)
-    (lessons / ".ipynb_checkpoints").mkdir()
+    (lessons / ".ipynb_checkpoints").mkdir(exist_ok=True)  # JupyterLab makes it when a lesson is opened
     (lessons / ".ipynb_checkpoints" / "01_warmup-checkpoint.ipynb").write_text("{}")
     (lessons / "scratch.py").write_text("x = 1\n")
     names = _names(bundle.write(tmp_path / "b.zip", lessons))
