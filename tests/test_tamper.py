@@ -162,3 +162,10 @@ def test_rewritten_helper_cell_is_restored_and_flagged(results):
     """nbgrader restores the locked cell from the release, so the planted modules never exist."""
     assert f"edited locked/test cells: {helper_cell.GRADE_ID}" in results["helper_cell_rewritten"]["flags"]
     assert "fine" not in results["helper_cell_rewritten"]["feedback"]
+
+
+def test_the_self_check_files_cell_runs_in_the_sandbox_without_error(results):
+    """Graded, the cell writes its modules into the sandbox's working folder (which the setup cell then drops from
+    sys.path) and fails nothing."""
+    assert helper_cell.GRADE_ID not in results["honest"]["errors"]
+    assert "wrote selfcheck_common.py, selfcheck_01.py beside this notebook" in results["honest"]["feedback"]
