@@ -168,4 +168,5 @@ def test_the_self_check_files_cell_runs_in_the_sandbox_without_error(results):
     """Graded, the cell writes its modules into the sandbox's working folder (which the setup cell then drops from
     sys.path) and fails nothing."""
     assert helper_cell.GRADE_ID not in results["honest"]["errors"]
+    assert results["honest"]["flags"] == "", "an honest notebook is flagged for a human"
     assert "wrote selfcheck_common.py, selfcheck_01.py beside this notebook" in results["honest"]["feedback"]
