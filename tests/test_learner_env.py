@@ -102,6 +102,7 @@ def test_readme_badge_is_written_from_the_one_repository_setting():
         learner_env.readme_with_badge("# A README without a badge\n")
     stale = readme.replace(learner_env.badge(), learner_env.badge().replace(learner_env.REPOSITORY, "someone/else"))
     assert learner_env.readme_with_badge(stale) == readme
+    assert learner_env.main(["--check"]) == 0
 
 
 def test_readme_first_screen_names_the_ways_in():
