@@ -15,7 +15,7 @@ LAB_ARGS ?=
 AS_ROOT := $(shell test "$$(id -u)" = 0 && echo yes)
 ROOT_NOTE := make lab: you are root, so JupyterLab starts with --allow-root (notebooks run with root's rights)
 
-.PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean
+.PHONY: help venv lab test test-fast lessons check-lessons bench docs mutants clean bundle
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,8 +55,14 @@ clean:
 bench: venv ## print speed and memory figures (every script in bench/)
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
-docs: venv ## rebuild docs/bug-catalog.md from the bug catalog
+docs: venv ## rebuild docs/bug-catalog.md from the bug catalog and the README's Binder badge
 	$(PY) -m autograder.bug_table
+	$(PY) -m autograder.learner_env
+
+# The learner bundle: make bundle [BUNDLE=path.zip]
+BUNDLE ?= build/mha-course-lessons.zip
+bundle: venv ## write the learner bundle (zip): the student notebooks, the glossary, requirements.txt, a README
+	$(PY) -m autograder.bundle --out "$(BUNDLE)"
 
 mutants: venv ## grade every catalogued bug for real and print the mutation score
 	$(PY) -m autograder.mutation

@@ -124,6 +124,12 @@ def read_source(path) -> nbformat.NotebookNode:
         "mha_course": provenance(path.stem),
     })
     nb.nbformat, nb.nbformat_minor = 4, 5
+    from autograder import helper_cell  # it imports this module
+
+    if helper_cell.GRADE_ID in seen:
+        raise SourceError(f"{path.name}: grade_id {helper_cell.GRADE_ID!r} names the cell the build adds "
+                          "(the lesson's self-check files); choose another grade_id")
+    helper_cell.embed(nb, path.stem)
     nbformat.validate(nb)
     return nb
 
@@ -193,20 +199,32 @@ def import_helper(module: str):
         sys.path.remove(str(SOLUTIONS))
 
 
+_PY_BANNER = "# {}\n"
+
+
 def copy_helpers(dest):
-    _copy_with_banner(HELPERS, dest, "# {}\n")
+    _copy_with_banner(HELPERS, dest, _PY_BANNER)
 
 
 def copy_pages(dest):
     _copy_with_banner(PAGES, dest, "<!-- {} -->\n")
 
 
+def helper_text(name: str) -> str:
+    """A self-check module as learners get it (in ``lessons/`` and inside each notebook's first code cell)."""
+    return _with_banner(name, _PY_BANNER)
+
+
+def _with_banner(name, comment) -> str:
+    """A learner-side file of solutions/, opening with a comment that names its source."""
+    banner = comment.format(f"Built from solutions/{name} by `make lessons`; edit that file, not this one.")
+    return banner + (SOLUTIONS / name).read_text(encoding="utf-8")
+
+
 def _copy_with_banner(names, dest, comment):
     """Copy learner-side files from solutions/ to ``dest``, each opening with a comment that names its source."""
     for name in names:
-        text = (SOLUTIONS / name).read_text(encoding="utf-8")
-        banner = comment.format(f"Built from solutions/{name} by `make lessons`; edit that file, not this one.")
-        (Path(dest) / name).write_text(banner + text, encoding="utf-8")
+        (Path(dest) / name).write_text(_with_banner(name, comment), encoding="utf-8")
 
 
 def remove_tree(path):

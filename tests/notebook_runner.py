@@ -1,19 +1,7 @@
-"""Execute a notebook with nbclient the way a learner's kernel would see it (helper module on the path)."""
+"""What an executed notebook shows: its errors, what it printed to stderr, what its self-checks printed.
+(``tests/learner_venv.py`` runs the student notebooks.)"""
 
-import nbformat
-from nbclient import NotebookClient
-
-from autograder import course
-
-
-def execute(nb, cwd, timeout=120):
-    """Run every cell, keeping going after errors; return the executed notebook."""
-    nb = nbformat.from_dict(nb)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(cwd)}})
-    env = course.nbgrader_env()
-    client.execute(env=env)
-    return nb
+import ast
 
 
 def errors(nb):
@@ -29,3 +17,18 @@ def errors(nb):
 def stderr_text(nb):
     return "".join(out.get("text", "") for cell in nb.cells for out in cell.get("outputs", [])
                    if out.get("output_type") == "stream" and out.get("name") == "stderr")
+
+
+def self_check_cells(nb):
+    """(grade_id, printed text) of every code cell that calls a self-check (``check_...(...)``)."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or "check_" not in cell.source:
+            continue
+        code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+        calls = [n for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", "").startswith("check_")]
+        if calls:
+            printed = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+            found.append((cell.metadata.get("nbgrader", {}).get("grade_id"), printed))
+    return found

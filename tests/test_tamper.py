@@ -9,7 +9,7 @@ which writes the verdict into the cell itself.
 
 import pytest
 
-from autograder import answers
+from autograder import answers, helper_cell
 from grading_helpers import grade
 
 LESSON = "01_warmup"
@@ -103,6 +103,26 @@ from autograder.reference import softmax, scaled_dot_product_attention
 '''
 
 
+# The first code cell (locked, ungraded: it writes the self-check modules) rewritten to plant a module that makes
+# every hidden cell claim a pass, and to put the notebook's folder first on sys.path.
+HELPER_CELL_REWRITTEN = """
+import os, sys
+os.makedirs("autograder", exist_ok=True)
+open("autograder/__init__.py", "w").close()
+with open("autograder/hidden_cell.py", "w") as f:
+    f.write("def run(test):\\n    print('\\u2714 passed the hidden tests of this cell')\\n")
+with open("selfcheck_01.py", "w") as f:
+    f.write("def __getattr__(name):\\n    return lambda *a, **k: print('\\u2714 fine')\\n")
+sys.path.insert(0, os.getcwd())
+"""
+
+
+def _helper_cell_rewritten():
+    nb = _submission(WRONG)
+    next(c for c in nb.cells if helper_cell.is_cell(c)).source = HELPER_CELL_REWRITTEN
+    return nb
+
+
 def _submission(code):
     # all of the learner's code goes in the first answer cell; the second one is left as a harmless no-op
     return answers.fill(LESSON, {"softmax": code, "scaled_dot_product_attention": "pass"})
@@ -113,11 +133,12 @@ def results(tmp_path_factory):
     notebooks = {name: _submission(WRONG + attack) for name, attack in ATTACKS.items()}
     notebooks["fake_eq"] = _submission(FAKE_EQ)
     notebooks["imports_reference"] = _submission(IMPORT_REFERENCE)
+    notebooks["helper_cell_rewritten"] = _helper_cell_rewritten()
     notebooks["honest"] = answers.fill(LESSON)
     return grade(tmp_path_factory.mktemp("tamper"), LESSON, notebooks)
 
 
-@pytest.mark.parametrize("attack", [*ATTACKS, "fake_eq", "imports_reference"])
+@pytest.mark.parametrize("attack", [*ATTACKS, "fake_eq", "imports_reference", "helper_cell_rewritten"])
 def test_attack_earns_nothing(results, attack):
     assert results[attack]["total"] == (0.0, 8.0), results[attack]["errors"]
 
@@ -135,3 +156,17 @@ def test_disabled_grader_is_explained_in_the_feedback(results):
                                     "imports_reference", "run_replaced", "input_forged"])
 def test_attacks_are_flagged_for_a_human(results, attack):
     assert results[attack]["flags"], f"{attack} was not flagged"
+
+
+def test_rewritten_helper_cell_is_restored_and_flagged(results):
+    """nbgrader restores the locked cell from the release, so the planted modules never exist."""
+    assert f"edited locked/test cells: {helper_cell.GRADE_ID}" in results["helper_cell_rewritten"]["flags"]
+    assert "fine" not in results["helper_cell_rewritten"]["feedback"]
+
+
+def test_the_self_check_files_cell_runs_in_the_sandbox_without_error(results):
+    """Graded, the cell writes its modules into the sandbox's working folder (which the setup cell then drops from
+    sys.path) and fails nothing."""
+    assert helper_cell.GRADE_ID not in results["honest"]["errors"]
+    assert results["honest"]["flags"] == "", "an honest notebook is flagged for a human"
+    assert "wrote selfcheck_common.py, selfcheck_01.py beside this notebook" in results["honest"]["feedback"]

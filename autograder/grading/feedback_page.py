@@ -3,7 +3,8 @@
 ``autograder/nbgrader_config.py`` (loaded by every course folder the tools create) calls ``configure``, so every
 feedback page, also one regenerated later with ``nbgrader generate_feedback``, is:
 
-* without the hidden tests' source (only the learner-visible part of each test cell is shown);
+* without the hidden tests' source (only the learner-visible part of each test cell is shown) and without the
+  self-check modules the first code cell carries (``autograder/helper_cell.py``: only its note is shown);
 * led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
   ``autograder.grading.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
   notebook, with the zero-point setup cell shown without a score;
@@ -28,6 +29,7 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from traitlets.config import Config
 
+from autograder import helper_cell
 from autograder.grading import page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -39,6 +41,12 @@ NBGRADER_TEMPLATES = Path(__import__("nbgrader").__file__).parent / "server_exte
 def without_hidden_tests(source: str) -> str:
     """A test cell's source as the learner saw it: the hidden tests (the grading code's calls) left out."""
     return _HIDDEN_TESTS.sub("", source)
+
+
+def shown_source(cell) -> str:
+    """A code cell's source as its feedback page shows it: without hidden tests, and for the first code cell only
+    its note (the self-check modules it carries are no feedback)."""
+    return helper_cell.summary(cell.source) if helper_cell.is_cell(cell) else without_hidden_tests(cell.source)
 
 
 class MathMLRenderer(IPythonRenderer):
@@ -105,7 +113,7 @@ class FeedbackExporter(HTMLExporter):
         nb = copy.deepcopy(nb)
         for cell in nb.cells:
             if cell.cell_type == "code":
-                cell.source = without_hidden_tests(cell.source)
+                cell.source = shown_source(cell)
         page, resources = super().from_notebook_node(nb, resources, **kw)
         return page_safety.protect(page), resources
 

@@ -1,6 +1,6 @@
 """The README's "open the course" command, `make lab`, smoke-tested in Chromium: it serves lessons/, the first
-lesson opens with its title, its kernel runs the setup cell (imports and the self-check module) and shows a
-figure inline, and nothing in lessons/ is changed.
+lesson opens with its title, its kernel runs the self-check files cell and the setup cell (imports and the
+self-check module) and shows a figure inline, and nothing in lessons/ is changed.
 
 The test runs `make lab` as the README gives it, adding only what a learner could pass through LAB_ARGS to reach the
 server headless: port, token, loopback address, --no-browser, no update checks. It adds no --allow-root: run as
@@ -55,11 +55,13 @@ def test_make_lab_serves_lessons_and_opens_the_first_lesson(browser, tmp_path, n
         assert title.replace("¶", "").strip() == _first_heading(course.read_source(course.SOLUTIONS / f"{first}.py"))
 
         state = lab.prompts(page)
-        setup = next(i for i, (kind, _) in enumerate(state) if kind == "code")
-        lab.select_cell(page, setup)
-        lab.run_menu(page, "Run Selected Cell")
-        lab.wait_settled(page, setup, 60)
-        assert lab.on_screen_errors(page) == [], "the setup cell of the first lesson fails under `make lab`"
+        # the self-check files cell (it finds lessons/' own modules and leaves them as they are), then the setup cell
+        helper, setup = [i for i, (kind, _) in enumerate(state) if kind == "code"][:2]
+        for cell in (helper, setup):
+            lab.select_cell(page, cell)
+            lab.run_menu(page, "Run Selected Cell")
+            lab.wait_settled(page, cell, 60)
+        assert lab.on_screen_errors(page) == [], "the first code cells of the first lesson fail under `make lab`"
 
         # A scratch cell below the setup cell: a figure must show inline (MPLBACKEND=Agg would hide it).
         lab.select_cell(page, setup)
