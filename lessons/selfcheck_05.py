@@ -377,7 +377,7 @@ def check_masked_attention(masked_attention):
     """Symptoms only: blocked weights 0, every row of weights sums to 1, out = weights @ V, a mask per batch
     element, float32 kept."""
     rng = np.random.default_rng(55)
-    Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))  # (B, T, d)
+    Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))  # (B, T_q, d_k), (B, T_k, d_k), (B, T_k, d_v)
     mask = np.zeros((2, 3, 5), dtype=bool)  # (B, T_q, T_k), True = blocked
     mask[0, 0, 1:] = True  # batch 0, query 0 may see key 0 only
     mask[1, 2, :2] = True  # batch 1, query 2 may not see keys 0 and 1
