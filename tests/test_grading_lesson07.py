@@ -6,7 +6,7 @@ graded by tests/test_mutations.py."""
 
 import pytest
 
-from autograder import submissions
+from autograder import answers
 from grading_helpers import grade, lost
 
 LESSON = "07_heads_that_learn"
@@ -44,9 +44,9 @@ def gradient_check(f, inputs, grad, eps=1e-6):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "written_differently": submissions.fill(LESSON, {"softmax_backward": JACOBIAN_SOFTMAX_BACKWARD,
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "written_differently": answers.fill(LESSON, {"softmax_backward": JACOBIAN_SOFTMAX_BACKWARD,
                                                          "gradient_check": LOOP_GRADIENT_CHECK}),
     }
     return grade(tmp_path_factory.mktemp("l07"), LESSON, notebooks)
