@@ -1,6 +1,6 @@
 """The worker side of grading: nbgrader's steps for one (student, lesson) in a worker process, and the pool.
 
-``run_tasks`` grades ``{student: {lesson: task}}`` over ``--workers`` processes (spawned: every function a worker
+``run_tasks`` grades ``{student: {lesson: task}}`` over ``--workers`` processes (forked from a server process: every function a worker
 runs is a module-level function here), one student at a time in each. ``grade_one`` runs nbgrader's autograde
 through the one pipeline of ``autograder/nbgrader_config.py`` (sandboxed execute, re-verification of the hidden
 tests, nbgrader's own steps), then ``generate_feedback``, and records the result (``state``) whatever happens.
@@ -33,7 +33,14 @@ from autograder.grading.settings import COURSE_ID, Settings
 _W: dict = {}
 
 
-def _init_worker(settings: dict):
+def _init_worker(settings: dict, environ: dict | None = None, cwd: str | None = None):
+    """Make this process a worker of the run under ``settings``. A pool's workers are forked from a server started
+    once per process (``Pool``), so they get the environment and folder of the run that starts the pool here."""
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    if cwd is not None:
+        os.chdir(cwd)
     s = Settings(**settings)
     os.environ.update(workspace.grading_env(s))
     os.umask(0o077)
@@ -179,6 +186,15 @@ def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
     return stale
 
 
+def _forkserver():
+    """Workers forked from one server process that has imported the grading code and nbgrader once: a pool then
+    starts in milliseconds instead of each worker paying those imports (seconds), which counts when one process
+    grades many times (the tests). Forking a single-threaded server is safe where forking this process is not."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["autograder.grading.worker", "nbgrader.converters", "nbgrader.api"])
+    return ctx
+
+
 class Pool:
     """The worker processes of one run: started once, when first needed (each pays nbgrader's imports once), and
     shared by the canary, the students and the feedback refresh. A pool broken by a dying worker is replaced."""
@@ -199,8 +215,9 @@ class Pool:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=self.s.workers, mp_context=mp.get_context("spawn"),
-                                                 initializer=_init_worker, initargs=(asdict(self.s),))
+            self._executor = ProcessPoolExecutor(max_workers=self.s.workers, mp_context=_forkserver(),
+                                                 initializer=_init_worker,
+                                                 initargs=(asdict(self.s), dict(os.environ), os.getcwd()))
         return self._executor
 
 
