@@ -79,3 +79,17 @@ bug("std_experiment_global_rng", "04", "dot_product_std",
             dots = dots / math.sqrt(d_k)
         return float(np.std(dots))
     """, tests=("std_experiment",))
+
+bug("std_experiment_one_query", "04", "dot_product_std",
+    """The experiment draws one query and measures it against n_samples keys, so every dot product shares the
+    same q: the spread measures the length of that one q, which changes from seed to seed, instead of the
+    spread of q.k over independent pairs. Each sample needs its own q as well as its own k.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = rng.standard_normal(d_k)
+        k = rng.standard_normal((n_samples, d_k))
+        dots = k @ q
+        if scaled:
+            dots = dots / math.sqrt(d_k)
+        return float(np.std(dots))
+    """, tests=("std_experiment",))

@@ -48,6 +48,15 @@ def softmax_stable(softmax):
     check("softmax", softmax, cases, rtol=1e-6, atol=1e-9)
 
 
+def _attention_dims(rng, names):
+    """Distinct sizes in which every candidate scale differs: sqrt(d_k) against d_k, sqrt(T_k) and sqrt(T_q)
+    (d_k = 2 with T_k = 4 would make dividing by d_k and by sqrt(T_k) the same mistake)."""
+    while True:
+        d = distinct_dims(rng, names)
+        if d["d_k"] ** 2 not in (d["T_q"], d["T_k"]):
+            return d
+
+
 def _qkv(rng, lead, d, dtype=np.float64):
     Q = rng.normal(size=(*lead, d["T_q"], d["d_k"])).astype(dtype)
     K = rng.normal(size=(*lead, d["T_k"], d["d_k"])).astype(dtype)
@@ -59,7 +68,7 @@ def _qkv(rng, lead, d, dtype=np.float64):
 def attention_values(scaled_dot_product_attention, softmax=None):
     """Unmasked attention: unbatched, batched, batched with heads, float32. Graded with the reference softmax."""
     rng = rng_for("attention_values")
-    d = distinct_dims(rng, ("B", "H", "T_q", "T_k", "d_k", "d_v"))
+    d = _attention_dims(rng, ("B", "H", "T_q", "T_k", "d_k", "d_v"))
     cases = [
         Case(_qkv(rng, (), d), label="unbatched"),
         Case(_qkv(rng, (d["B"],), d), label="batched"),
@@ -82,7 +91,7 @@ def _mask(rng, shape):
 def attention_mask(scaled_dot_product_attention, softmax=None):
     """Masked attention: a (T_q, T_k) mask broadcast over the batch, a per-example mask, a causal mask."""
     rng = rng_for("attention_mask")
-    d = distinct_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
+    d = _attention_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
     T_q, T_k = d["T_q"], d["T_k"]
     causal = np.triu(np.ones((T_q, T_q), dtype=bool), k=1)
     sq = dict(d, T_k=T_q)
