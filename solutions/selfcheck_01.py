@@ -107,7 +107,7 @@ def check_attention(scaled_dot_product_attention):
         1.0: "the scores are not scaled: divide Q @ K^T by sqrt(d_k)",
         1 / d_k: "the scores are divided by d_k; divide by sqrt(d_k) (the standard deviation of q.k)",
         1 / math.sqrt(K.shape[-2]): "the scores are scaled by the number of keys (K.shape[-2]); the scale is "
-                                    "sqrt(d_k) with d_k = Q.shape[-1], the width the dot product sums over",
+                                    "sqrt(d_k), d_k being the width the dot product sums over (the last axis of Q)",
     }
     if c is None:
         fail("the weights are not softmax of a scaled Q @ K^T along each row; check the order of the "
@@ -145,8 +145,8 @@ def check_attention_mask(scaled_dot_product_attention):
         fail("the mask's polarity is inverted: True marks a *blocked* pair and must get weight 0, "
              "while the False positions stay open")
     if np.any(weights[blocked] != 0):
-        fail("some blocked positions (mask True) have non-zero weight; set their scores to -inf before "
-             "softmax: np.where(mask, -np.inf, scores)")
+        fail("some blocked positions (mask True) have non-zero weight: a blocked score must be -inf *before* "
+             "softmax, so that its weight is exactly 0")
     if not close(weights.sum(axis=-1), np.ones((2, 3))):
         fail("with a mask, each row should still sum to 1; it does not, so the mask was applied after "
              "softmax without renormalising. Mask the scores (set -inf) *before* softmax")

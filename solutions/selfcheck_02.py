@@ -62,7 +62,7 @@ def check_split_heads(split_heads):
         fail("split_heads changed its input in place; return a new array (or a view), never write into x")
     if np.shape(got) == (T, n_heads, d_head):
         fail(f"split_heads gave shape (T, n_heads, d_head) = {np.shape(got)}: you reshaped but did not move "
-             "the heads axis in front. Swap the T and n_heads axes: np.swapaxes(x, -3, -2)")
+             "the heads axis in front. Swap the T and n_heads axes, counted from the end")
     if np.shape(got) != (n_heads, T, d_head):
         fail(f"split_heads(x of shape (T, d_model) = {x.shape}, n_heads={n_heads}) should have shape "
              f"(n_heads, T, d_head) = {(n_heads, T, d_head)}, got {np.shape(got)}")
@@ -85,7 +85,7 @@ def check_split_heads(split_heads):
     if np.shape(gotb) != (B, n_heads, T, d_head):
         fail(f"on a batch (B, T, d_model) = {xb.shape} the result should be (B, n_heads, T, d_head) = "
              f"{(B, n_heads, T, d_head)}, got {np.shape(gotb)}: count the axes from the end "
-             "(np.swapaxes(x, -3, -2)) so the batch axis stays in front")
+             "(-3 and -2) so the batch axis stays in front")
     if not np.array_equal(gotb, _split_expected(T, n_heads, d_head, B)):
         fail("split_heads is right for one sequence but wrong on a batch: axes were swapped counting from the "
              "front (0, 1) instead of from the end (-3, -2)")
@@ -126,15 +126,15 @@ def check_concat_heads(concat_heads):
         if np.array_equal(got, heads.reshape(T, d_model)):
             row0 = sorted({int(v // 100) for v in np.asarray(got)[0]})
             fail(f"row 0 of the result holds pieces of tokens {row0} from head 0 instead of all heads of token "
-                 "0: you reshaped without moving the heads axis back. Swap n_heads and T (np.swapaxes(x, -3, "
-                 "-2)), then reshape")
+                 "0: you reshaped without moving the heads axis back. Swap n_heads and T (axes -3 and -2, "
+                 "counted from the end), then reshape")
         fail("concat_heads put the wrong entries in the rows: row t should be head 0, head 1, ... of token t "
              "side by side")
     B = 2
     gotb = call(concat_heads, "concat_heads", _split_expected(T, n_heads, d_head, B))
     if np.shape(gotb) != (B, T, d_model):
         fail(f"on a batch (B, n_heads, T, d_head) the result should be (B, T, d_model) = {(B, T, d_model)}, got "
-             f"{np.shape(gotb)}; count the axes from the end (np.swapaxes(x, -3, -2))")
+             f"{np.shape(gotb)}; count the axes from the end (-3 and -2)")
     if not np.array_equal(gotb, column_probe(T, d_model, B)):
         rows = sorted({int(v // 10000) for v in np.asarray(gotb)[0].ravel()})
         fail(f"concat_heads is right for one sequence but mixes a batch: output example 0 holds numbers from input "
@@ -166,8 +166,8 @@ def check_output_projection(output_projection):
     expected = concat @ W_O
     if not close(got, expected, 1e-9):
         if close(got, concat, 1e-9):
-            fail("the result is the concatenated heads themselves: W_O was never applied. Return "
-                 "concat_heads(heads) @ W_O")
+            fail("the result is the concatenated heads themselves: W_O was never applied. W_O is what mixes "
+                 "the heads into each output column: revisit what Concat(heads) @ W_O means")
         if close(got, concat @ W_O.T, 1e-9):
             fail("the result is Concat(heads) @ W_O.T: W_O is transposed. Row block i of W_O belongs to head i, "
                  "so multiply by W_O as it is")
@@ -189,7 +189,7 @@ def check_output_projection(output_projection):
 
 
 def check_sum_over_heads(output_projection_per_head):
-    """The per-head form sum_i head_i @ W_O[i*d_head:(i+1)*d_head] equals Concat(heads) @ W_O."""
+    """The per-head form, the sum over heads of head i times its own rows of W_O, equals Concat(heads) @ W_O."""
     rng = np.random.default_rng(11)
     n_heads, T, d_head = 3, 4, 2
     d_model = n_heads * d_head
@@ -204,7 +204,7 @@ def check_sum_over_heads(output_projection_per_head):
             fail("you averaged the per-head terms; Concat(heads) @ W_O is their *sum*")
         fail("the per-head sum differs from Concat(heads) @ W_O: head i must meet rows "
              "i*d_head:(i+1)*d_head of W_O")
-    ok(f"sum over heads of head_i @ W_O[i*d_head:(i+1)*d_head] equals Concat(heads) @ W_O "
+    ok(f"the sum over heads of head i times its rows i*d_head:(i+1)*d_head of W_O equals Concat(heads) @ W_O "
        f"(largest difference {np.abs(np.asarray(got) - expected).max():.1e})")
 
 

@@ -110,5 +110,5 @@ def attention_mask(scaled_dot_product_attention, softmax=None):
         _, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
     blocked = np.asarray(weights)[mask].tolist()
     if any(w != 0.0 for w in blocked):
-        raise WrongAnswer("blocked weights are small but not exactly 0: give blocked scores -inf (np.where(mask, "
-                          "-np.inf, scores)) rather than a large negative number")
+        raise WrongAnswer("blocked weights are small but not exactly 0: a large negative score only makes a weight "
+                          "small; a blocked score must be -inf before softmax, so its weight is exactly 0")
