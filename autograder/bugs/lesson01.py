@@ -24,8 +24,10 @@ bug("softmax_ignores_axis", "01", "softmax",
     sum, with keepdims=True so the result broadcasts back.""",
     """
     def softmax(x, axis=-1):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+        row_max = x.max(axis=-1, keepdims=True)
+        e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))
+        total = e.sum(axis=-1, keepdims=True)
+        return e / np.where(total > 0, total, 1)
     """, tests=("softmax_values",))
 
 bug("softmax_no_keepdims", "01", "softmax",
@@ -212,8 +214,10 @@ bug("softmax_casts_to_float64", "01", "softmax",
     """
     def softmax(x, axis=-1):
         x = np.asarray(x, dtype=np.float64)
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        return e / np.sum(e, axis=axis, keepdims=True)
+        row_max = np.max(x, axis=axis, keepdims=True)
+        e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))
+        total = np.sum(e, axis=axis, keepdims=True)
+        return e / np.where(total > 0, total, 1)
     """, tests=("softmax_values",))
 
 bug("attention_np_sqrt_promotes", "01", "scaled_dot_product_attention",

@@ -94,8 +94,21 @@ def _call(fn, case: Case, name: str):
         raise
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
-        hint = f" {bug.diagnosis} [{bug.id}]" if bug else ""
+        hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(exc)
         raise learner_error(name, exc, case.describe(), hint) from None
+
+
+_SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
+
+
+def shape_hint(exc: Exception) -> str:
+    """What numpy's shape error usually means in this course, or "" for any other error."""
+    if not any(s in str(exc) for s in _SHAPE_ERRORS):
+        return ""
+    return (" Two arrays in one product, broadcast or reshape do not fit. When a function works on one sequence "
+            "but fails on a batch, an axis is counted from the front: .T reverses *all* axes and transpose(0, 2, 1) "
+            "names fixed ones, so a leading batch axis moves. Count axes from the end (-1, -2, ...) so any leading "
+            "axes pass through.")
 
 
 def call_measuring_memory(fn, case: Case, name: str):
@@ -183,7 +196,7 @@ def matching_bug(name: str, observed, labels, *, rtol, atol):
     ``observed``: [(case, the learner's outputs, index of the input it changed in place or None)], every case
     the learner's function was run on. A bug is named only when it gives the learner's results on all of them
     (and changes the same input): two bugs that agree on one input rarely agree on several inputs of different
-    sizes. When two bugs still fit every observation, none is named.
+    sizes. When two bugs with different diagnoses still fit every observation, none is named.
     """
     from autograder import bugs as bug_catalog  # only when a result is wrong: it builds every bug
 
@@ -202,7 +215,7 @@ def matching_bug(name: str, observed, labels, *, rtol, atol):
                 break
         else:
             fits.append(bug)
-    return fits[0] if len(fits) == 1 else None
+    return fits[0] if len({bug.diagnosis for bug in fits}) == 1 else None
 
 
 def _changed_input(before, case):
