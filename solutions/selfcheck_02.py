@@ -271,9 +271,30 @@ def check_multi_head_attention(multi_head_attention):
     if not close(out, expected, 1e-8):
         fail("with W_V and W_O the identity, out should be each head's weights applied to its own columns of x, "
              "side by side; it is not: check W_V, the concatenation and W_O")
+    _check_mha_W_O(multi_head_attention, rng, x, W_Q, W_K, out, n_heads, d_head)
     _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model)
-    ok("multi_head_attention: shapes, each head uses its own columns of W_Q, scale 1/sqrt(d_head), batches "
-       "pass through")
+    ok("multi_head_attention: shapes, each head uses its own columns of W_Q, scale 1/sqrt(d_head), W_O applied "
+       "to the concatenated heads, batches pass through, dtypes kept")
+
+
+def _check_mha_W_O(multi_head_attention, rng, x, W_Q, W_K, out_eye, n_heads, d_head):
+    """W_O enters only at the end: out with a random W_O is out with the identity W_O, times that W_O."""
+    d_model = x.shape[-1]
+    W_O = rng.normal(size=(d_model, d_model))
+    out, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, np.eye(d_model), W_O, n_heads)
+    if close(out, out_eye, 1e-9):
+        fail("out does not change when W_O changes: W_O is never applied. The layer ends with the output "
+             "projection, which mixes the concatenated heads")
+    if not close(out, np.asarray(out_eye) @ W_O, 1e-8):
+        one = np.zeros_like(W_O)
+        one[d_head:2 * d_head] = W_O[d_head:2 * d_head]  # only head 1's rows are non-zero
+        probe, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, np.eye(d_model), one, n_heads)
+        if not close(probe, np.asarray(out_eye)[:, d_head:2 * d_head] @ W_O[d_head:2 * d_head], 1e-8):
+            fail("with only rows d_head:2*d_head of W_O non-zero (the rows of head 1) the output should come from "
+                 "head 1 alone; it does not, so a head meets rows of W_O that belong to another head. Row block i "
+                 "of W_O belongs to head i, where head i's columns sit in the concatenation")
+        fail("with a random W_O, out should be the concatenated heads (out with W_O the identity) times W_O; it "
+             "is not: check how W_O is applied")
 
 
 def check_mha_mask(multi_head_attention):
@@ -297,7 +318,14 @@ def check_mha_mask(multi_head_attention):
              "(True = blocked)")
     if np.shape(wm) != (n_heads, T, T) or not close(wm.sum(-1), np.ones((n_heads, T))):
         fail("with a causal mask every head's rows should still sum to 1 over the keys left open")
-    ok("the (T, T) mask reaches every head: no head attends to a blocked pair")
+    xb = rng.normal(size=(2, T, d_model))
+    Ws = [rng.normal(size=(d_model, d_model)) / math.sqrt(d_model) for _ in range(4)]
+    _, wb = call(multi_head_attention, "multi_head_attention", xb, *Ws, n_heads, mask=causal)
+    if np.shape(wb) != (2, n_heads, T, T) or np.any(np.asarray(wb, float)[..., causal] != 0):
+        fail(f"on a batch (B, T, d_model) = {xb.shape} with a causal (T, T) mask the weights should be "
+             f"{(2, n_heads, T, T)} with every blocked pair 0 in every head of every example; got shape "
+             f"{np.shape(wb)}" + ("" if np.shape(wb) != (2, n_heads, T, T) else " and non-zero blocked weights"))
+    ok("the (T, T) mask reaches every head, on one sequence and on a batch: no head attends to a blocked pair")
 
 
 def _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model):
@@ -311,6 +339,14 @@ def _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model):
     if not (close(outb[1], out1, 1e-9) and close(wb[1], w1, 1e-9)):
         fail("batch element 1 gives a different result inside a batch than on its own: some axis is counted "
              "from the front; count from the end (-3, -2, -1) so leading batch axes pass through")
+    for dtype in (np.float32, np.float64):
+        outd, wd = call(multi_head_attention, "multi_head_attention", xb.astype(dtype),
+                        *(W.astype(dtype) for W in Ws), n_heads)
+        for what, arr in (("out", outd), ("weights", wd)):
+            if getattr(arr, "dtype", None) != dtype:
+                fail(f"{np.dtype(dtype).name} inputs gave {what} of dtype {getattr(arr, 'dtype', type(arr))}: keep "
+                     "the input's dtype. A numpy float64 scalar (np.sqrt of a number) promotes float32; math.sqrt "
+                     "gives a Python float, which does not. And cast nothing to float32")
 
 
 def check_round_trip(split_heads, concat_heads):

@@ -182,7 +182,7 @@ def _hard_coded_source():
 bug("attention_hard_coded", "01", "scaled_dot_product_attention",
     """The function returns fixed numbers that only fit the self-check's example. It must compute the
     attention of whatever Q, K, V it is given.""",
-    _hard_coded_source(), tests=_SDPA_TESTS, visible=False)
+    _hard_coded_source(), tests=_SDPA_TESTS)
 
 
 # ---------------------------------------------------------------------------------------------------------

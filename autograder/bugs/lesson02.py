@@ -199,3 +199,68 @@ bug("mha_in_place", "02", "multi_head_attention",
         weights = softmax(scores, axis=-1)
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
+
+bug("mha_no_W_O", "02", "multi_head_attention",
+    """The layer returns the concatenated heads without the output projection W_O. Concatenation only puts the
+    heads side by side, each output column coming from one head; W_O is the learned map that mixes them, and it
+    belongs to the layer.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads), weights
+    """, tests=_MHA)
+
+bug("mha_W_O_rows_misplaced", "02", "multi_head_attention",
+    """W_O is applied head by head, but each head meets the rows of W_O that belong to another head (the row
+    blocks in reverse order). Row block i of W_O (rows i*d_head to (i+1)*d_head) belongs to head i, exactly where
+    head i's columns sit in the concatenation.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        d_head = heads.shape[-1]
+        out = 0.0
+        for i in range(n_heads):
+            j = n_heads - 1 - i
+            out = out + heads[..., i, :, :] @ W_O[j * d_head:(j + 1) * d_head]
+        return out, weights
+    """, tests=_MHA)
+
+bug("mha_np_sqrt_promotes", "02", "multi_head_attention",
+    """The scale is a numpy float64 (np.sqrt of d_head), and a numpy float64 turns float32 scores into float64:
+    float32 input must give float32 results. A Python float does not promote, so take the square root with the
+    math module.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=("mha_values",))
+
+bug("mha_K_fixed_axes", "02", "multi_head_attention",
+    """K is transposed with fixed axes (transpose(0, 2, 1)), which is right for one sequence (n_heads, T,
+    d_head) but fails on a batch (B, n_heads, T, d_head), which has four axes. Swap the last two axes, counted
+    from the end, so any number of leading axes passes through.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=_MHA)

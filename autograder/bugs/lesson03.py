@@ -14,6 +14,8 @@ bug("param_count_no_W_O", "03", "mha_param_count",
     d_model^2 weights (plus d_model biases) belong to the layer too.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 3 * d_model * d_model
         if bias:
             count += 3 * d_model
@@ -26,6 +28,8 @@ bug("param_count_times_heads", "03", "mha_param_count",
     matrix per projection: the total is 4 d_model^2 whatever n_heads is.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 4 * d_model * d_model * n_heads
         if bias:
             count += 4 * d_model * n_heads
@@ -37,6 +41,8 @@ bug("param_count_bias_once", "03", "mha_param_count",
     projections (W_Q, W_K, W_V and W_O), so bias=True adds 4 * d_model, not d_model.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 4 * d_model * d_model
         if bias:
             count += d_model
@@ -64,3 +70,24 @@ bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
     def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
         return n_layers * n_kv_heads * d_head * bytes_per_value
     """, tests=("kv_cache_bytes",))
+
+bug("param_count_no_divisibility_check", "03", "mha_param_count",
+    """mha_param_count returns a count when n_heads does not divide d_model. Such a layer cannot be split into
+    equal heads of d_model // n_heads columns, so there is no such layer to count: the lesson asks for a
+    ValueError in that case.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 4 * d_model * d_model
+        if bias:
+            count += 4 * d_model
+        return count
+    """, tests=("param_count",))
+
+bug("exercise_d_head_float", "03", "exercise_512",
+    """d_head is computed with / and comes out as the float 64.0. A head width is a whole number of columns:
+    integer division (//) gives the int 64.""",
+    """
+    def exercise_512():
+        d_head = 512 / 8
+        return d_head, mha_param_count(512, 8), mha_param_count(512, 1)
+    """, tests=("exercise_values",))

@@ -1,7 +1,7 @@
 """Hidden tests of lesson 02 (the multi-head mechanism).
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
-are all different (B, L, n_heads, T, d_head), unbatched and batched, float64 and float32.
+are all different (B, L, n_heads, T, d_head), unbatched and batched, float64 and float32 (each dtype kept).
 
 Isolation: a function's test binds the reference version of every helper it may call (``bind=``), so a wrong
 ``split_heads`` costs only ``split_heads_values``. ``mha_composition`` then checks the learner's own pieces
@@ -17,12 +17,14 @@ import numpy as np
 from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
+from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 _MHA = "multi_head_attention"
 _HELPERS = ("split_heads", "concat_heads", "output_projection", "scaled_dot_product_attention", "softmax")
 _REFERENCE_HELPERS = {name: getattr(reference, name) for name in _HELPERS}
 _LESSON01 = {name: getattr(reference, name) for name in ("scaled_dot_product_attention", "softmax")}
+_DTYPES = (np.float32, np.float64)
 
 
 def _dims(rng):
@@ -44,10 +46,8 @@ def split_heads_values(split_heads):
         Case((rng.normal(size=(d["B"], T, d_model)).astype(np.float32), h), label="float32"),
     ]
     check("split_heads", split_heads, cases)
-    out = split_heads(rng.normal(size=(T, d_model)).astype(np.float32), h)
-    if getattr(out, "dtype", None) != np.float32:
-        raise WrongAnswer(f"split_heads turned float32 input into {getattr(out, 'dtype', type(out))}; a reshape "
-                          "and a transpose keep the dtype, do not convert it")
+    dtype_kept("split_heads", split_heads, [Case((rng.normal(size=(T, d_model)).astype(dt), h), label=dt.__name__)
+                                            for dt in _DTYPES], rtol=0.0, atol=0.0)
     bad_width = d_model + 1
     try:
         split_heads(rng.normal(size=(T, bad_width)), h)
@@ -74,6 +74,8 @@ def concat_heads_values(concat_heads):
         Case((rng.normal(size=(d["B"], h, T, dh)).astype(np.float32),), label="float32"),
     ]
     check("concat_heads", concat_heads, cases)
+    dtype_kept("concat_heads", concat_heads, [Case((rng.normal(size=(h, T, dh)).astype(dt),), label=dt.__name__)
+                                              for dt in _DTYPES], rtol=0.0, atol=0.0)
     x = rng.normal(size=(d["B"], T, d["d_model"]))
     back = concat_heads(reference.split_heads(x, h))
     if not compare.unchanged(x, back):
@@ -96,8 +98,12 @@ def output_projection_values(output_projection, concat_heads=None, split_heads=N
     """Concat(heads) @ W_O, graded with the reference concat_heads bound in place of the learner's."""
     rng = rng_for("output_projection_values")
     d = _dims(rng)
-    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7,
-          bind={"concat_heads": reference.concat_heads, "split_heads": reference.split_heads})
+    bind = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
+    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind)
+    h, T, dh, dm = d["n_heads"], d["T"], d["d_head"], d["d_model"]
+    dtype_kept("output_projection", output_projection,
+               [Case((rng.normal(size=(h, T, dh)).astype(dt), rng.normal(size=(dm, dm)).astype(dt)), label=dt.__name__)
+                for dt in _DTYPES], bind=bind)
 
 
 def _weights(rng, d_model, dtype=np.float64):
@@ -128,6 +134,9 @@ def mha_values(multi_head_attention, **learner_helpers):
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=_REFERENCE_HELPERS)
+    dtype_kept(_MHA, multi_head_attention,
+               [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h), label=f"unbatched, {dt.__name__}")
+                for dt in _DTYPES], outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
 
 
 @hidden_test(
