@@ -34,8 +34,7 @@ def test_the_model_answers_pass_every_salt(lesson):
     name = salt_sweep.lesson_name(lesson)
     values = salt_sweep.model_namespace(name)
     tests = registry.tests_of(registry.lesson_module(name))
-    salts = SALTS if lesson != "04" else range(40)  # the experiment's tolerance is argued in checks/lesson04.py
-    for salt in salts:
+    for salt in range(20):  # the bugs' sweep above runs every hidden test on these inputs too
         for test in tests.values():
             with salt_sweep.grading_salt(salt):
                 test({n: values[n] for n in test.names})

@@ -8,6 +8,27 @@ from autograder.bugs import bug
 
 _COUNT_TESTS = ("param_count", "param_count_bias")
 
+bug("param_count_no_divisibility_check", "03", "mha_param_count",
+    """mha_param_count returns a count when n_heads does not divide d_model. Such a layer cannot be split into
+    equal heads of d_model // n_heads columns, so there is no such layer to count: the lesson asks for a
+    ValueError in that case.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 4 * d_model * d_model
+        if bias:
+            count += 4 * d_model
+        return count
+    """, tests=("param_count",))
+
+bug("exercise_d_head_float", "03", "exercise_512",
+    """d_head is computed with / and comes out as the float 64.0. A head width is a whole number of columns:
+    integer division (//) gives the int 64.""",
+    """
+    def exercise_512():
+        d_head = 512 / 8
+        return d_head, mha_param_count(512, 8), mha_param_count(512, 1)
+    """, tests=("exercise_values",))
+
 bug("param_count_no_W_O", "03", "mha_param_count",
     """The count leaves out the output projection W_O. A multi-head attention layer owns four (d_model,
     d_model) matrices, W_Q, W_K, W_V and W_O: the heads' concatenated outputs are mixed by W_O, and its
@@ -70,24 +91,3 @@ bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
     def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
         return n_layers * n_kv_heads * d_head * bytes_per_value
     """, tests=("kv_cache_bytes",))
-
-bug("param_count_no_divisibility_check", "03", "mha_param_count",
-    """mha_param_count returns a count when n_heads does not divide d_model. Such a layer cannot be split into
-    equal heads of d_model // n_heads columns, so there is no such layer to count: the lesson asks for a
-    ValueError in that case.""",
-    """
-    def mha_param_count(d_model, n_heads, bias=False):
-        count = 4 * d_model * d_model
-        if bias:
-            count += 4 * d_model
-        return count
-    """, tests=("param_count",))
-
-bug("exercise_d_head_float", "03", "exercise_512",
-    """d_head is computed with / and comes out as the float 64.0. A head width is a whole number of columns:
-    integer division (//) gives the int 64.""",
-    """
-    def exercise_512():
-        d_head = 512 / 8
-        return d_head, mha_param_count(512, 8), mha_param_count(512, 1)
-    """, tests=("exercise_values",))

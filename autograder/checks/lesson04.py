@@ -15,7 +15,7 @@ import math
 import numpy as _np
 
 from autograder import reference
-from autograder.bugs import by_id, for_function
+from autograder.bugs import by_id
 from autograder.checks.registry import hidden_test
 from autograder.checks.runner import Case, WrongAnswer, bound, check, learner_error, rng_for
 
@@ -122,6 +122,8 @@ def _same_as_bug(bug, results):
 def _diagnose(results):
     """The diagnosis of the catalogued bug that gives exactly ``results`` {(d_k, scaled, seed): value} for the
     same seeds, or whose typical value every result agrees with; else None."""
+    from autograder.bugs import for_function
+
     for b in for_function("dot_product_std"):
         if _same_as_bug(b, results):
             return f"{b.diagnosis} [{b.id}]"
