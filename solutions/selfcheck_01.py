@@ -192,6 +192,10 @@ def check_attention_mask(scaled_dot_product_attention):
              "softmax without renormalising. Mask the scores (set -inf) *before* softmax")
     if np.shape(out) != (2, 3, 6):
         fail(f"out should be (B, T_q, d_v) = (2, 3, 6), got {np.shape(out)}")
+    out0, w0 = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q[0], K[0], V[0], mask=mask)
+    if not (close(w0, weights[0], 1e-9) and close(out0, np.asarray(out)[0], 1e-9)):
+        fail("one sequence (T_q, d_k) with a (T_q, T_k) mask gives a different result than the same sequence "
+             "inside a batch: the mask or some axis is handled for one of the two layouts only")
     every = mask.copy()
     every[1] = True  # query 1 may see no key at all
     with np.errstate(all="ignore"):
