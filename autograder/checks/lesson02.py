@@ -25,6 +25,14 @@ _HELPERS = ("split_heads", "concat_heads", "output_projection", "scaled_dot_prod
 _REFERENCE_HELPERS = {name: getattr(reference, name) for name in _HELPERS}
 _LESSON01 = {name: getattr(reference, name) for name in ("scaled_dot_product_attention", "softmax")}
 _DTYPES = (np.float32, np.float64)
+_INSPECT = {
+    "split_heads": "the shape you reshape to (which axis is cut into heads) and which two axes are swapped, counted "
+                   "from the end",
+    "concat_heads": "which two axes are swapped back, counted from the end, before the reshape",
+    "output_projection": "how the heads are joined (side by side, head 0 first) before W_O, and how W_O is applied",
+    _MHA: "the projections (x @ W), the split into heads, the per-head scale, where the mask enters and the "
+          "output projection",
+}
 
 
 def _dims(rng):
@@ -45,7 +53,7 @@ def split_heads_values(split_heads):
         Case((rng.normal(size=(d["B"], d["L"], T, d_model)), h), label="two leading axes"),
         Case((rng.normal(size=(d["B"], T, d_model)).astype(np.float32), h), label="float32"),
     ]
-    check("split_heads", split_heads, cases)
+    check("split_heads", split_heads, cases, inspect=_INSPECT["split_heads"])
     dtype_kept("split_heads", split_heads, [Case((rng.normal(size=(T, d_model)).astype(dt), h), label=dt.__name__)
                                             for dt in _DTYPES], rtol=0.0, atol=0.0)
     bad_width = d_model + 1
@@ -73,7 +81,7 @@ def concat_heads_values(concat_heads):
         Case((rng.normal(size=(d["B"], d["L"], h, T, dh)),), label="two leading axes"),
         Case((rng.normal(size=(d["B"], h, T, dh)).astype(np.float32),), label="float32"),
     ]
-    check("concat_heads", concat_heads, cases)
+    check("concat_heads", concat_heads, cases, inspect=_INSPECT["concat_heads"])
     dtype_kept("concat_heads", concat_heads, [Case((rng.normal(size=(h, T, dh)).astype(dt),), label=dt.__name__)
                                               for dt in _DTYPES], rtol=0.0, atol=0.0)
     x = rng.normal(size=(d["B"], T, d["d_model"]))
@@ -99,7 +107,8 @@ def output_projection_values(output_projection, concat_heads=None, split_heads=N
     rng = rng_for("output_projection_values")
     d = _dims(rng)
     bind = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
-    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind)
+    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind,
+          inspect=_INSPECT["output_projection"])
     h, T, dh, dm = d["n_heads"], d["T"], d["d_head"], d["d_model"]
     dtype_kept("output_projection", output_projection,
                [Case((rng.normal(size=(h, T, dh)).astype(dt), rng.normal(size=(dm, dm)).astype(dt)), label=dt.__name__)
@@ -133,7 +142,7 @@ def mha_values(multi_head_attention, **learner_helpers):
              label="float32"),
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS)
+          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
     dtype_kept(_MHA, multi_head_attention,
                [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h), label=f"unbatched, {dt.__name__}")
                 for dt in _DTYPES], outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
@@ -157,7 +166,7 @@ def mha_mask(multi_head_attention, **learner_helpers):
              label="batched, per-example (B, 1, T, T) mask"),
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS)
+          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
 
 
 def _passes(*args, **kwargs):

@@ -20,6 +20,13 @@ _NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
 
 
 
+_INSPECT = {
+    "mha_param_count": "which matrices the layer owns, how large each is, and how many bias vectors there are",
+    "gqa_param_count": "the width of W_K and W_V (how many key/value heads, of which head width) and the biases",
+    "kv_cache_bytes_per_token": "what is stored per layer and per key/value head, and the bytes of each value",
+}
+
+
 def _rng(test_id: str):
     return rng_for(test_id)
 
@@ -95,7 +102,7 @@ def check_counts(name, fn, cases, bind=None):
         b = _matching_bug(name, observed)
         if b is not None:
             raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({problem})")
-        raise WrongAnswer(f"{name} is wrong {problem}", uncatalogued=True)
+        raise WrongAnswer(f"{name} is wrong {problem}. Inspect {_INSPECT[name]}.", uncatalogued=True)
 
 
 def _mha_cases(rng, bias):

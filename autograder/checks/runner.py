@@ -225,12 +225,13 @@ def _changed_input(before, case):
     return None
 
 
-def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None):
+def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
     """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
 
     ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
     reference helpers used while ``fn`` runs. After the first wrong result the remaining cases still run, as
-    evidence: a catalogued bug is named only when it reproduces the learner's results on all of them.
+    evidence: a catalogued bug is named only when it reproduces the learner's results on all of them; otherwise
+    the message says what differs, on which input, and (``inspect``) what to look at.
     """
     if not callable(fn):
         raise WrongAnswer(f"{name} should be a function, got {type(fn).__name__}")
@@ -269,7 +270,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
         bug = matching_bug(name, observed, outputs, rtol=rtol, atol=atol)
         if bug is not None:
             raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
-        raise WrongAnswer(why, uncatalogued=True)
+        raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
 
 
 def rng_for(test_id: str):
