@@ -7,6 +7,7 @@ diagnosis, and every string the hidden checks (``autograder/checks/``) and the v
 """
 
 import ast
+import functools
 import re
 
 import pytest
@@ -20,6 +21,7 @@ def _squash(text: str) -> str:
     return re.sub(r"\s+", "", text).lower()
 
 
+@functools.lru_cache(maxsize=None)
 def answer_lines() -> dict:
     """{squashed answer line: (lesson, the line as written)}."""
     found = {}
@@ -54,6 +56,7 @@ def _strings(path) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def messages() -> list:
     """(where, text) of every message a learner may read."""
     found = [(f"bug {b.id}", b.diagnosis) for b in bugs.CATALOG]
