@@ -326,7 +326,18 @@ def check_mha_mask(multi_head_attention):
         fail(f"on a batch (B, T, d_model) = {xb.shape} with a causal (T, T) mask the weights should be "
              f"{(2, n_heads, T, T)} with every blocked pair 0 in every head of every example; got shape "
              f"{np.shape(wb)}" + ("" if np.shape(wb) != (2, n_heads, T, T) else " and non-zero blocked weights"))
-    ok("the (T, T) mask reaches every head, on one sequence and on a batch: no head attends to a blocked pair")
+    every = causal.copy()
+    every[2] = True  # query 2 may see no key at all
+    with np.errstate(all="ignore"):
+        _, we = call(multi_head_attention, "multi_head_attention", xb, *Ws, n_heads, mask=every)
+    row = np.asarray(we, float)[..., 2, :]
+    if np.any(np.isnan(row)) or np.any(row != 0):
+        fail("a query whose keys are all blocked should get all-zero weights in every head; it gets "
+             + ("NaN" if np.any(np.isnan(row)) else f"{np.round(row[0, 0], 4).tolist()} in head 0")
+             + ". Blocked scores must be -inf (not a large negative number), and softmax must give a row of -inf "
+             "all-zero weights (lesson 01)")
+    ok("the (T, T) mask reaches every head, on one sequence and on a batch: no head attends to a blocked pair, "
+       "and a fully blocked query gets all-zero weights")
 
 
 def _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model):

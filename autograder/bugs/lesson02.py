@@ -264,3 +264,20 @@ bug("mha_K_fixed_axes", "02", "multi_head_attention",
         weights = softmax(scores, axis=-1)
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
+
+bug("mha_mask_large_negative", "02", "multi_head_attention",
+    """The layer's own attention gives blocked scores a large negative number instead of -inf. Where some keys
+    stay open this happens to give weight 0, but a query whose keys are all blocked gets uniform weights, so
+    blocked keys receive weight. Blocked must mean weight exactly 0 in every row, as in lesson 01.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -1e9, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=("mha_mask",))

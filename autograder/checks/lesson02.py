@@ -18,6 +18,7 @@ from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
 from autograder.checks.dtypes import dtype_kept
+from autograder.checks.lesson01 import _mask
 from autograder.checks.registry import hidden_test
 
 _MHA = "multi_head_attention"
@@ -119,14 +120,6 @@ def _weights(rng, d_model, dtype=np.float64):
     return tuple((rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4))
 
 
-def _mask(rng, shape):
-    """Random boolean mask (True = blocked) leaving at least one key open in every row."""
-    mask = rng.random(shape) < 0.4
-    open_key = rng.integers(0, shape[-1], size=shape[:-1])
-    np.put_along_axis(mask, open_key[..., None], False, axis=-1)
-    return mask
-
-
 @hidden_test(
     uses=('multi_head_attention',),
     helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
@@ -152,7 +145,8 @@ def mha_values(multi_head_attention, **learner_helpers):
     uses=('multi_head_attention',),
     helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
 def mha_mask(multi_head_attention, **learner_helpers):
-    """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask."""
+    """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask; a fully blocked query
+    (all-zero weights)."""
     rng = rng_for("mha_mask")
     d = _dims(rng)
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
@@ -164,6 +158,9 @@ def mha_mask(multi_head_attention, **learner_helpers):
              label="batched, causal (T, T) mask"),
         Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h), {"mask": _mask(rng, (B, 1, T, T))},
              label="batched, per-example (B, 1, T, T) mask"),
+        Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h),
+             {"mask": _mask(rng, (B, 1, T, T), blocked_row=True)},
+             label="batched, per-example mask, one query with every key blocked"),
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
