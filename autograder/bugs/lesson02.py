@@ -95,8 +95,8 @@ bug("output_W_O_transposed", "02", "output_projection",
 
 bug("output_W_O_forgotten", "02", "output_projection",
     """output_projection returns the concatenated heads without multiplying by W_O. Concatenation only puts
-    the heads side by side; W_O is the learned map that mixes them into each output column, and the layer's result is the
-    concatenation multiplied by it.""",
+    the heads side by side; W_O is the learned map that mixes them into each output column, and the layer's
+    result is the concatenation multiplied by it.""",
     """
     def output_projection(heads, W_O):
         return concat_heads(heads)

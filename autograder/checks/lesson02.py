@@ -137,8 +137,9 @@ def mha_values(multi_head_attention, **learner_helpers):
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
     dtype_kept(_MHA, multi_head_attention,
-               [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h), label=f"unbatched, {dt.__name__}")
-                for dt in _DTYPES], outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
+               [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h),
+                     label=f"unbatched, {dt.__name__}") for dt in _DTYPES],
+               outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
 
 
 @hidden_test(
