@@ -3,9 +3,15 @@
     python -m autograder.build            # rebuild lessons/ (what `make lessons` runs)
     python -m autograder.build --check    # rebuild into a temporary folder; exit 1 if lessons/ differs
 
+It also writes docs/written-answers.md, the written answers' model answers and rubrics (``answer_key``), which
+stay out of lessons/.
+
 The build reads every ``solutions/NN_name.py``, releases them all with one ``nbgrader generate_assignment``
 (which replaces solutions with stubs and removes hidden tests), checks the result holds no solution, hidden
-test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper module.
+test or import of the grading package, and writes ``lessons/NN_name.ipynb`` plus the learners' helper modules and
+pages (the glossary).
+A notebook names its source and this command in its metadata (``metadata.mha_course``), not in a cell, so
+learners and their feedback pages never see it; the drift check (``--check``) keeps it true.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course
+from autograder import answer_key, course
 
+BUILT_SUFFIXES = (".ipynb", ".py", ".md")  # what the build writes into lessons/, and so what drift compares
 FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
                         "autograder")
 
@@ -46,6 +53,8 @@ def build(dest: Path) -> list:
         for name in course.lesson_names():
             nb = nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4)
             problems = leaks(nb)
+            if nb.metadata.get("mha_course") != course.provenance(name):
+                problems.append("its metadata lost the provenance (metadata.mha_course) that names its source")
             if problems:
                 raise course.SourceError(f"the student notebook built from solutions/{name}.py would leak: "
                                          + "; ".join(problems))
@@ -53,15 +62,16 @@ def build(dest: Path) -> list:
             course.write_notebook(nb, target)
             written.append(target)
     course.copy_helpers(dest)
-    written += [dest / h for h in course.HELPERS]
+    course.copy_pages(dest)
+    written += [dest / h for h in (*course.HELPERS, *course.PAGES)]
     return written
 
 
 def drift(built_dir: Path, committed_dir: Path) -> list:
     """Unified diffs between freshly built files and the committed ones (empty when in sync)."""
     diffs = []
-    built = {p.name for p in Path(built_dir).iterdir() if p.suffix in (".ipynb", ".py")}
-    committed = {p.name for p in Path(committed_dir).iterdir() if p.suffix in (".ipynb", ".py")}
+    built = {p.name for p in Path(built_dir).iterdir() if p.suffix in BUILT_SUFFIXES}
+    committed = {p.name for p in Path(committed_dir).iterdir() if p.suffix in BUILT_SUFFIXES}
     for name in sorted(built | committed):
         a = (Path(committed_dir) / name).read_text().splitlines() if name in committed else []
         b = (Path(built_dir) / name).read_text().splitlines() if name in built else []
@@ -80,6 +90,9 @@ def main(argv=None) -> int:
         with tempfile.TemporaryDirectory(prefix="mha-check-") as tmp:
             build(Path(tmp))
             diffs = drift(Path(tmp), course.LESSONS)
+        if answer_key.drift():
+            diffs.append(f"{answer_key.TARGET.name} differs from the written answers of solutions/ "
+                         "(run `make lessons`)")
         if diffs:
             print("\n\n".join(diffs)[:20000])
             print("\nlessons/ is out of date with solutions/: run `make lessons` and commit the result.",
@@ -87,7 +100,7 @@ def main(argv=None) -> int:
             return 1
         print(f"lessons/ matches solutions/ ({len(course.lesson_names())} lessons)")
         return 0
-    for path in build(course.LESSONS):
+    for path in [*build(course.LESSONS), answer_key.write()]:
         print(f"wrote {path.relative_to(course.ROOT)}")
     return 0
 

@@ -24,7 +24,9 @@ LESSONS = ROOT / "lessons"
 NBGRADER_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
 # learner-side modules, copied from solutions/ to lessons/: one self-check module per lesson and their shared part
 HELPERS = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
-           "selfcheck_05.py", "selfcheck_06.py")
+           "selfcheck_05.py", "selfcheck_06.py", "selfcheck_07.py")
+# learner-side pages, copied from solutions/ to lessons/ (every lesson's opening cell links to the glossary)
+PAGES = ("glossary.md",)
 LESSON_PATTERN = re.compile(r"^\d\d_[a-z0-9_]+\.py$")
 
 
@@ -69,12 +71,10 @@ def lesson_names():
     return [p.stem for p in lesson_sources()]
 
 
-def _header_cell(name: str) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_markdown_cell(
-        f"<small>Built from `solutions/{name}.py` by `make lessons`; edit that file, not this notebook.</small>")
-    cell["id"] = "generated_from"
-    cell.metadata["nbgrader"] = nbgrader_metadata({"grade_id": "generated_from"}, "the generated header cell")
-    return cell
+def provenance(name: str) -> dict:
+    """Where a built notebook comes from, kept in its metadata (learners and their feedback pages never see it)."""
+    return {"source": f"solutions/{name}.py", "built_by": "make lessons",
+            "note": f"Generated: edit solutions/{name}.py, not this notebook, then run `make lessons`."}
 
 
 def read_source(path) -> nbformat.NotebookNode:
@@ -118,10 +118,10 @@ def read_source(path) -> nbformat.NotebookNode:
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader")
         cell["id"] = meta["grade_id"] if meta else f"{path.stem[:2]}-cell-{i:03d}"
-    nb.cells.insert(0, _header_cell(path.stem))
     nb.metadata = nbformat.from_dict({
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
+        "mha_course": provenance(path.stem),
     })
     nb.nbformat, nb.nbformat_minor = 4, 5
     nbformat.validate(nb)
@@ -194,10 +194,19 @@ def import_helper(module: str):
 
 
 def copy_helpers(dest):
-    for helper in HELPERS:
-        text = (SOLUTIONS / helper).read_text(encoding="utf-8")
-        banner = f"# Built from solutions/{helper} by `make lessons`; edit that file, not this one.\n"
-        (Path(dest) / helper).write_text(banner + text, encoding="utf-8")
+    _copy_with_banner(HELPERS, dest, "# {}\n")
+
+
+def copy_pages(dest):
+    _copy_with_banner(PAGES, dest, "<!-- {} -->\n")
+
+
+def _copy_with_banner(names, dest, comment):
+    """Copy learner-side files from solutions/ to ``dest``, each opening with a comment that names its source."""
+    for name in names:
+        text = (SOLUTIONS / name).read_text(encoding="utf-8")
+        banner = comment.format(f"Built from solutions/{name} by `make lessons`; edit that file, not this one.")
+        (Path(dest) / name).write_text(banner + text, encoding="utf-8")
 
 
 def remove_tree(path):

@@ -13,6 +13,7 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
   awaiting the instructor; total, maximum, flags (for an LMS); ``DIR/student_ids.csv``: student id -> folder;
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
+* ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);
 * ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook.
 
 This module is the command line and ``run``, which calls the steps in order; each step lives in
@@ -20,11 +21,12 @@ This module is the command line and ``run``, which calls the steps in order; eac
 
 1. ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook);
 2. ``workspace``: refuse an unsafe machine (``preflight``), build the course folder and its sandboxed kernelspec;
-3. ``canary``: before any student, grade the model answers of every lesson through the same pipeline; unless they
-   earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and says what broke;
-4. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
+3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
+4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
+   pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
+   says what broke;
 5. ``worker``: grade it over ``--workers`` processes, then regenerate the feedback whose grades changed;
-6. ``results`` and ``report``: read the grades back and write the files above.
+6. ``results``, ``report`` and ``insights``: read the grades back and write the files above.
 
 ``Settings`` and the exit statuses are in ``autograder/grading/settings.py``.
 """
@@ -38,7 +40,8 @@ import time
 from pathlib import Path
 
 from autograder import course
-from autograder.grading import canary, dburl, execute, feedback_page, intake, report, results, worker, workspace
+from autograder.grading import (canary, dburl, execute, feedback_page, insights, intake, report, results, worker,
+                                workspace)
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_SETUP, Settings, SetupError)
 
@@ -74,12 +77,22 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     workspace.preflight(s)
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
-    workspace.prepare_course(s, log)
-    checked = canary.check(s, log)  # raises CanaryFailed, before any student is touched
+    rebuild = workspace.prepare_course(s, log)
     todo = workspace.stage(s, roster)
-    workspace.ensure_students(s, roster.students)
-    graded = worker.run_tasks(s, todo, progress=progress)
-    refreshed = worker.run_tasks(s, worker.stale_feedback(s, roster, todo), progress=False)  # manual grades came in
+    stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
+    with worker.Pool(s) as pool:
+        # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
+        try:
+            checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
+        except canary.CanaryFailed:
+            if rebuild:
+                rebuild.restore()  # the earlier runs' course, records and grades, as they were
+            raise
+        if rebuild:
+            rebuild.discard()
+        workspace.ensure_students(s, roster.students)
+        graded = worker.run_tasks(s, todo, progress=progress, pool=pool)
+        refreshed = worker.run_tasks(s, stale, progress=False, pool=pool)
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
@@ -91,9 +104,15 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, roster)
+    changed = insights.changes(s, todo)
+    try:
+        insights.write(s, rows, changed)
+    except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so
+        notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
     html_path = report.write_report(s, rows, notes)
     return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": integrity,
-            "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked}
+            "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked,
+            "changed": changed}
 
 
 def _resolve_lessons(requested) -> list:
@@ -151,12 +170,16 @@ def main(argv=None) -> int:
     rows = result["rows"]
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
           f"({s.workers} workers); {len(rows)} students; {result['canary'].summary()}")
+    if result["changed"]:
+        print("graded in this run (old -> new score; - when not graded before):")
+        print("\n".join(insights.change_lines(result["changed"])))
     if result["refreshed"]:
         print(f"feedback regenerated for {result['refreshed']} notebooks whose grades changed (manual grading)")
     print("\n".join(report.distribution(rows)))
     for note in result["notes"]:
         print("note:", note)
-    print(f"grades:   {result['csv']}\nreport:   {result['report']}\nfeedback: {Path(s.out) / 'feedback'}")
+    print(f"grades:   {result['csv']}\nreport:   {result['report']}\nfeedback: {Path(s.out) / 'feedback'}\n"
+          f"insights: {Path(s.out) / 'insights.html'} (misconceptions: {Path(s.out) / 'misconceptions.csv'})")
     if not result["integrity"]:
         return EXIT_INTEGRITY
     if result["errors"]:

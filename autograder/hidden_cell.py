@@ -1,4 +1,6 @@
-"""What a hidden test cell runs in the learner's kernel: ``run("<test>")``. It holds no answer.
+"""What a hidden test cell runs in the learner's kernel: ``run("<test>")``. It holds no answer. It is one module,
+longer than most, because it is all the kernel side of the hidden tests may import: the values on the wire, the
+protocol and the local mode.
 
 During grading (the kernel's environment says ``MHA_HIDDEN_TESTS=grader``) the hidden test itself runs in the
 grader's own process (``autograder/grading/hidden_tests.py``), where the reference, the hidden inputs and the bug

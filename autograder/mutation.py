@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import bugs as catalog
-from autograder import course, gradebook, submissions
+from autograder import course, answers
+from autograder.grading import results
 
 CONTROL = "control-complete"
 
@@ -60,7 +61,7 @@ def _visible_check_fails(lesson: str, bug) -> bool:
     Emulates a learner who runs the setup cell and every answer cell (the bug in its place), then every cell
     that calls one of the lesson's ``check_*`` self-checks: True when one of them raises an AssertionError.
     """
-    nb = submissions.fill(lesson, {bug.function: bug.source})
+    nb = answers.fill(lesson, {bug.function: bug.source})
     namespace = {"__name__": "__mutant__"}
     sys.path.insert(0, str(course.LESSONS))
     try:
@@ -86,24 +87,24 @@ def _visible_check_fails(lesson: str, bug) -> bool:
         sys.path.remove(str(course.LESSONS))
 
 
-def judge(root: Path, lesson: str, bug_list) -> list:
-    """Verdicts for ``bug_list`` from a graded course folder ``root`` (the grading command's ``OUT/course``)."""
-    control = gradebook.total(root, lesson, CONTROL)
-    control_lost = {gid for gid, (s, m) in gradebook.test_scores(root, lesson, CONTROL).items() if s < m}
+def judge(settings, lesson: str, bug_list) -> list:
+    """Verdicts for ``bug_list`` from the grading command's run under ``settings``."""
+    control = results.submission_total(settings, lesson, CONTROL)
+    control_lost = {gid for gid, (s, m) in results.cell_scores(settings, lesson, CONTROL).items() if s < m}
     verdicts = []
     for b in bug_list:
         v = Verdict(b)
         if control_lost:
             v.problems.append(f"the unmutated control lost points on {sorted(control_lost)}, so nothing can be "
                               "concluded")
-        v.total = gradebook.total(root, lesson, b.id)
-        scores = gradebook.test_scores(root, lesson, b.id)
+        v.total = results.submission_total(settings, lesson, b.id)
+        scores = results.cell_scores(settings, lesson, b.id)
         v.lost = {gid for gid, (s, m) in scores.items() if s < m}
         if v.total[0] >= control[0]:
             v.problems.append("full marks: the hidden tests missed it")
         if v.lost != set(b.tests):
             v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(b.tests)}")
-        feedback = gradebook.feedback_text(root, lesson, b.id)
+        feedback = results.feedback_text(settings, lesson, b.id)
         v.diagnosis_shown = b.diagnosis[:60] in " ".join(feedback.split())
         if not v.diagnosis_shown:
             v.problems.append("the feedback does not show the bug's diagnosis")
@@ -127,13 +128,13 @@ def run(lessons=None, workers=2, keep=None) -> list:
         workdir = Path(keep or tmp)
         klass = workdir / "class"
         for lesson, bug_list in by_lesson.items():
-            course.write_notebook(submissions.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
+            course.write_notebook(answers.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
             for b in bug_list:
-                course.write_notebook(submissions.fill(lesson, {b.function: b.source}), klass / b.id / f"{lesson}.ipynb")
+                course.write_notebook(answers.fill(lesson, {b.function: b.source}), klass / b.id / f"{lesson}.ipynb")
         settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
         grade.run(klass, settings, progress=False, log=lambda *a: None)
         return [v for lesson, bug_list in sorted(by_lesson.items())
-                for v in judge(settings.course_root, lesson, bug_list)]
+                for v in judge(settings, lesson, bug_list)]
 
 
 def report(verdicts, seconds) -> str:

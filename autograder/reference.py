@@ -1,7 +1,8 @@
 """The course's one reference implementation of multi-head attention (numpy).
 
 Every hidden test grades a learner's function against the function of the same name here, and the
-benchmarks time it. Learners never receive this file.
+benchmarks time it. Learners never receive this file. It is one module, longer than the others, because it is
+the one reference: every function learners write across the lessons, in lesson order.
 
 Glossary (the same names are used in the lessons, the plots and the tests):
     B        batch size
@@ -118,6 +119,13 @@ def output_projection(heads, W_O):
     return concat_heads(heads) @ W_O  # (..., T, n_heads*d_head) @ (n_heads*d_head, d_model) -> (..., T, d_model)
 
 
+def _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O):
+    _check_divisible(d_model, n_heads)
+    for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V), ("W_O", W_O)):
+        if np.shape(W) != (d_model, d_model):
+            raise ValueError(f"{name} must be (d_model, d_model) = ({d_model}, {d_model}), got {np.shape(W)}")
+
+
 def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     """Self-attention with ``n_heads`` heads. x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T)).
 
@@ -127,10 +135,7 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     """
     x = np.asarray(x)
     d_model = x.shape[-1]
-    _check_divisible(d_model, n_heads)
-    for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V), ("W_O", W_O)):
-        if np.shape(W) != (d_model, d_model):
-            raise ValueError(f"{name} must be (d_model, d_model) = ({d_model}, {d_model}), got {np.shape(W)}")
+    _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O)
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
     K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
     V = split_heads(x @ W_V, n_heads)  # (..., n_heads, T, d_head)
@@ -398,3 +403,122 @@ def tiled_attention(Q, K, V, block_size, causal=False):
         acc = acc * alpha + p @ V[..., start:stop, :]  # (..., T_q, d_v)
         m = m_new
     return np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)  # (..., T_q, d_v)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lesson 07: attention's backward pass, the gradient check, sinusoidal positions
+# ---------------------------------------------------------------------------------------------------------
+# grad_X   dL/dX, the gradient of a scalar loss L with respect to X: always the shape of X
+
+__all__ += [
+    "softmax_backward",
+    "scaled_dot_product_attention_backward",
+    "multi_head_attention_backward",
+    "gradient_check",
+    "sinusoidal_positions",
+]
+
+
+def softmax_backward(weights, grad_weights, axis=-1):
+    """dL/dscores from weights = softmax(scores, axis) and dL/dweights.
+
+    The Jacobian of one row is diag(p) - p p^T; applied to g it gives p * (g - sum(g * p)), so it is never built.
+    A row of all-zero weights (every key blocked) gets all-zero gradient.
+    """
+    weights, grad_weights = np.asarray(weights), np.asarray(grad_weights)
+    dot = np.sum(grad_weights * weights, axis=axis, keepdims=True)  # (..., 1, ...): sum_j g_j p_j per row
+    return weights * (grad_weights - dot)
+
+
+def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):
+    """(dQ, dK, dV) of out = softmax(Q K^T / sqrt(d_k), with ``mask``) V, given the forward pass's ``weights``.
+
+    Q (..., T_q, d_k), K (..., T_k, d_k), V (..., T_k, d_v), weights (..., T_q, T_k), grad_out (..., T_q, d_v).
+    Blocked pairs (mask True) get no gradient. Returns dQ, dK, dV of the shapes of Q, K, V.
+    """
+    Q, K, V, weights, grad_out = map(np.asarray, (Q, K, V, weights, grad_out))
+    scale = 1.0 / math.sqrt(Q.shape[-1])  # a Python float: float32 stays float32
+    dV = np.swapaxes(weights, -1, -2) @ grad_out  # (..., T_k, T_q) @ (..., T_q, d_v) -> (..., T_k, d_v)
+    grad_weights = grad_out @ np.swapaxes(V, -1, -2)  # (..., T_q, d_v) @ (..., d_v, T_k) -> (..., T_q, T_k)
+    grad_scores = softmax_backward(weights, grad_weights, axis=-1)  # (..., T_q, T_k)
+    if mask is not None:
+        grad_scores = np.where(np.asarray(mask), 0, grad_scores).astype(grad_scores.dtype, copy=False)
+    dQ = grad_scores @ K * scale  # (..., T_q, T_k) @ (..., T_k, d_k) -> (..., T_q, d_k)
+    dK = np.swapaxes(grad_scores, -1, -2) @ Q * scale  # (..., T_k, T_q) @ (..., T_q, d_k) -> (..., T_k, d_k)
+    return dQ, dK, dV
+
+
+def _summed_outer(a, b):
+    """sum over every leading axis of a^T @ b: a (..., T, m), b (..., T, n) -> (m, n)."""
+    return a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1])  # (m, B*T) @ (B*T, n) -> (m, n)
+
+
+def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):
+    """Gradients of multi_head_attention's out with respect to x and the four weights, given dL/dout.
+
+    x (..., T, d_model), grad_out (..., T, d_model). Returns {"x", "W_Q", "W_K", "W_V", "W_O"}, each the shape of
+    that input; the weight gradients are summed over the batch and the positions. The forward pass is recomputed.
+    Split and concat are permutations of the columns, so each routes the gradient back through the other.
+    """
+    x, grad_out = np.asarray(x), np.asarray(grad_out)
+    d_model = x.shape[-1]
+    _check_layer(d_model, n_heads, W_Q, W_K, W_V, W_O)
+    if grad_out.shape != x.shape:
+        raise ValueError(f"grad_out must have the shape of the output, x's shape {x.shape}, got {grad_out.shape}")
+    Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
+    K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)
+    V = split_heads(x @ W_V, n_heads)  # (..., n_heads, T, d_head)
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # (..., n_heads, T, d_head), (..., n_heads, T, T)
+    grad_W_O = _summed_outer(concat_heads(heads), grad_out)  # (d_model, d_model)
+    grad_heads = split_heads(grad_out @ np.swapaxes(W_O, -1, -2), n_heads)  # (..., n_heads, T, d_head)
+    dQ, dK, dV = scaled_dot_product_attention_backward(Q, K, V, weights, grad_heads, mask)
+    dQ, dK, dV = concat_heads(dQ), concat_heads(dK), concat_heads(dV)  # each (..., T, d_model)
+    grad_x = dQ @ np.swapaxes(W_Q, -1, -2) + dK @ np.swapaxes(W_K, -1, -2) + dV @ np.swapaxes(W_V, -1, -2)
+    return {"x": grad_x, "W_Q": _summed_outer(x, dQ), "W_K": _summed_outer(x, dK), "W_V": _summed_outer(x, dV),
+            "W_O": grad_W_O}
+
+
+def gradient_check(f, inputs, grad, eps=1e-6):
+    """The largest relative error between the analytic gradients ``grad`` and central finite differences of f.
+
+    ``f(*inputs)`` is a scalar; ``inputs`` and ``grad`` are sequences of arrays of matching shapes. Each entry is
+    moved by +eps and -eps in a float64 copy (the caller's arrays are never changed); numeric = (f+ - f-) / (2 eps).
+    The error of one input is max|analytic - numeric| / max(max|analytic|, max|numeric|, 1e-12): relative to the
+    gradient's size, so entries that are exactly 0 (blocked pairs) do not divide by 0. Returns the largest over
+    the inputs, as a float.
+    """
+    xs = [np.array(a, dtype=np.float64) for a in inputs]  # copies: the caller's inputs stay as they are
+    if len(grad) != len(xs):
+        raise ValueError(f"grad has {len(grad)} arrays for {len(xs)} inputs: give one gradient per input")
+    worst = 0.0
+    for x, analytic in zip(xs, grad):
+        analytic = np.asarray(analytic, dtype=np.float64)
+        if analytic.shape != x.shape:
+            raise ValueError(f"a gradient has shape {analytic.shape} for an input of shape {x.shape}")
+        numeric = np.zeros_like(x)
+        flat, numeric_flat = x.reshape(-1), numeric.reshape(-1)  # views of x and numeric
+        for i in range(flat.size):
+            old = flat[i]
+            flat[i] = old + eps
+            f_plus = float(f(*xs))
+            flat[i] = old - eps
+            f_minus = float(f(*xs))
+            flat[i] = old
+            numeric_flat[i] = (f_plus - f_minus) / (2 * eps)
+        size = max(float(np.max(np.abs(analytic), initial=0.0)), float(np.max(np.abs(numeric), initial=0.0)), 1e-12)
+        worst = max(worst, float(np.max(np.abs(analytic - numeric), initial=0.0)) / size)
+    return worst
+
+
+def sinusoidal_positions(T, d_model):
+    """The paper's section 3.5 encoding, (T, d_model) float64: PE[t, 2i] = sin(t / 10000^(2i/d_model)),
+    PE[t, 2i+1] = cos(t / 10000^(2i/d_model)). An odd d_model keeps the last sine column."""
+    for name, v in (("T", T), ("d_model", d_model)):
+        _positive_int(name, v)
+    t = np.arange(T, dtype=np.float64)[:, None]  # (T, 1)
+    freq = 10000.0 ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)  # (ceil(d_model / 2),)
+    angles = t * freq  # (T, ceil(d_model / 2))
+    pe = np.empty((T, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    return pe

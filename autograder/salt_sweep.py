@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder import bugs as catalog
-from autograder import course, reference, submissions
+from autograder import answers, course, reference
 from autograder.checks import registry
 
 SALT_VARIABLE = "MHA_GRADING_SALT"
@@ -63,7 +63,7 @@ def model_namespace(lesson: str) -> dict:
 def _model_namespace(lesson: str) -> dict:
     namespace = {"np": np, "math": math, "__name__": "__model__"}
     namespace.update({n: getattr(reference, n) for n in reference.__all__})
-    for grade_id, source in submissions.model_answers(lesson).items():
+    for grade_id, source in answers.model_answers(lesson).items():
         try:
             code = compile(source, f"<model answer {grade_id}>", "exec")
         except SyntaxError:  # a written answer (markdown), not code

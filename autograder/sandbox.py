@@ -1,5 +1,8 @@
 """Kernel launcher for grading untrusted notebooks: ``python -m autograder.sandbox -f CONNECTION_FILE``.
 
+It is one module, longer than most, because it runs as a program of its own from the kernel library, beside the
+kernel, where it can import nothing else of the course.
+
 The grading course's kernelspec (``autograder-sandbox``, written by ``install_kernelspec``) starts every kernel
 through this module. How much it can isolate depends on who runs the grader (``isolation_level``):
 
@@ -44,7 +47,7 @@ KERNEL_NAME = "autograder-sandbox"
 KERNEL_LIBRARY = "/opt/mha-course"  # where the kernel library is bound inside the sandbox
 HOME = "/home/learner"
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "NBGRADER_EXECUTION", "PYTHONHASHSEED",
-             "PYDEVD_DISABLE_FILE_VALIDATION", "MHA_HIDDEN_TESTS")
+             "PYDEVD_DISABLE_FILE_VALIDATION", "MHA_HIDDEN_TESTS", "MHA_SHORT_TRAINING")
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "fonts",
         "alternatives", "mime.types", "matplotlibrc")
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")

@@ -114,8 +114,9 @@ def check_gqa_param_count(gqa_param_count):
              "multi-head attention: 4 * 512^2 = 1,048,576")
     mqa = _count(gqa_param_count, "gqa_param_count", 512, 8, 1)
     if mqa == mha:
-        fail("gqa_param_count(512, 8, 1) equals the full multi-head count: W_K and W_V must be sized with "
-             "n_kv_heads, (d_model, n_kv_heads * d_head), not with the query heads")
+        fail("gqa_param_count(512, 8, 1) equals the full multi-head count: W_K and W_V are counted as wide as W_Q. "
+             "They are (d_model, n_kv_heads * d_head) with d_head = d_model // n_heads, the width of a query head: "
+             "check the head count and the head width you size them with")
     if mqa != 2 * 512 * 512 + 2 * 512 * 64:
         fail(f"gqa_param_count(512, 8, 1) = {mqa:,}; multi-query attention keeps W_Q and W_O at (512, 512) "
              "and shrinks W_K and W_V to (512, 64): 589,824")

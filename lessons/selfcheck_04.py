@@ -29,7 +29,9 @@ def check_multi_head_scores(multi_head_scores, split_heads):
         fail("multi_head_scores changed its inputs in place; compute new arrays instead")
     if np.shape(got) != (n_heads, T, T):
         fail(f"scores have shape {np.shape(got)}, expected (n_heads, T, T) = ({n_heads}, {T}, {T}): split "
-             "Q and K into heads first, then Q @ swapaxes(K, -1, -2)")
+             "Q and K into heads first, then take each head's Q K^T")
+    if getattr(got, "dtype", None) != np.float64:
+        fail(f"float64 input came back as {getattr(got, 'dtype', type(got))}: keep the input's dtype, cast nothing")
     raw = split_heads(x @ W_Q, n_heads) @ np.swapaxes(split_heads(x @ W_K, n_heads), -1, -2)  # (n_heads, T, T)
     scale = float(np.median(np.asarray(got, float) / raw))
     if not np.allclose(np.asarray(got, float), raw * scale, rtol=1e-6, atol=1e-9):
@@ -46,12 +48,25 @@ def check_multi_head_scores(multi_head_scores, split_heads):
             if abs(scale - s) < 1e-9:
                 fail(message)
         fail(f"the scores are multiplied by {scale:.4g}; expected 1/sqrt(d_head) = {1 / math.sqrt(d_head):.4g}")
+    xb = np.stack([x, x[::-1]])  # (B=2, T, d_model): the second sequence is the first reversed
+    try:
+        got_b = multi_head_scores(xb, W_Q, W_K, n_heads)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(f"multi_head_scores fails on a batch x of shape (B, T, d_model) = {xb.shape}: {exc}. Count the axes "
+             "from the end (the last two are T and d_head) so a batch axis in front passes through")
+    if np.shape(got_b) != (2, n_heads, T, T) or not close(got_b[0], got, 1e-9):
+        fail(f"on a batch x of shape (B, T, d_model) = {xb.shape} the scores should be (B, n_heads, T, T) = "
+             f"{(2, n_heads, T, T)}, each example as on its own (got shape {np.shape(got_b)}): count the axes "
+             "from the end, not from the front")
     got32 = call(multi_head_scores, "multi_head_scores", x.astype(np.float32), W_Q.astype(np.float32),
                  W_K.astype(np.float32), n_heads)
     if getattr(got32, "dtype", None) != np.float32:
-        fail(f"float32 input came back as {getattr(got32, 'dtype', type(got32))}: divide by math.sqrt(d_head) "
-             "(a Python float); np.sqrt(d_head) is a numpy float64 and promotes the array")
-    ok("multi_head_scores: shape (n_heads, T, T), scale 1/sqrt(d_head), float32 stays float32")
+        fail(f"float32 input came back as {getattr(got32, 'dtype', type(got32))}: a numpy float64 scale "
+             "(np.sqrt of a Python number) promotes float32 arrays; a Python float (math.sqrt) does not")
+    ok("multi_head_scores: shape (n_heads, T, T), scale 1/sqrt(d_head), batches work, float32 stays float32 and "
+       "float64 float64")
 
 
 def check_dot_product_std(dot_product_std):
@@ -77,4 +92,17 @@ def check_dot_product_std(dot_product_std):
     if a != b:
         fail("the same seed gave two different results: draw q and k from the `rng` argument, not from "
              "np.random's global state")
+    import tracemalloc
+
+    n, d_k = 4000, 4
+    tracemalloc.start()
+    try:
+        call(dot_product_std, "dot_product_std", d_k, n, False, np.random.default_rng(4))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    if peak > n * n * 8 / 4:
+        fail(f"for n_samples={n} the experiment allocated {peak / 2**20:.0f} MB at its peak; an (n_samples, "
+             f"n_samples) matrix of every q against every k is {n * n * 8 / 2**20:.0f} MB, of which only the "
+             "diagonal is needed. Multiply each q by its own k, entry by entry, and sum over d_k")
     ok("dot_product_std: about sqrt(d_k) unscaled, about 1 scaled, reproducible from its rng")

@@ -22,9 +22,9 @@
 #
 # Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.1.
 #
-# **Names used in every lesson.** `T_q` queries and `T_k` keys (both `T` in self-attention), `d_k` the width of
-# a query or key, `d_v` the width of a value, `B` a batch, and a boolean `mask` in which **True marks a blocked
-# (query, key) pair**.
+# **Names** (the [glossary](glossary.md) lists every one). `T_q` queries and `T_k` keys (both `T` in
+# self-attention), `d_k` the width of a query or key, `d_v` the width of a value, `B` a batch, and a boolean `mask`
+# in which **True marks a blocked (query, key) pair**.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS

@@ -26,10 +26,10 @@
 #
 # Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2.
 #
-# **Names used in every lesson.** `B` batch, `T` tokens, `d_model` the width of a token vector, `n_heads` the
-# number of heads, `d_head = d_model // n_heads` the width of one head (the paper's $d_k = d_v$), `W_Q, W_K, W_V,
-# W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask` in which
-# **True marks a blocked (query, key) pair**.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` tokens, `d_model` the width of a token
+# vector, `n_heads` the number of heads, `d_head = d_model // n_heads` the width of one head (the paper's $d_k =
+# d_v$), `W_Q, W_K, W_V, W_O` the projections, all `(d_model, d_model)` and applied as `x @ W`, and a boolean `mask`
+# in which **True marks a blocked (query, key) pair**.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
@@ -44,10 +44,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 from matplotlib.colors import ListedColormap
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-from selfcheck_02 import (check_attention, check_attention_mask, check_concat_heads, check_mha_mask,
-                          check_multi_head_attention, check_output_projection, check_round_trip, check_softmax,
-                          check_softmax_stable, check_split_heads, check_sum_over_heads)
+from selfcheck_02 import (check_concat_heads, check_mha_mask, check_multi_head_attention, check_output_projection,
+                          check_pasted, check_round_trip, check_split_heads, check_sum_over_heads)
 
 
 def figure_png(fig):
@@ -58,16 +58,19 @@ def figure_png(fig):
     return Image(buffer.getvalue())
 
 # %% [markdown] nbgrader={"grade_id": "lesson01_intro"}
-# ## 1. Bring your attention from lesson 01
+# ## 1. Paste cell: your attention from lesson 01
 #
-# Every head runs the attention you wrote in lesson 01. Paste your `softmax` and `scaled_dot_product_attention`
-# bodies into the cell below (same names, same arguments), then run the lesson-01 self-checks after it.
+# Every head runs the attention you wrote in lesson 01. This lesson's one **paste cell**, marked `PASTE CELL`,
+# is below: paste your `softmax` and `scaled_dot_product_attention` bodies into it (same names, same arguments),
+# run it, then run the check after it. That check runs lesson 01's self-checks; when one of your pasted functions
+# is wrong, it, and any later check that fails because of it, says "This comes from your lesson 01".
 #
 # Your grade in this lesson never depends on this cell: the hidden tests of this lesson run your new functions with
 # a correct attention in place of yours, so a slip left over from lesson 01 is not charged twice. The pictures
 # and self-checks in this notebook do use your versions, so make the checks pass first.
 
 # %% nbgrader={"grade_id": "lesson01_functions", "solution": true}
+# PASTE CELL: the bodies of your lesson-01 functions go here (same names, same arguments).
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -93,10 +96,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 # %%
 # Lesson 01's self-checks, run on the functions you pasted above.
-check_softmax(softmax)
-check_softmax_stable(softmax)
-check_attention(scaled_dot_product_attention)
-check_attention_mask(scaled_dot_product_attention)
+check_pasted(softmax=softmax, scaled_dot_product_attention=scaled_dot_product_attention)
 
 # %% [markdown] nbgrader={"grade_id": "why_heads"}
 # ## 2. One attention, one view
@@ -139,6 +139,63 @@ check_attention_mask(scaled_dot_product_attention)
 # Their projections. Each head reads its own columns of `W_Q`, `W_K` and `W_V`, so its queries and keys are
 # different linear views of the same tokens, and the same equation then produces different weights.
 # </details>
+
+# %% [markdown] nbgrader={"grade_id": "layer_diagram_intro"}
+# ### See it: the whole layer
+#
+# The picture follows one input through the layer. Each head projects the same tokens with its own columns of `W_Q`,
+# `W_K` and `W_V`, attends in its `d_head`-wide subspace and returns `(T, d_head)`; the heads are glued side by side
+# (Concat) and `W_O` maps the result back to `d_model`. Sections 3 to 6 build these boxes from left to right.
+#
+# *Figure (alt text): a left-to-right block diagram of one multi-head attention layer. The input x, shape (T,
+# d_model), branches into three rows labelled head 1, head 2 and head h, each in its own pale viridis colour: first
+# the head's projections x W^Q_i, x W^K_i, x W^V_i (its own columns of the weights), then its attention softmax(Q
+# K^T / sqrt(d_head)) V, shape (T, d_head). The three rows join in a Concat box of shape (T, h times d_head), which
+# feeds a box "@ W_O" of shape (d_model, d_model) and then the output, shape (T, d_model).*
+
+# %%
+def diagram_box(ax, x, y, w, h, text, color="0.92", fontsize=9):
+    """A rounded box centred at (x, y) with its text, drawn on a diagram axis (data units)."""
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                facecolor=color, edgecolor="0.25", linewidth=1.2))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+
+
+def diagram_arrow(ax, start, end, **style):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color="0.25", linewidth=1.2,
+                                 shrinkA=0, shrinkB=0, **style))
+
+
+def diagram_axes(width, height, title):
+    fig, ax = plt.subplots(figsize=(width, height))
+    ax.set(xlim=(0, width), ylim=(0, height), title=title)
+    ax.axis("off")
+    return fig, ax
+
+
+head_tints = plt.cm.viridis(np.linspace(0.35, 0.9, 3)) * [1, 1, 1, 0.45]  # light viridis tints, black text
+fig, ax = diagram_axes(13, 5.2, "Multi-head attention: one layer, h heads")
+rows = [("head 1", 4.1), ("head 2", 2.7), ("head h", 0.9)]
+diagram_box(ax, 0.9, 2.5, 1.5, 1.1, "input x\n(T, d_model)")
+for (name, y), tint in zip(rows, head_tints):
+    i = name.split()[1]
+    diagram_arrow(ax, (1.65, 2.5), (2.35, y))
+    diagram_box(ax, 3.55, y, 2.3, 1.0, f"$x W^Q_{i}$,  $x W^K_{i}$,  $x W^V_{i}$\n(columns of head {i})", tint,
+                fontsize=8)
+    diagram_arrow(ax, (4.7, y), (5.3, y))
+    diagram_box(ax, 6.45, y, 2.2, 1.0, f"{name}\nsoftmax(Q Kᵀ / √d_head) V\n(T, d_head)", tint, fontsize=8)
+    diagram_arrow(ax, (7.55, y), (8.25, 2.5))
+ax.text(3.55, 1.8, "...", ha="center", va="center", fontsize=14)
+ax.text(6.45, 1.8, "...", ha="center", va="center", fontsize=14)
+ax.text(3.55, 5.0, "per-head projections\n(T, d_head) each", ha="center", va="center", fontsize=8, color="0.3")
+ax.text(6.45, 5.0, "heads: attention in each\nhead's own subspace", ha="center", va="center", fontsize=8,
+        color="0.3")
+diagram_box(ax, 9.05, 2.5, 1.6, 1.1, "Concat\n(T, h · d_head)")
+diagram_arrow(ax, (9.85, 2.5), (10.35, 2.5))
+diagram_box(ax, 11.0, 2.5, 1.3, 1.1, "@ W_O\n(d_model,\nd_model)")
+diagram_arrow(ax, (11.65, 2.5), (12.05, 2.5))
+ax.text(12.6, 2.5, "out\n(T, d_model)", ha="center", va="center", fontsize=9)
+display(figure_png(fig))
 
 # %% [markdown] nbgrader={"grade_id": "split_intro"}
 # ## 3. Splitting the columns into heads
@@ -261,8 +318,10 @@ check_round_trip(split_heads, concat_heads)
 # wrote. The output projection mixes them. Every output column is a weighted sum over *all* concatenated columns,
 # so each one can combine what several heads found.
 #
-# $W^O$ is **linear**. It mixes heads by adding weighted copies of them, nothing more; the nonlinearity in a
-# transformer comes later (the feed-forward layer after attention). A sum also has a useful reading: cut $W^O$
+# $W^O$ is **linear**. It mixes heads by adding weighted copies of them, nothing more, so it adds no
+# nonlinearity of its own. The layer as a whole is already nonlinear in $x$: the softmax makes each head's
+# weights depend nonlinearly on the tokens. (The feed-forward layer after attention adds the block's other
+# nonlinearity, an elementwise one; section 9 shows where it sits.) A sum also has a useful reading: cut $W^O$
 # into row blocks $W^O_i = W^O[i\,d_\text{head}:(i+1)\,d_\text{head}]$, one per head, and
 #
 # $$\mathrm{Concat}(\text{head}_1, \dots, \text{head}_h)\, W^O \;=\; \sum_i \text{head}_i\, W^O_i ,$$
@@ -594,6 +653,45 @@ Q_f, K_f, V_f = np.split(qkv, 3, axis=-1)  # each (B, T, d_model), in the order 
 separate = [x_batch @ W for W in Ws_b[:3]]
 print("fused Q, K, V equal the separate products:", all(np.allclose(f, s) for f, s in zip((Q_f, K_f, V_f), separate)))
 print(f"bytes: fused output {qkv.nbytes}, three separate outputs {sum(s.nbytes for s in separate)}")
+
+# %% [markdown] nbgrader={"grade_id": "block_diagram_intro"}
+# ## 9. Where the layer sits: a transformer block
+#
+# Multi-head attention is one half of a transformer block. The paper's block (its encoder layer, figure 1) runs
+# attention, adds the block's input back to the result (a **residual** connection) and applies **layer
+# normalisation**, which rescales each token vector; then a **feed-forward** layer, two linear maps with a ReLU
+# between them applied to each token on its own, gets the same treatment. The residuals let each sub-layer learn a
+# change to its input rather than a replacement. The block's output has its input's shape, `(T, d_model)`, which is
+# why blocks stack (6 in the paper's base model). Many later models put the layer norm *before* each sub-layer
+# ("pre-norm"); the pieces are the same.
+#
+# *Figure (alt text): a bottom-to-top flow chart of one transformer block. From the input x, shape (T, d_model), an
+# arrow goes up to a box "multi-head attention (this lesson)" in a pale viridis colour, then to "add: x +
+# attention(x)", then "layer norm", then "feed-forward: two linear maps, ReLU between, each token alone", then "add:
+# its input + feed-forward", then "layer norm, to the next block". Two lines labelled residual run up the left side:
+# one from the input to the first add box, skipping attention, and one from the output of the first layer norm to
+# the second add box, skipping the feed-forward layer.*
+
+# %%
+fig, ax = diagram_axes(6.4, 7.6, "A transformer block (encoder layer of the paper)")
+layer_tint = plt.cm.viridis(0.6) * np.array([1, 1, 1, 0.45])
+steps = [(0.6, "x, from the previous block\n(T, d_model)", None),  # (height, text, colour; None: no box)
+         (1.7, "multi-head attention\n(this lesson)", layer_tint), (2.8, "add: x + attention(x)", "0.92"), (3.8, "layer norm", "0.92"),
+         (4.9, "feed-forward: two linear maps,\nReLU between, each token alone", "0.92"),
+         (6.0, "add: its input + feed-forward", "0.92"), (7.0, "layer norm  ->  next block", "0.92")]
+for (y, text, color), (y_next, _, _) in zip(steps, steps[1:] + [(None, None, None)]):
+    if color is None:
+        ax.text(3.6, y, text, ha="center", va="center", fontsize=9)
+    else:
+        diagram_box(ax, 3.6, y, 3.6, 0.75, text, color, fontsize=9)
+    if y_next is not None:
+        diagram_arrow(ax, (3.6, y + (0.25 if color is None else 0.375)), (3.6, y_next - 0.375))
+for branch, end in [(1.05, 2.8), (4.35, 6.0)]:  # residual: from a sub-layer's input around it, into its "add"
+    ax.plot([3.6, 1.0, 1.0], [branch, branch, end], color="0.25", linewidth=1.2)
+    ax.plot([3.6], [branch], "o", color="0.25", markersize=4)
+    diagram_arrow(ax, (1.0, end), (1.8, end))
+    ax.text(0.9, (branch + end) / 2, "residual", rotation=90, ha="right", va="center", fontsize=8, color="0.3")
+display(figure_png(fig))
 
 # %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary

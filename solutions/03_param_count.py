@@ -21,8 +21,9 @@
 # Cells that say `raise NotImplementedError()` are yours; the self-check after each one prints ✔ or says what
 # looks wrong. Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2 and Table 3.
 #
-# **Names.** `d_model` the width of a token vector, `n_heads` the number of heads (the paper's $h$),
-# `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections `W_Q, W_K, W_V, W_O` applied as `x @ W`.
+# **Names** (the [glossary](glossary.md) lists every one). `d_model` the width of a token vector, `n_heads` the
+# number of heads (the paper's $h$), `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections
+# `W_Q, W_K, W_V, W_O` applied as `x @ W`.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS

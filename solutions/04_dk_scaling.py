@@ -21,8 +21,9 @@
 # looks wrong. Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.1 and its
 # footnote 4.
 #
-# **Names.** `d_k` the width of a query or key vector; in multi-head attention that width is
-# `d_head = d_model // n_heads`. `T` tokens, `n_heads` heads, projections `W_Q, W_K` applied as `x @ W`.
+# **Names** (the [glossary](glossary.md) lists every one). `d_k` the width of a query or key vector; in multi-head
+# attention that width is `d_head = d_model // n_heads`. `T` tokens, `n_heads` heads, projections `W_Q, W_K` applied
+# as `x @ W`.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
@@ -146,15 +147,16 @@ for d, u, s in zip(d_ks[::2], unscaled[::2], scaled[::2]):
 #
 # *Figure (alt text): left, a bar chart of one query's attention weights over eight keys labelled with the
 # words "the cat sat on a warm mat ."; at d_k = 256 unscaled one bar is near 1 and the rest near 0. Right, the
-# softmax gradient norm against d_k on log axes: the unscaled curve falls steadily towards 0 as d_k grows, the
-# scaled curve stays flat; a marker shows the chosen d_k.*
+# softmax gradient norm against d_k on log axes: the unscaled curve stays near 0.35 up to d_k = 4, then drops
+# about six-fold by d_k = 512, not monotonically (random draws make it wobble; it rises again at 1024), while
+# the scaled curve stays flat near 0.36; a marker shows the chosen d_k.*
 
 # %% tags=["nbval-ignore-output"]
 TOKENS = ["the", "cat", "sat", "on", "a", "warm", "mat", "."]
 D_K_OPTIONS = [int(d) for d in 2 ** np.arange(11)]  # 1 .. 1024
 demo_rng = np.random.default_rng(4)
 q_demo = demo_rng.standard_normal(max(D_K_OPTIONS))  # one query; its first d_k entries are used
-K_demo = demo_rng.standard_normal((len(TOKENS), max(D_K_OPTIONS)))  # (T_k, d_k_max)
+K_demo = demo_rng.standard_normal((len(TOKENS), max(D_K_OPTIONS)))  # (T_k, 1024); each d_k uses its first columns
 
 
 def softmax_jacobian_norm(p):
@@ -227,7 +229,8 @@ scaled_choice.observe(redraw, names="value")
 # In multi-head attention every head computes its own scores from its own `d_head`-wide slices of $Q$ and $K$.
 # The dot product inside a head sums `d_head = d_model // n_heads` products, so its spread is
 # $\sqrt{d_{head}}$, and that is the number to divide by. It is tempting to use $\sqrt{d_{model}}$ because
-# `d_model` is "the model's dimension", but no dot product in the layer sums over `d_model` terms.
+# `d_model` is "the model's dimension", but no attention *score* sums over `d_model` terms (the projections
+# `x @ W_Q` and `x @ W_K` do, but their sums are not the scores that softmax reads).
 #
 # Implement `multi_head_scores(x, W_Q, W_K, n_heads)`: project `x` (`(..., T, d_model)`) with `W_Q` and `W_K`,
 # split both into heads with the given `split_heads`, and return every head's scaled scores, shape
@@ -284,7 +287,9 @@ for label, s in (("divide by sqrt(d_head) = 8", per_head), ("divide by sqrt(d_mo
 #   measured it, and dividing by $\sqrt{d_k}$ holds it near 1 for every width.
 # - Unscaled, wide scores push softmax to one-hot, where its gradient $\mathrm{diag}(p) - pp^\top$ vanishes.
 # - In multi-head attention the scale is $\sqrt{d_{head}} = \sqrt{d_{model}/n_{heads}}$, the width each head's dot
-#   product sums over; $\sqrt{d_{model}}$ makes the weights too flat and $d_{head}$ (no square root) even flatter.
+#   product sums over; $\sqrt{d_{model}}$ makes the weights too flat. Dividing by $d_{head}$ (no square root)
+#   is flatter still only when $d_{head} > \sqrt{d_{model}}$, that is when $d_{model} > n_{heads}^2$ (true for
+#   the paper's 512 and 8 heads, $64 > 22.6$; false for, say, $d_{model} = 64$ with 16 heads).
 # - Scale with `math.sqrt(d_head)`: in NumPy 2, `np.sqrt(d_head)` silently turns float32 scores into float64.
 #
 # **Next:** lesson 05 puts the pieces together in exercises.

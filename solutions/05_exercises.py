@@ -33,9 +33,9 @@
 #
 # Primary source: Vaswani et al., 2017, *Attention Is All You Need*, section 3.2.2.
 #
-# **Names.** `B` batch, `T` tokens, `d_model` width of a token vector, `n_heads` heads (the paper's $h$),
-# `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections `W_Q, W_K, W_V, W_O` of shape
-# `(d_model, d_model)` applied as `x @ W`.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` tokens, `d_model` width of a token vector,
+# `n_heads` heads (the paper's $h$), `d_head = d_model // n_heads` (the paper's $d_k = d_v$), projections
+# `W_Q, W_K, W_V, W_O` of shape `(d_model, d_model)` applied as `x @ W`.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from selfcheck_05 import (check_choice, check_head_weights, check_head_width, check_mha_from_scratch,
-                          check_param_count_answers, check_softmax, check_split_merge)
+                          check_param_count_answers, check_pasted, check_split_merge)
 
 # %% [markdown] nbgrader={"grade_id": "warmup"}
 # ## 1. Warm-up
@@ -78,10 +78,13 @@ from selfcheck_05 import (check_choice, check_head_weights, check_head_width, ch
 # comes from training.
 # </details>
 #
-# Several exercises below need a softmax. Bring yours from lesson 01 (or write it again): stable for large
-# scores, normalising along `axis`.
+# Several exercises below need a softmax. This lesson's one **paste cell**, marked `PASTE CELL`, is below: paste
+# your lesson-01 `softmax` into it (or write it again), stable for large scores and normalising along `axis`. Its
+# check says "This comes from your lesson 01" when the pasted softmax is wrong, and so does any later check that
+# fails because of it.
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
+# PASTE CELL: the body of your lesson-01 softmax goes here (same name, same arguments).
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson 01 version)."""
     ### BEGIN SOLUTION
@@ -92,8 +95,8 @@ def softmax(x, axis=-1):
 
 
 # %%
-# Self-check (not graded here: lesson 01 grades softmax).
-check_softmax(softmax)
+# Lesson 01's self-checks on your pasted softmax (not graded here: lesson 01 grades softmax).
+check_pasted(softmax=softmax)
 
 # %% [markdown] nbgrader={"grade_id": "sizes_intro"}
 # ## 2. Sizes: $d_k$ and the parameter count
@@ -572,7 +575,7 @@ for name, d_model, n_heads, layers in models:
 # | $d_k = d_v = d_{model}/h$ | `d_head` | |
 # | $W^Q_i$, $W^K_i$, $W^V_i$ | columns `i*d_head:(i+1)*d_head` of `W_Q`, `W_K`, `W_V` | `(d_model, d_head)` |
 # | $QW^Q_i$ | head `i` of `split_into_heads(x @ W_Q, n_heads)` | `(T, d_head)` |
-# | $\mathrm{head}_i$ | row `i` of `weights @ V` inside `mha_from_scratch` | `(T, d_head)` |
+# | $\mathrm{head}_i$ | `heads[i]`, index `i` on the heads axis of `heads = weights @ V` in `mha_from_scratch` | `(T, d_head)` |
 # | $\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)$ | `merge_heads(heads)` | `(T, h d_v)` |
 # | $W^O$ | `W_O` | `(h d_v, d_{model})` |
 # | $\sqrt{d_k}$ | `math.sqrt(d_head)` | |

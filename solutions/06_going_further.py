@@ -28,10 +28,10 @@
 # **Time needed:** about 75 minutes. **You need:** lessons 01 and 02 (softmax, attention with a mask,
 # `split_heads`, `concat_heads`, multi-head attention).
 #
-# **Names used in every lesson.** `B` batch, `T` sequence length, `d_model`, `n_heads`, `d_head = d_model //
-# n_heads`, `W_Q, W_K, W_V, W_O` applied as `x @ W`, and a boolean `mask` in which **True marks a blocked
-# (query, key) pair**. New here: `n_kv_heads`, the number of key/value heads, and `n_rep = n_heads // n_kv_heads`,
-# how many query heads share each of them.
+# **Names** (the [glossary](glossary.md) lists every one). `B` batch, `T` sequence length, `d_model`, `n_heads`,
+# `d_head = d_model // n_heads`, `W_Q, W_K, W_V, W_O` applied as `x @ W`, and a boolean `mask` in which **True marks
+# a blocked (query, key) pair**. New here: `n_kv_heads`, the number of key/value heads, and
+# `n_rep = n_heads // n_kv_heads`, how many query heads share each of them.
 
 # %% nbgrader={"grade_id": "setup", "points": 0}
 ### BEGIN HIDDEN TESTS
@@ -46,18 +46,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from selfcheck_06 import (check_causal_masks, check_causal_self_attention, check_decode_step,
-                          check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_repeat_kv,
+                          check_decode_with_kv_cache, check_gqa, check_kv_cache_append, check_pasted, check_repeat_kv,
                           check_tiled_attention, check_tiled_memory)
 
 # %% [markdown] nbgrader={"grade_id": "tools_intro"}
-# ## 0. Your tools from lessons 01 and 02
+# ## 0. Paste cell: your tools from lessons 01 and 02
 #
-# Paste your `softmax` and `scaled_dot_product_attention` from lesson 01 and your `split_heads`, `concat_heads`
-# and `multi_head_attention` from lesson 02 into the cell below, then run it. The demonstrations in this lesson
-# call them. This cell earns no points, and the graded tests never depend on it: they put the course's own
+# This lesson's one **paste cell**, marked `PASTE CELL`, is below. Paste your `softmax` and
+# `scaled_dot_product_attention` from lesson 01 and your `split_heads`, `concat_heads` and `multi_head_attention`
+# from lesson 02 into it, run it, then run the check after it, which runs those lessons' self-checks and says
+# "This comes from your lesson 01" (or 02) when a pasted function is wrong; so does any later check that fails
+# because of it. The demonstrations in this lesson call them. This cell earns no points, and the graded tests never depend on it: they put the course's own
 # versions of these functions in place, so a mistake carried over from an earlier lesson costs nothing here.
 
 # %% nbgrader={"grade_id": "tools", "solution": true}
+# PASTE CELL: the bodies of your lesson-01 and lesson-02 functions go here (same names, same arguments).
 def softmax(x, axis=-1):
     """Numerically stable softmax along `axis` (your lesson-01 version)."""
     ### BEGIN SOLUTION
@@ -81,6 +84,8 @@ def split_heads(x, n_heads):
     """(..., T, d_model) -> (..., n_heads, T, d_head)."""
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
+    if d_model % n_heads != 0:
+        raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
     x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
     return np.swapaxes(x, -3, -2)  # (..., n_heads, T, d_head)
     ### END SOLUTION
@@ -104,6 +109,11 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     return concat_heads(heads) @ W_O, weights
     ### END SOLUTION
 
+
+# %%
+# Lesson 01's and lesson 02's self-checks, run on the functions you pasted above.
+check_pasted(softmax=softmax, scaled_dot_product_attention=scaled_dot_product_attention, split_heads=split_heads,
+             concat_heads=concat_heads, multi_head_attention=multi_head_attention)
 
 # %% [markdown] nbgrader={"grade_id": "gqa_intro"}
 # ## 1. Fewer key/value heads: GQA and MQA
@@ -236,8 +246,9 @@ layers, q_heads, head_width, bytes_per_number, context = 80, 64, 128, 2, 4096
 print(f"\nKV cache of Llama-2 70B shapes for one sequence of {context} tokens:")
 for name, kv_heads in [("MHA", 64), ("GQA (as shipped)", 8), ("MQA", 1)]:
     per_token = 2 * layers * kv_heads * head_width * bytes_per_number  # K and V, every layer
+    saving = "the baseline" if kv_heads == q_heads else f"{q_heads // kv_heads}x less than MHA"
     print(f"  {name:<17} n_kv_heads={kv_heads:>2}: {per_token / 2**10:>6.0f} KiB per token, "
-          f"{per_token * context / 2**30:>5.2f} GiB per sequence ({q_heads // kv_heads}x less than MHA)")
+          f"{per_token * context / 2**30:>5.2f} GiB per sequence ({saving})")
 
 # %% [markdown] nbgrader={"grade_id": "masks_intro"}
 # ## 2. One causal mask, four conventions
@@ -328,7 +339,7 @@ __import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
 ### END HIDDEN TESTS
 # Self-check: no weight on a future token, earlier rows unchanged when a later token changes.
 check_causal_self_attention(causal_self_attention, multi_head_attention,
-                            grouped_query_attention=grouped_query_attention)
+                            grouped_query_attention=grouped_query_attention, causal_mask=causal_mask)
 
 # %% [markdown] nbgrader={"grade_id": "append_intro"}
 # Implement `kv_cache_append(cache_k, cache_v, k, v)`: the caches are `(..., n_kv_heads, T_past, d_head)`, the new
@@ -494,9 +505,13 @@ plt.show()
 # Implement `tiled_attention(Q, K, V, block_size, causal=False)`: Q `(..., T_q, d_k)`, K `(..., T_k, d_k)`,
 # V `(..., T_k, d_v)` -> out `(..., T_q, d_v)` (no weights: they are never formed). With `causal=True`, key $j$ is
 # blocked for query $i$ when $j > i$. Two cautions:
-# - start $m$ at $-\infty$; where a query has seen no open key yet, $m'$ is still $-\infty$ and $e^{-\infty -
-#   (-\infty)}$ is NaN: shift by 0 at such rows (`np.where(np.isfinite(m_new), m_new, 0.0)`) and the open keys
-#   of later blocks still come out right;
+# - start $m$ at $-\infty$. With this causal rule key 0 is open to every query, so every query sees an open key in
+#   the first block and $m'$ is finite from then on: with finite scores its inputs never produce NaN. A row whose
+#   first block is *entirely* blocked does: with left padding (the first keys of a sequence are padding) or a sliding
+#   window, $m'$ stays $-\infty$ after that block and $e^{-\infty - (-\infty)}$ is NaN, which then spreads through
+#   every later block (a cell after the self-checks below shows such an input). Shifting by 0 at such rows
+#   (`np.where(np.isfinite(m_new), m_new, 0.0)`) makes the blocked keys contribute $e^{-\infty} = 0$ and keeps your
+#   function right when you later add a mask;
 # - the result must equal plain attention within $10^{-10}$ in float64, for any block size (including 1 and one
 #   larger than $T_k$).
 
@@ -541,6 +556,33 @@ __import__("autograder.hidden_cell").hidden_cell.run("tiled_memory")
 ### END HIDDEN TESTS
 # Self-check: the peak allocation stays far below one (T, T) float64 matrix.
 check_tiled_memory(tiled_attention)
+
+# %% [markdown] nbgrader={"grade_id": "tiled_nan_intro"}
+# ### See it: the input that does give NaN
+#
+# A key whose score is $-\infty$ for every query acts as padding: here keys 0 and 1 hold $-\infty$, and every
+# query is positive, so their scores are $-\infty$ (a stand-in for a padding mask, which this function does not
+# take). With `block_size = 2` the first block is entirely blocked for every query. The cell shows the NaN that
+# block makes when the shift is the raw running max, then runs *your* `tiled_attention` on the same input and
+# compares it with plain attention, which gives those keys weight 0.
+
+# %%
+s_first = np.array([[-np.inf, -np.inf]])  # (T_q = 1, block): the first block's scores, both keys padding
+m_first = s_first.max(axis=-1, keepdims=True)  # (T_q, 1): the running max after it, still -inf
+with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen quietly, to show it
+    print("shift by the running max:     ", np.exp(s_first - m_first))
+print("shift by 0 where it is -inf:  ", np.exp(s_first - np.where(np.isfinite(m_first), m_first, 0.0)))
+
+rng = np.random.default_rng(7)
+Q_pad = rng.uniform(0.5, 1.5, size=(1, 4, 3))  # (B, T_q, d_k), every entry positive
+K_pad = rng.normal(size=(1, 6, 3))  # (B, T_k, d_k)
+K_pad[:, :2] = -np.inf  # keys 0 and 1: score -inf for every query, like padding
+V_pad = rng.normal(size=(1, 6, 5))  # (B, T_k, d_v)
+plain_pad, _ = scaled_dot_product_attention(Q_pad, K_pad, V_pad)
+tiled_pad = tiled_attention(Q_pad, K_pad, V_pad, 2)
+print("your tiled_attention, block_size=2:", "NaN in the output" if np.isnan(tiled_pad).any() else
+      f"largest difference from plain attention {np.max(np.abs(tiled_pad - plain_pad)):.1e}")
+
 
 # %% [markdown] nbgrader={"grade_id": "memory_plot_intro"}
 # ### Measure it: peak memory as T grows
@@ -726,7 +768,7 @@ plt.show()
 # other work; BLAS limited to one thread, which keeps such a machine's figures steadier) it printed:
 #
 # | layer (float64; matmul peak 40 GFLOP/s on one core) | loop | batched | fused QKV | course reference |
-# |---|---|---|---|---|---|
+# |---|---|---|---|---|
 # | lesson size, B=2 T=32 d_model=64 h=4 | 0.15 ms, 44% | 0.11 ms, 61% | 0.11 ms, 58% | 0.13 ms, 50% |
 # | B=8 T=128 d_model=512 h=8 | 141 ms, 43% | 104 ms, 58% | 108 ms, 56% | 112 ms, 54% |
 # | B=1 T=2048 d_model=768 h=12 | 2593 ms, 22% | 4468 ms, 13% | 4426 ms, 13% | 2002 ms, 28% |

@@ -12,10 +12,14 @@ import math
 import numpy as np
 
 # lesson 01's check, for the warm-up
-from selfcheck_01 import check_softmax
-from selfcheck_common import call, close, effective_scale, fail, ok
+from selfcheck_01 import check_softmax, check_softmax_stable
+from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, pasted
 
-__all__ = ["check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
+# the paste cell's softmax, from lesson 01: a failure of it is reported as coming from lesson 01
+pasted("01", "softmax", check_softmax, check_softmax_stable)
+
+__all__ = ["check_pasted",
+           "check_softmax", "check_head_width", "check_param_count_answers", "check_choice", "check_split_merge",
            "check_head_weights", "check_mha_from_scratch"]
 
 
@@ -127,12 +131,12 @@ def check_split_merge(split_into_heads, merge_heads):
         raise
     except Exception as exc:
         fail(f"split_into_heads fails on a batch x of shape (B, T, d_model) = {xb.shape}: {exc}. Use negative "
-             "axes (np.swapaxes(x, -3, -2)) so leading batch axes pass through")
+             "axes (counted from the end) so leading batch axes pass through")
     if np.shape(heads_b) != (B, n_heads, T, d_head) or not all(
             np.array_equal(heads_b[b], np.asarray(split_into_heads(xb[b], n_heads))) for b in range(B)):
         fail(f"on a batch of shape {xb.shape} split_into_heads should give (B, n_heads, T, d_head) = "
              f"{(B, n_heads, T, d_head)} with each example split as on its own, got shape {np.shape(heads_b)}: "
-             "swap the two axes just before d_head (np.swapaxes(x, -3, -2)), not fixed axes 0 and 1")
+             "swap the two axes just before d_head, counted from the end, not fixed axes 0 and 1")
     merged = call(merge_heads, "merge_heads", heads)
     if np.shape(merged) != (T, d_model):
         fail(f"merge_heads of shape (n_heads, T, d_head) = {heads.shape} gave {np.shape(merged)}, expected "
@@ -185,6 +189,41 @@ def _scale_message(c, d_head, d_model):
     return f"head 0's scores are multiplied by {c:.4g}; expected 1/sqrt(d_head) = {1 / math.sqrt(d_head):.4g}"
 
 
+def _on_batch(fn, name, x, *args):
+    """fn(x, *args) on a batched x; an error there is reported as what it is: code written for one sequence."""
+    try:
+        return fn(x, *args)
+    except NotImplementedError:
+        return call(fn, name, x, *args)
+    except Exception as exc:
+        fail(f"{name} fails on a batch x of shape (B, T, d_model) = {x.shape} ({type(exc).__name__}: {exc}) though "
+             "it works on one sequence: some axis is counted from the front (x.shape[0], K.T, transpose(0, 2, 1), "
+             "a fixed batch size); count the axes from the end so leading batch axes pass through")
+
+
+def _projection_probe(T=5, d_model=12, n_heads=3, seed=7):
+    """A layer with W_K = identity and a W_Q that is not symmetric: x @ W_Q and x @ W_Q.T differ, so head 0's
+    raw scores tell which one was used. Returns x, W_Q, W_K, head 0's raw scores with x @ W and with x @ W.T."""
+    d_head = d_model // n_heads
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(T, d_model))
+    W_Q = np.eye(d_model) + np.triu(rng.normal(size=(d_model, d_model)), k=1)  # not symmetric
+    W_K = np.eye(d_model)
+    K0 = x[:, :d_head]  # head 0's keys (W_K = identity)
+    return x, W_Q, W_K, (x @ W_Q)[:, :d_head] @ K0.T, (x @ W_Q.T)[:, :d_head] @ K0.T
+
+
+def _projections_transposed(weights0, raw, raw_t):
+    """True when head 0's weights are a softmax of the scores x @ W.T would give and not of those x @ W gives."""
+    return effective_scale(weights0, raw) is None and effective_scale(weights0, raw_t) is not None
+
+
+_TRANSPOSED = ("the queries and keys are projected with the transposed weights (x @ W.T): on a W_Q that is not "
+               "symmetric, head 0's weights follow x @ W_Q.T. The course applies every projection as x @ W, the "
+               "rows of W taking the input's d_model features (the identity and zero probes cannot tell the two "
+               "apart)")
+
+
 def check_head_weights(head_weights, split_into_heads=None):
     """Shape, rows sum to 1, same input same output, W_Q = 0 gives uniform weights; then per-head probes."""
     T, d_model, n_heads = 5, 12, 3
@@ -217,10 +256,20 @@ def check_head_weights(head_weights, split_into_heads=None):
         return
     B = 2
     xb = np.stack([x, x[::-1]])
-    wb = call(head_weights, "head_weights", xb, W_Q, W_K, n_heads)
+    wb = _on_batch(head_weights, "head_weights", xb, W_Q, W_K, n_heads)
     if np.shape(wb) != (B, n_heads, T, T) or not close(wb[1], head_weights(x[::-1], W_Q, W_K, n_heads), 1e-9):
         fail(f"on a batch x of shape (B, T, d_model) = {xb.shape} head_weights should give (B, n_heads, T, T) = "
              f"{(B, n_heads, T, T)}, each example as on its own (got shape {np.shape(wb)}): use negative axes")
+    x_p, W_Q_p, W_K_p, raw, raw_t = _projection_probe(T, d_model, n_heads)
+    w_p = np.asarray(call(head_weights, "head_weights", x_p, W_Q_p, W_K_p, n_heads), float)
+    if _projections_transposed(w_p[0], raw, raw_t):
+        fail(_TRANSPOSED)
+    w32 = call(head_weights, "head_weights", x.astype(np.float32), W_Q.astype(np.float32), W_K.astype(np.float32),
+               n_heads)
+    if getattr(w32, "dtype", None) != np.float32 or getattr(again, "dtype", None) != np.float64:
+        fail(f"float32 input gave {getattr(w32, 'dtype', type(w32))} weights and float64 input "
+             f"{getattr(again, 'dtype', type(again))}: the weights must keep the input's dtype (a numpy float64 "
+             "scale such as np.sqrt(d_head) promotes float32; math.sqrt does not)")
     d_head = d_model // n_heads
     for j in range(n_heads):
         W_Q_j = W_Q.copy()
@@ -241,8 +290,8 @@ def check_head_weights(head_weights, split_into_heads=None):
     c = effective_scale(ws[0], raw0)
     if c is None or abs(c - 1 / math.sqrt(d_head)) > 1e-6:
         fail(_scale_message(c, d_head, d_model))
-    ok("head_weights: shape (n_heads, T, T), rows sum to 1, computed from the layer, each head uses only its "
-       "own columns, scale 1/sqrt(d_head), batches work")
+    ok("head_weights: shape (n_heads, T, T), rows sum to 1, computed from the layer with x @ W, each head uses "
+       "only its own columns, scale 1/sqrt(d_head), batches work, the input's dtype kept")
 
 
 # ------------------------------------------------------------------------------------ mha from raw operations
@@ -283,7 +332,7 @@ def check_mha_from_scratch(mha_from_scratch, split_into_heads=None, merge_heads=
            "once split_into_heads and merge_heads pass their check)")
         return
     xb = np.stack([x, x[::-1], 2 * x])
-    outb, wb = call(mha_from_scratch, "mha_from_scratch", xb, W_Q, W_K, W_V, W_O, n_heads)
+    outb, wb = _on_batch(mha_from_scratch, "mha_from_scratch", xb, W_Q, W_K, W_V, W_O, n_heads)
     if np.shape(outb) != (3, T, d_model) or np.shape(wb) != (3, n_heads, T, T) or not close(outb[0], out, 1e-9):
         fail(f"on a batch x of shape (B, T, d_model) = {xb.shape} the result should be out (B, T, d_model) and "
              f"weights (B, n_heads, T, T), each example as on its own: use negative axes")
@@ -298,10 +347,19 @@ def check_mha_from_scratch(mha_from_scratch, split_into_heads=None, merge_heads=
         fail("with W_Q = 0 each head averages its values over all tokens, so every output row must be "
              "mean_t(x @ W_V) @ W_O; yours is not: check that V is split into heads like Q and K, and that the "
              "heads are concatenated (not summed or averaged) before W_O")
+    x_p, W_Q_p, W_K_p, raw, raw_t = _projection_probe(T, d_model, n_heads)
+    _, w_p = call(mha_from_scratch, "mha_from_scratch", x_p, W_Q_p, W_K_p, W_V, W_O, n_heads)
+    if _projections_transposed(np.asarray(w_p, float)[0], raw, raw_t):
+        fail(_TRANSPOSED)
+    out32, _ = call(mha_from_scratch, "mha_from_scratch", *(a.astype(np.float32) for a in args), n_heads)
+    if getattr(out32, "dtype", None) != np.float32 or getattr(out, "dtype", None) != np.float64:
+        fail(f"float32 input gave a {getattr(out32, 'dtype', type(out32))} output and float64 input "
+             f"{getattr(out, 'dtype', type(out))}: the output must keep the input's dtype (a numpy float64 scale "
+             "such as np.sqrt(d_head) promotes float32; math.sqrt does not)")
     x_s, eye, raw0, d_head = _scale_probe(T, d_model, n_heads)
     _, ws = call(mha_from_scratch, "mha_from_scratch", x_s, eye, eye, W_V, W_O, n_heads)
     c = effective_scale(np.asarray(ws, float)[0], raw0)
     if c is None or abs(c - 1 / math.sqrt(d_head)) > 1e-6:
         fail(_scale_message(c, d_head, d_model))
     ok("mha_from_scratch: out is (T, d_model) for 1, 2, 3, 4, 6 and 12 heads, W_O applied, the W_Q = 0 output "
-       "is right, scale 1/sqrt(d_head), batches work")
+       "is right, x @ W, scale 1/sqrt(d_head), batches work, the input's dtype kept")

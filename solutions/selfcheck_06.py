@@ -11,9 +11,18 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, fail, ok
+from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
+from selfcheck_02 import check_concat_heads, check_mha_mask, check_multi_head_attention, check_split_heads
+from selfcheck_common import call, check_pasted, close, fail, ok, pasted
 
-__all__ = ["check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
+# the paste cell's functions, from lessons 01 and 02: a failure of theirs is reported as coming from that lesson
+pasted("01", "softmax", check_softmax, check_softmax_stable)
+pasted("01", "scaled_dot_product_attention", check_attention, check_attention_mask)
+pasted("02", "split_heads", check_split_heads)
+pasted("02", "concat_heads", check_concat_heads)
+pasted("02", "multi_head_attention", check_multi_head_attention, check_mha_mask)
+
+__all__ = ["check_pasted", "check_repeat_kv", "check_gqa", "check_causal_masks", "check_causal_self_attention",
            "check_kv_cache_append", "check_decode_step", "check_decode_with_kv_cache", "check_tiled_attention",
            "check_tiled_memory"]
 
@@ -84,11 +93,11 @@ def check_repeat_kv(repeat_kv):
     got = call(repeat_kv, "repeat_kv", x, 3)
     if np.shape(got) != (6, 3, 4):
         fail(f"repeat_kv of a (n_kv_heads=2, T=3, d_head=4) array with n_rep=3 has shape {np.shape(got)}, expected "
-             "(6, 3, 4): repeat along the KV-head axis, axis=-3")
+             "(6, 3, 4): repeat along the KV-head axis, the third from the end")
     order = np.asarray(got)[:, 0, 0]
     if np.array_equal(order, [0, 1, 0, 1, 0, 1]):
-        fail("the KV heads come out in the order 0 1 0 1 0 1 (np.tile); each KV head must serve a consecutive "
-             "group of query heads, 0 0 0 1 1 1: use np.repeat(x, n_rep, axis=-3)")
+        fail("the KV heads come out in the order 0 1 0 1 0 1 (the whole stack tiled); each KV head must serve a "
+             "consecutive group of query heads, 0 0 0 1 1 1: repeat each head in place, next to itself")
     if not np.array_equal(order, [0, 0, 0, 1, 1, 1]) or not np.array_equal(got, np.repeat(before, 3, axis=0)):
         fail(f"the heads come out as {order.tolist()}, expected [0, 0, 0, 1, 1, 1], each a full copy of its KV head")
     if not np.array_equal(x, before):
@@ -97,20 +106,31 @@ def check_repeat_kv(repeat_kv):
     gotb = call(repeat_kv, "repeat_kv", xb, 2)  # (B=2, n_kv_heads=2, T=3, d_head=4)
     if np.shape(gotb) != (2, 4, 3, 4):
         fail(f"with a batch axis, (B=2, n_kv_heads=2, T=3, d_head=4) and n_rep=2 should give (2, 4, 3, 4), got "
-             f"{np.shape(gotb)}: count the axis from the end (axis=-3) so a batch axis does not move it")
+             f"{np.shape(gotb)}: count the axis from the end so a batch axis does not move it")
     if not np.array_equal(np.asarray(gotb)[:, :, 0, 0], [[0, 0, 1, 1], [10, 10, 11, 11]]):
-        fail("with a batch axis the heads are not repeated within each batch element; use axis=-3")
+        fail("with a batch axis the heads are not repeated within each batch element: count the axis from the end")
     if not np.array_equal(call(repeat_kv, "repeat_kv", x, 1), x):
         fail("repeat_kv(x, 1) should return the same values as x")
     ok("repeat_kv: heads repeated in consecutive groups (0 0 0 1 1 1), batch axis untouched")
 
 
+def _some_mask(rng, lead, T):
+    """A random boolean mask (True = blocked) of shape (*lead, 1, T, T) in which every query keeps a key."""
+    mask = rng.random((*lead, 1, T, T)) < 0.4
+    mask[..., np.arange(T), np.arange(T)] = False
+    return mask
+
+
 def check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=None):
-    """MHA end, MQA end and a true group, against multi_head_attention with repeated K/V weights."""
+    """MHA end, MQA end and a true group, with and without a mask, batched and unbatched, against
+    multi_head_attention with repeated K/V weights."""
     rng = np.random.default_rng(60)
     B, T, n_heads, d_head = 2, 5, 4, 3
-    ends = [(n_heads, "the MHA end (n_kv_heads = n_heads)"), (1, "the MQA end (n_kv_heads = 1)")]
-    for n_kv, name in ends + [(2, "a group of 2 query heads per KV head")]:
+    ends = [(n_heads, "the MHA end (n_kv_heads = n_heads)", None), (1, "the MQA end (n_kv_heads = 1)", None)]
+    groups = [(2, "a group of 2 query heads per KV head", None),
+              (2, "a group of 2 query heads per KV head, with a mask", (B,)),
+              (2, "a group of 2 query heads per KV head, one sequence, with a mask", ())]
+    for n_kv, name, mask_lead in ends + groups:
         if n_kv == 2 and repeat_kv is not None:
             broken = _helpers_not_ready(repeat_kv=lambda: check_repeat_kv(repeat_kv))
             if broken:
@@ -118,26 +138,45 @@ def check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=None):
                 return
         n_rep = n_heads // n_kv
         x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)
-        result = call(grouped_query_attention, "grouped_query_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_kv)
+        lead = (B,)
+        kwargs = {}
+        if mask_lead is not None:
+            lead = mask_lead
+            x = x if lead else x[0]
+            kwargs = {"mask": _some_mask(rng, lead, T)}
+        try:
+            result = grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv, **kwargs)
+        except NotImplementedError:
+            result = call(grouped_query_attention, "grouped_query_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_kv)
+        except ValueError as exc:
+            fail(f"for {name} grouped_query_attention raised ValueError ({exc}): W_K and W_V are (d_model, "
+                 f"n_kv_heads * d_head) = {W_K.shape}, so K and V hold n_kv_heads heads of width d_head, not n_heads")
         if not isinstance(result, tuple) or len(result) != 2:
             fail("grouped_query_attention must return a pair: (out, weights)")
         out, weights = result
-        if np.shape(weights) != (B, n_heads, T, T):
-            fail(f"for {name} the weights should be (B, n_heads, T, T) = {(B, n_heads, T, T)}, got "
+        if np.shape(weights) != (*lead, n_heads, T, T):
+            fail(f"for {name} the weights should be (..., n_heads, T, T) = {(*lead, n_heads, T, T)}, got "
                  f"{np.shape(weights)}: repeat the KV heads so every query head has one")
-        if np.shape(out) != (B, T, n_heads * d_head):
-            fail(f"out should be (B, T, d_model) = {(B, T, n_heads * d_head)}, got {np.shape(out)}")
+        if np.shape(out) != (*lead, T, n_heads * d_head):
+            fail(f"for {name} out should be (..., T, d_model) = {(*lead, T, n_heads * d_head)}, got {np.shape(out)}")
         expected, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep),
-                           _expand(W_V, n_kv, n_rep), W_O, n_heads)
+                           _expand(W_V, n_kv, n_rep), W_O, n_heads, **kwargs)
         if not close(out, expected, 1e-8):
             tiled, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep, "tile"),
-                            _expand(W_V, n_kv, n_rep, "tile"), W_O, n_heads)
+                            _expand(W_V, n_kv, n_rep, "tile"), W_O, n_heads, **kwargs)
             if close(out, tiled, 1e-8):
-                fail("the KV heads are repeated in the order 0 1 0 1 (np.tile); query heads 0..n_rep-1 must share "
-                     "KV head 0: np.repeat along axis -3")
+                fail("the KV heads are repeated in the order 0 1 0 1 (the whole stack tiled); query heads "
+                     "0..n_rep-1 must share KV head 0")
+            if kwargs:
+                unmasked, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, _expand(W_K, n_kv, n_rep),
+                                   _expand(W_V, n_kv, n_rep), W_O, n_heads)
+                if close(out, unmasked, 1e-8):
+                    fail(f"for {name} the output is that of attention without the mask: the mask given to "
+                         "grouped_query_attention must reach the attention of every query head")
             fail(f"for {name} the output differs from multi-head attention with each KV head's weights copied "
-                 "to its query heads: split Q into n_heads heads and K, V into n_kv_heads heads, then repeat K, V")
-    ok("grouped_query_attention: equals MHA with repeated K/V weights, at both ends and in between")
+                 "to its query heads: Q has n_heads heads and K, V have n_kv_heads heads, shared by groups")
+    ok("grouped_query_attention: equals MHA with repeated K/V weights, at both ends and in between, with a mask, "
+       "batched and unbatched")
 
 
 def check_causal_masks(causal_mask):
@@ -166,42 +205,62 @@ def check_causal_masks(causal_mask):
     ok("causal_mask: all four conventions right, unknown names rejected")
 
 
-def check_causal_self_attention(causal_self_attention, multi_head_attention, grouped_query_attention=None):
-    """Zero weight on the future; equal to causal multi-head attention at the MHA end; causal in effect."""
+def check_causal_self_attention(causal_self_attention, multi_head_attention, grouped_query_attention=None,
+                                causal_mask=None):
+    """Zero weight on the future; equal to causal multi-head attention with each KV head's weights copied to its
+    query heads, on true groups, batched and unbatched; causal in effect."""
+    helpers = {}
     if grouped_query_attention is not None:
-        broken = _helpers_not_ready(grouped_query_attention=lambda: check_gqa(grouped_query_attention,
-                                                                              multi_head_attention))
-        if broken:
-            _skip("causal_self_attention", broken)
-            return
+        helpers["grouped_query_attention"] = lambda: check_gqa(grouped_query_attention, multi_head_attention)
+    if causal_mask is not None:
+        helpers["causal_mask"] = lambda: check_causal_masks(causal_mask)
+    broken = _helpers_not_ready(**helpers)
+    if broken:
+        _skip("causal_self_attention", broken)
+        return
     rng = np.random.default_rng(61)
-    B, T, n_heads, d_head = 2, 6, 3, 4
-    x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_heads, d_head)
-    result = call(causal_self_attention, "causal_self_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_heads)
+    B, T, n_heads, n_kv, d_head = 2, 6, 4, 2, 3
+    x, W_Q, W_K, W_V, W_O = _gqa_layer(rng, B, T, n_heads, n_kv, d_head)
+    try:
+        result = causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv)
+    except NotImplementedError:
+        result = call(causal_self_attention, "causal_self_attention", x, W_Q, W_K, W_V, W_O, n_heads, n_kv)
+    except ValueError as exc:
+        fail(f"causal_self_attention raised ValueError ({exc}) with n_heads={n_heads} and n_kv_heads={n_kv}: "
+             f"W_K and W_V are (d_model, n_kv_heads * d_head) = {W_K.shape}; the full path is grouped-query "
+             "attention, like the cached one")
     if not isinstance(result, tuple) or len(result) != 2:
         fail("causal_self_attention must return a pair: (out, weights)")
     out, weights = result
     if np.shape(weights) != (B, n_heads, T, T):
         fail(f"weights should be (B, n_heads, T, T) = {(B, n_heads, T, T)}, got {np.shape(weights)}")
-    if np.any(np.isnan(np.asarray(weights, float))):
-        fail("some weights are NaN: a row whose keys are all blocked gives 0/0. Query 0 must keep key 0: block only "
-             "the future, np.triu(np.ones((T, T), bool), k=1), not the diagonal")
-    future = np.asarray(weights)[..., _causal(T)]
-    if np.any(future != 0):
-        diag = np.asarray(weights)[..., np.arange(T), np.arange(T)]
+    weights = np.asarray(weights)
+    if np.any(np.isnan(weights.astype(float))):
+        fail("some weights are NaN: a row whose keys are all blocked gives 0/0. Which keys does query 0 have? "
+             "A token may attend to itself")
+    if np.any(weights[..., _causal(T)] != 0):
         fail("some weights on future tokens (above the diagonal) are not 0: the causal mask is missing or "
-             "inverted; pass mask = np.triu(np.ones((T, T), bool), k=1), True = blocked"
-             if np.any(diag != 0) else "the diagonal is blocked: a token may attend to itself; use k=1 in np.triu")
+             "inverted (in the course, True = blocked)")
+    if np.any(weights[..., np.arange(T), np.arange(T)] == 0):
+        fail("the diagonal is blocked: a token may attend to itself; only the keys after it are the future")
     x_later = x.copy()
     x_later[:, -1] += 1.0  # change only the last token
-    out_later = call(causal_self_attention, "causal_self_attention", x_later, W_Q, W_K, W_V, W_O, n_heads, n_heads)[0]
+    out_later = call(causal_self_attention, "causal_self_attention", x_later, W_Q, W_K, W_V, W_O, n_heads, n_kv)[0]
     if not close(np.asarray(out_later)[:, :-1], np.asarray(out)[:, :-1], 1e-10):
         fail("changing the last token changed the outputs of earlier tokens: they must not see the future. Is the "
              "causal mask passed to the attention?")
-    expected, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, W_V, W_O, n_heads, mask=_causal(T))
+    n_rep = n_heads // n_kv
+    W_K_full, W_V_full = _expand(W_K, n_kv, n_rep), _expand(W_V, n_kv, n_rep)
+    expected, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K_full, W_V_full, W_O, n_heads,
+                       mask=_causal(T))
     if not close(out, expected, 1e-8):
-        fail("out differs from causal multi-head attention at the MHA end (n_kv_heads = n_heads)")
-    ok("causal_self_attention: no weight on the future, earlier rows blind to later tokens, equal to causal MHA")
+        fail("out differs from causal multi-head attention with each KV head's weights copied to its query heads")
+    one = call(causal_self_attention, "causal_self_attention", x[0], W_Q, W_K, W_V, W_O, n_heads, n_kv)[0]
+    if not close(one, expected[0], 1e-8):
+        fail("on one sequence (T, d_model), without a batch axis, out differs from the first example of the batch: "
+             "count the axes from the end (T is x.shape[-2])")
+    ok("causal_self_attention: no weight on the future, earlier rows blind to later tokens, equal to causal GQA, "
+       "batched and unbatched")
 
 
 def check_kv_cache_append(kv_cache_append):
@@ -310,34 +369,77 @@ def check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decod
         rows = [t for t in range(T) if not close(out[:, t], full[:, t], 1e-8)]
         fail(f"rows {rows} differ from full causal attention; feed token t as x[..., t:t+1, :] and keep the caches "
              "that decode_step returns for the next step")
-    ok("decode_with_kv_cache: token-by-token decoding equals full causal attention, row for row")
+    result32 = call(decode_with_kv_cache, "decode_with_kv_cache", *(a.astype(np.float32) for a in
+                                                                     (x, W_Q, W_K, W_V, W_O)), n_heads, n_kv)
+    dtypes = [getattr(r, "dtype", None) for r in result32]
+    if any(d != np.float32 for d in dtypes):
+        fail(f"float32 input gave out, cache_k, cache_v of dtypes {[str(d) for d in dtypes]}: everything must stay "
+             "float32; an array made without dtype= (np.zeros(shape)) is float64 and promotes what joins it")
+    ok("decode_with_kv_cache: token-by-token decoding equals full causal attention, row for row; float32 stays "
+       "float32")
+
+
+def _tiled_difference(tiled_attention, scaled_dot_product_attention, Q, K, V, block):
+    """What is wrong with tiled attention's out on (Q, K, V, block) (non-causal), as a message; None if right."""
+    plain, _ = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, K, V)
+    out = np.asarray(call(tiled_attention, "tiled_attention", Q, K, V, block))
+    if out.shape != plain.shape:
+        return (f"tiled_attention should return out of shape (..., T_q, d_v) = {plain.shape}, got {out.shape} "
+                "(only out: the weights are never formed)")
+    if close(out, plain, 1e-10):
+        return None
+    where = f"block_size={block}, T_k={K.shape[-2]}"
+    bad = ~np.isfinite(out).all(axis=-1)  # (..., T_q): rows with NaN or inf
+    if bad.any():
+        row_max = (Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])).max(axis=-1)[bad]  # largest score per bad row
+        return (f"{where}: {int(bad.sum())} rows of out are NaN or inf; the largest score of those rows is "
+                f"{row_max.min():.0f} to {row_max.max():.0f}. exp(score - m) over- or underflows there in every "
+                "term: is m, from the first block on, the largest score the row has seen (it starts at -inf, not "
+                "at 0)?")
+    d_k = Q.shape[-1]
+    unscaled, _ = scaled_dot_product_attention(Q * math.sqrt(d_k), K, V)  # scores Q K^T, not divided
+    if close(out, unscaled, 1e-8):
+        return f"{where}: out equals attention without the 1/sqrt(d_k) scale: divide the block scores by sqrt(d_k)"
+    cut = (K.shape[-2] // block) * block  # the keys in whole blocks
+    if 0 < cut < K.shape[-2]:
+        whole, _ = scaled_dot_product_attention(Q, K[..., :cut, :], V[..., :cut, :])
+        if close(out, whole, 1e-8):
+            return (f"{where}: out equals attention over the first {cut} keys only: the last, shorter block "
+                    f"(keys {cut}..{K.shape[-2] - 1}) is left out")
+    return (f"{where}: out differs from plain attention by up to {np.max(np.abs(out - plain)):.2g}, though the "
+            "scale and the last block are right. Inspect how the running sum and output are carried from block to "
+            "block: everything summed so far was measured against the old running max")
 
 
 def check_tiled_attention(tiled_attention, scaled_dot_product_attention):
-    """Equal to plain attention within 1e-10 for block sizes 1, 3, 4 and 64, with and without the causal mask."""
+    """Equal to plain attention within 1e-10 for block sizes 1, 3, 4 and 64, with and without the causal mask,
+    also for rows of scores far from 0; float32 stays float32."""
     rng = np.random.default_rng(65)
     Q = rng.normal(size=(2, 7, 4)) * 3  # (B, T_q, d_k); large scores so the running max really moves
     K = rng.normal(size=(2, 10, 4)) * 3  # (B, T_k, d_k)
     V = rng.normal(size=(2, 10, 5))  # (B, T_k, d_v)
-    plain, _ = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, K, V)
     Ks, Vs = K[:, :7], V[:, :7]
     plain_causal, _ = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, Ks, Vs, mask=_causal(7))
     for block in (4, 3, 1, 64):
-        out = call(tiled_attention, "tiled_attention", Q, K, V, block)
-        if np.shape(out) != (2, 7, 5):
-            fail(f"tiled_attention should return out of shape (B, T_q, d_v) = (2, 7, 5), got {np.shape(out)} "
-                 "(only out: the weights are never formed)")
-        if np.any(~np.isfinite(out)):
-            fail(f"block_size={block}: out contains NaN or inf; shift by the running max, and by 0 where a row has "
-                 "seen no open key yet")
-        if not close(out, plain, 1e-10):
-            fail(f"block_size={block}: out differs from plain attention by up to {np.max(np.abs(out - plain)):.2g}; "
-                 "when a block raises the running max m, rescale the running sum and output by exp(m_old - m_new)")
+        why = _tiled_difference(tiled_attention, scaled_dot_product_attention, Q, K, V, block)
+        if why:
+            fail(why)
         out_c = call(tiled_attention, "tiled_attention", Q, Ks, Vs, block, causal=True)
         if not close(out_c, plain_causal, 1e-10):
             fail(f"block_size={block}, causal=True: out differs from causal attention; block key j for query i "
                  "when j > i (positions counted from the start of the whole sequence, not of the block)")
-    ok("tiled_attention: equal to plain attention within 1e-10 for block sizes 1, 3, 4, 64, causal or not")
+    Q_far, K_far = Q.copy(), K.copy()
+    K_far[..., 0] = 1.0  # every key has feature 0 = 1, so query feature 0 shifts the whole row of scores
+    Q_far[:, :3, 0] = [-3000.0, -300.0, 3000.0]  # rows of scores near -1500, -150 and +1500
+    why = _tiled_difference(tiled_attention, scaled_dot_product_attention, Q_far, K_far, V, 3)
+    if why:
+        fail("on rows of scores far from 0 (near -1500, -150, +1500), " + why)
+    out32 = call(tiled_attention, "tiled_attention", *(a.astype(np.float32) for a in (Q, K, V)), 4)
+    if getattr(out32, "dtype", None) != np.float32:
+        fail(f"float32 input gave {getattr(out32, 'dtype', type(out32))} output: create the running max, sum and "
+             "output with the input's dtype (np.zeros and np.full make float64 unless told)")
+    ok("tiled_attention: equal to plain attention within 1e-10 for block sizes 1, 3, 4, 64, causal or not, rows far "
+       "from 0 included; float32 stays float32")
 
 
 def check_tiled_memory(tiled_attention, T=1024, block_size=32):

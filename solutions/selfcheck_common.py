@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale"]
+__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale", "pasted", "check_pasted"]
 
 
 class SelfCheckFailed(AssertionError):
@@ -21,7 +21,68 @@ class SelfCheckFailed(AssertionError):
 
 
 def fail(message):
-    raise SelfCheckFailed(message)
+    raise SelfCheckFailed(_blame_pasted() + message)
+
+
+# ------------------------------------------------------------------ functions pasted from earlier lessons
+_PASTED = {}  # name -> (lesson it comes from, the checks it must pass), declared by a lesson's self-check module
+_checking_pasted = False
+
+
+def pasted(lesson, name, *checks):
+    """Declare that this lesson's paste cell holds ``name`` from lesson ``lesson``, checked by ``checks``."""
+    _PASTED[name] = (lesson, checks)
+
+
+def _from_lesson(lesson, name, problem):
+    return (f"This comes from your lesson {lesson}: `{name}`, pasted into the paste cell, fails lesson {lesson}'s "
+            f"self-check. Fix it there (and in lesson {lesson}), run the paste cell and its check again. {problem}")
+
+
+def check_pasted(**functions):
+    """Lesson NN's self-checks on the functions of this lesson's paste cell; a failure names the lesson."""
+    global _checking_pasted
+    for name, fn in functions.items():
+        lesson, checks = _PASTED[name]
+        _checking_pasted = True
+        try:
+            for check in checks:
+                check(fn)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            raise SelfCheckFailed(_from_lesson(lesson, name, f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            _checking_pasted = False
+
+
+def _blame_pasted():
+    """'This comes from your lesson NN ...' when a pasted function the notebook holds now fails its own checks
+    (a check of a later function that uses it then fails because of it), else ''."""
+    global _checking_pasted
+    if _checking_pasted or not _PASTED:
+        return ""
+    import contextlib
+    import io
+    import sys
+
+    notebook = vars(sys.modules.get("__main__", sys))
+    _checking_pasted = True
+    try:
+        for name, (lesson, checks) in _PASTED.items():
+            fn = notebook.get(name)
+            if not callable(fn):
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    for check in checks:
+                        check(fn)
+            except Exception:  # a failed check, a stub or a crash: the pasted function is not right
+                return _from_lesson(lesson, name, "This check uses it, so its result says little yet. What it "
+                                                  "saw: ")
+    finally:
+        _checking_pasted = False
+    return ""
 
 
 _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")

@@ -1,4 +1,4 @@
-"""One class graded through the real command for the feedback-page tests (tests/test_feedback_pages.py and
+"""One class graded through the real command for the feedback-page tests (tests/test_feedback_page.py and
 tests/browser/test_feedback_injection.py): failed hidden tests, a learner error, a timeout, outputs and markdown
 carrying injected script, a missing and an unreadable notebook. ``graded_batch`` grades it once per session.
 """
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from run_once import once
 
 LESSON = "01_warmup"
@@ -47,7 +47,7 @@ def _injected(html: str):
             f"display(HTML({html!r}))\n"
             "display(Javascript(\"console.log('injected')\"))\n"
             "import os\nprint('working in', os.getcwd())\n")
-    return _with_cells(submissions.fill(LESSON), "softmax", nbformat.v4.new_markdown_cell(f"My notes: {html}"),
+    return _with_cells(answers.fill(LESSON), "softmax", nbformat.v4.new_markdown_cell(f"My notes: {html}"),
                        nbformat.v4.new_code_cell(code))
 
 
@@ -61,10 +61,10 @@ def notebooks() -> dict:
     from autograder.bugs import by_id
 
     nbs = {
-        "uncatalogued": submissions.fill(LESSON, {"softmax": scaled}),
-        "learner_error": submissions.fill(LESSON, {"softmax": raising}),
-        "timeout": submissions.fill(LESSON, {"scaled_dot_product_attention": looping}),
-        "known_bug": submissions.fill(LESSON, {
+        "uncatalogued": answers.fill(LESSON, {"softmax": scaled}),
+        "learner_error": answers.fill(LESSON, {"softmax": raising}),
+        "timeout": answers.fill(LESSON, {"scaled_dot_product_attention": looping}),
+        "known_bug": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_softmax_query_axis").source}),
     }
     nbs.update({f"inject_{kind}": _injected(html) for kind, html in INJECTIONS.items()})

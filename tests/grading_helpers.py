@@ -1,7 +1,10 @@
 """Grade real notebooks through the grading command (``autograder.grade.run``, the pipeline ``make grade`` uses)
 and read the results back from its gradebook."""
 
-from autograder import course, grade as grading_command, gradebook
+import nbformat
+
+from autograder import course, grade as grading_command
+from autograder.grading import results as read_back
 
 
 def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
@@ -16,14 +19,13 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
     s = grading_command.Settings(out=str(tmp_path), lessons=[lesson], **{"workers": 2, **settings})  # course: tmp_path/course
     outcome = grading_command.run(klass, s, progress=False, log=lambda *a: None)
     flags = {row["student"]: " | ".join(row["flags"]) for row in outcome["rows"]}
-    root = s.course_root
     results = {}
     for student in notebooks:
         results[student] = {
-            "total": gradebook.total(root, lesson, student),
-            "tests": gradebook.test_scores(root, lesson, student),
-            "feedback": gradebook.feedback_text(root, lesson, student) if feedback else "",
-            "errors": gradebook.cell_errors(root, lesson, student),
+            "total": read_back.submission_total(s, lesson, student),
+            "tests": read_back.cell_scores(s, lesson, student),
+            "feedback": read_back.feedback_text(s, lesson, student) if feedback else "",
+            "errors": cell_errors(s, lesson, student),
             "flags": flags.get(student, ""),
         }
     return results
@@ -32,3 +34,10 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
 def lost(result) -> set:
     """grade_ids of the tests that did not get full points."""
     return {gid for gid, (score, mx) in result["tests"].items() if score < mx}
+
+
+def cell_errors(s, lesson: str, student: str) -> dict:
+    """grade_id -> the error of that cell in the graded notebook, for the cells that failed."""
+    nb = nbformat.read(s.course_root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
+    return {cell.metadata.get("nbgrader", {}).get("grade_id"): f"{out.get('ename')}: {out.get('evalue')}"
+            for cell in nb.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"}

@@ -68,3 +68,56 @@ def mha_param_count(d_model, n_heads, bias=False):
     d_head = d_model // n_heads
     per_head = 3 * (d_model * d_head + (d_head if bias else 0))
     return n_heads * per_head + d_model * d_model + (d_model if bias else 0)
+
+
+# ------------------------------------------------------------------ lesson 07: the backward pass, written differently
+def softmax_backward(weights, grad_weights, axis=-1):
+    """Builds each row's Jacobian diag(p) - p p^T explicitly (what the lesson says never to do) and applies it."""
+    p = np.moveaxis(np.asarray(weights, dtype=np.float64), axis, -1)
+    g = np.moveaxis(np.asarray(grad_weights, dtype=np.float64), axis, -1)
+    out = np.empty_like(p)
+    for idx in itertools.product(*map(range, p.shape[:-1])):
+        row = p[idx]
+        jacobian = np.diag(row) - np.outer(row, row)  # symmetric: d p_j / d s_i
+        out[idx] = jacobian @ g[idx]
+    return np.moveaxis(out, -1, axis)
+
+
+def attention_backward(Q, K, V, weights, grad_out):
+    """A loop over the leading axes, einsum for every product, the scale applied to the keys' copy of Q."""
+    lead = Q.shape[:-2]
+    dQ, dK, dV = (np.zeros(a.shape) for a in (Q, K, V))
+    scale = 1 / math.sqrt(Q.shape[-1])
+    for idx in itertools.product(*map(range, lead)):
+        p, g = weights[idx].astype(float), grad_out[idx].astype(float)
+        dV[idx] = np.einsum("qk,qv->kv", p, g)
+        dS = softmax_backward(p, np.einsum("qv,kv->qk", g, V[idx].astype(float)))
+        dQ[idx] = np.einsum("qk,kd->qd", dS, K[idx].astype(float) * scale)
+        dK[idx] = np.einsum("qk,qd->kd", dS, Q[idx].astype(float) * scale)
+    return dQ, dK, dV
+
+
+def _summed(per_example):
+    """(..., m, n) -> (m, n): the sum over every leading axis."""
+    return per_example.reshape(-1, *per_example.shape[-2:]).sum(axis=0)
+
+
+def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):
+    """Per-head loop over column slices (no split/concat): out = sum_h head_h @ W_O[rows of h], so each head's
+    gradient is grad_out @ W_O[rows of h]^T and W_O's rows of h get head_h^T @ grad_out."""
+    x, grad_out = x.astype(float), grad_out.astype(float)
+    d_head = x.shape[-1] // n_heads
+    grads = {name: np.zeros(W.shape) for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V), ("W_O", W_O))}
+    grads["x"] = np.zeros(x.shape)
+    for h in range(n_heads):
+        cols = slice(h * d_head, (h + 1) * d_head)
+        Ws = {n: W[:, cols].astype(float) for n, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V))}
+        q, k, v = (np.einsum("...td,de->...te", x, Ws[n]) for n in ("W_Q", "W_K", "W_V"))
+        head, w = attention(q, k, v, mask)
+        grads["W_O"][cols, :] = _summed(np.einsum("...te,...td->...ed", head, grad_out))
+        grad_head = np.einsum("...td,ed->...te", grad_out, W_O[cols, :].astype(float))
+        dq, dk, dv = attention_backward(q, k, v, w, grad_head)
+        for n, d in (("W_Q", dq), ("W_K", dk), ("W_V", dv)):
+            grads[n][:, cols] = _summed(np.einsum("...td,...te->...de", x, d))
+            grads["x"] += np.einsum("...te,de->...td", d, Ws[n])
+    return grads

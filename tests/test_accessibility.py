@@ -219,8 +219,7 @@ def intro_problems(nb):
     top = next((c for c in nb.cells if c.cell_type == "markdown" and re.search(r"^#\s", c.source, re.M)), None)
     if top is None:
         return ["no title cell"]
-    first_md = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.metadata.get("nbgrader", {})
-                .get("grade_id") != "generated_from"]
+    first_md = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
     problems = []
     if first_md and nb.cells[first_md[0]] is not top:
         problems.append("the title cell is not the first markdown cell")

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from autograder import bugs, course, submissions
+from autograder import answers, bugs, course
 
 MIN_LENGTH = 15  # shorter pieces (`d_k`, `weights @ V`) are vocabulary, not an answer; so is a bare list of names
 
@@ -26,7 +26,7 @@ def answer_lines() -> dict:
     """{squashed answer line: (lesson, the line as written)}."""
     found = {}
     for lesson in course.lesson_names():
-        for source in submissions.model_answers(lesson).values():
+        for source in answers.model_answers(lesson).values():
             try:
                 ast.parse(source)
             except SyntaxError:  # a written answer, not code

@@ -38,12 +38,14 @@ def test_student_notebook_leaks_nothing(lesson):
                     assert line.strip() not in source, f"model answer line published in lessons/{lesson}: {line}"
 
 
-def test_solution_in_a_cell_not_marked_solution_fails_the_build(tmp_path):
-    bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade_id": "x"}\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n'
-                   "    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match='lacks "solution": true'):
-        course.read_source(bad)
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_provenance_is_in_the_metadata_not_in_a_cell(lesson):
+    nb = nbformat.read(course.LESSONS / f"{lesson}.ipynb", as_version=4)
+    assert nb.metadata["mha_course"] == {"source": f"solutions/{lesson}.py", "built_by": "make lessons",
+                                         "note": f"Generated: edit solutions/{lesson}.py, not this notebook, then "
+                                                 "run `make lessons`."}
+    assert nb.cells[0].source.startswith("# Lesson "), "the learner's first cell is the lesson's title"
+    assert not [c for c in nb.cells if "make lessons" in c.source or "solutions/" in c.source]
 
 
 def test_light_header_gets_nbgrader_constant_keys(tmp_path):
@@ -52,7 +54,7 @@ def test_light_header_gets_nbgrader_constant_keys(tmp_path):
                       '    return 42\n    ### END SOLUTION\n\n# %% [markdown] nbgrader={"grade_id": "why", '
                       '"solution": true, "points": 2}\n# Why?\n\n# %% [markdown] nbgrader={"grade_id": "note"}\n'
                       '# A note.\n')
-    cells = course.read_source(source).cells[1:]
+    cells = course.read_source(source).cells
     assert [dict(c.metadata["nbgrader"]) for c in cells] == [
         {"grade": False, "grade_id": "f", "locked": False, "schema_version": 3, "solution": True, "task": False},
         {"grade": True, "grade_id": "why", "locked": False, "points": 2, "schema_version": 3, "solution": True,
@@ -77,7 +79,7 @@ def test_full_nbgrader_headers_are_still_read(tmp_path):
     source = tmp_path / "99_full.py"
     source.write_text('# %% [markdown] nbgrader={"grade": false, "grade_id": "x", "locked": true, '
                       '"schema_version": 3, "solution": false, "task": false}\n# text\n')
-    assert course.read_source(source).cells[1].metadata["nbgrader"]["locked"] is True
+    assert course.read_source(source).cells[0].metadata["nbgrader"]["locked"] is True
 
 
 def test_lesson_headers_are_light_and_within_the_line_length():
@@ -123,18 +125,15 @@ def test_committed_notebooks_carry_no_outputs():
                 assert not cell["outputs"] and cell["execution_count"] is None, f
 
 
-def test_malformed_header_fails_the_build(tmp_path):
+@pytest.mark.parametrize("header, error", [
+    ('# %% nbgrader={"grade_id": "x", "solution": true,}', "not valid JSON"),  # a JSON typo jupytext would ignore
+    ("# %%", "no nbgrader metadata"),  # a solution in a cell nbgrader knows nothing of
+    ('# %% nbgrader={"grade_id": "x"}', 'lacks "solution": true'),  # a solution in a locked cell
+])
+def test_solution_in_a_cell_not_declared_as_one_fails_the_build(tmp_path, header, error):
     bad = tmp_path / "99_bad.py"
-    bad.write_text('# %% nbgrader={"grade_id": "x", "solution": true,}\n'
-                   "def f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match="not valid JSON"):
-        course.read_source(bad)
-
-
-def test_solution_without_metadata_fails_the_build(tmp_path):
-    bad = tmp_path / "99_bad.py"
-    bad.write_text("# %%\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
-    with pytest.raises(course.SourceError, match="no nbgrader metadata"):
+    bad.write_text(header + "\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
+    with pytest.raises(course.SourceError, match=error):
         course.read_source(bad)
 
 

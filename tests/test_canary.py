@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.grading import canary, intake
 from autograder.grading.settings import COURSE_ID
 
@@ -55,9 +55,9 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("canary")
     copy = _copy_course(base / "course-copy")
     klass, out = base / "class", base / "out"
-    course.write_notebook(submissions.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
+    course.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)
-    course.write_notebook(submissions.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
+    course.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
     reference = copy / "autograder" / "reference.py"
     intact = reference.read_text(encoding="utf-8")
     reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")

@@ -170,3 +170,13 @@ def test_the_checks_catch_stale_names(tmp_path):
     assert unknown_make_targets(text) == ["frobnicate"]
     page = ROOT / "README.md"  # links resolve from the repository root
     assert broken_links(page, text) == ["docs/gone.md", "docs/grading.md#no-such-heading"]
+
+
+def test_every_module_names_the_tests_that_prove_it():
+    text = (ROOT / "docs" / "maintainers.md").read_text(encoding="utf-8")
+    table = text.split("## Which test proves which module", 1)[1].split("\n## ", 1)[0]
+    named = {word for span in code_spans(table) for word in _words(span)}
+    modules = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "autograder").rglob("*.py")
+                     if p.name != "__init__.py")
+    unnamed = [m for m in modules if m not in named and re.sub(r"lesson\d\d", "lessonNN", m) not in named]
+    assert unnamed == [], "add these modules to the table in docs/maintainers.md"

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.bugs import by_id
-from autograder.grading import findings, intake, scan
+from autograder.grading import findings, intake, scan, workspace
 from run_once import once
 
 LESSON = "01_warmup"
@@ -33,16 +33,16 @@ LESSONS = course.lesson_names()
 def _class(root: Path) -> dict:
     """Write a small class for every lesson; return {student: expected lesson-01 score}."""
     nbs = {
-        "alice": {lesson: submissions.fill(lesson) for lesson in LESSONS},
-        "bob": {lesson: submissions.student_notebook(lesson) for lesson in LESSONS},
-        "carol": {LESSON: submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})},
-        "dan": {LESSON: submissions.fill(LESSON, {
+        "alice": {lesson: answers.fill(lesson) for lesson in LESSONS},
+        "bob": {lesson: answers.student_notebook(lesson) for lesson in LESSONS},
+        "carol": {LESSON: answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})},
+        "dan": {LESSON: answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_softmax_query_axis").source})},
     }
     for student, lessons in nbs.items():
         for lesson, nb in lessons.items():
             course.write_notebook(nb, root / student / f"{lesson}.ipynb")
-    course.write_notebook(submissions.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
+    course.write_notebook(answers.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
     return {"alice": 8.0, "bob": 0.0, "carol": 7.0, "dan": 3.0, "erin": 8.0}
 
 
@@ -110,9 +110,9 @@ def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_honest_notebooks_of_every_lesson_raise_no_flags(lesson):
-    nb = submissions.fill(lesson)
+    nb = answers.fill(lesson)
     assert scan.scan_notebook(nb) == []
-    assert findings.structure_flags(nb, submissions.student_notebook(lesson)) == []
+    assert findings.structure_flags(nb, answers.student_notebook(lesson)) == []
 
 
 def test_the_static_scan_names_what_a_human_should_read():
@@ -176,26 +176,9 @@ def test_the_canary_grades_the_model_answers_first_and_leaves_no_trace_in_the_re
 
 
 @pytest.mark.grading
-def test_parallel_grading_is_identical_to_serial_and_rerunning_regrades_only_what_changed(klass, tmp_path):
+def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns_regrade_only_what_changed(
+        klass, tmp_path):
     out = tmp_path / "parallel"
-    first = _cli(klass["root"], out, "--workers", "2")
-    assert "graded 5 notebooks" in first.stdout
-    assert _grades(out) == klass["grades"]  # the serial run's grades, flags included
-    again = _cli(klass["root"], out, "--workers", "2")
-    assert "graded 0 notebooks" in again.stdout
-    assert _grades(out) == klass["grades"]
-    changed = tmp_path / "changed"
-    shutil.copytree(klass["root"], changed)
-    course.write_notebook(submissions.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
-    third = _cli(changed, out, "--workers", "2")
-    assert "graded 1 notebooks" in third.stdout
-    rows = {r["student"]: r for r in _grades(out)}
-    assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
-
-
-@pytest.mark.grading
-def test_a_batch_killed_halfway_resumes_to_the_same_grades(klass, tmp_path):
-    out = tmp_path / "killed"
     cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "2", "--quiet"]
     proc = subprocess.Popen(cmd, cwd=course.ROOT, env=course.nbgrader_env(), stdout=subprocess.DEVNULL,
@@ -216,4 +199,20 @@ def test_a_batch_killed_halfway_resumes_to_the_same_grades(klass, tmp_path):
     assert 1 <= done < len(klass["expected"]), done
     resumed = _cli(klass["root"], out, "--workers", "2")
     assert f"graded {len(klass['expected']) - done} notebooks" in resumed.stdout
-    assert _grades(out) == klass["grades"]  # the uninterrupted serial run
+    assert _grades(out) == klass["grades"]  # the uninterrupted serial run's grades, flags included
+    again = _cli(klass["root"], out, "--workers", "2")
+    assert "graded 0 notebooks" in again.stdout and "no canary needed: nothing to grade" in again.stdout
+    assert _grades(out) == klass["grades"]
+    changed = tmp_path / "changed"
+    shutil.copytree(klass["root"], changed)
+    course.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
+    third = _cli(changed, out, "--workers", "2")
+    assert "graded 1 notebooks" in third.stdout
+    rows = {r["student"]: r for r in _grades(out)}
+    assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
+
+
+def test_the_gradebook_schema_revision_read_in_process_is_the_one_nbgrader_asks_alembic_for():
+    asked = subprocess.run([sys.executable, "-c", "import nbgrader.api; print(nbgrader.api.get_alembic_version())"],
+                           env=course.nbgrader_env(), capture_output=True, text=True, check=True)
+    assert workspace.alembic_head() == asked.stdout.strip()

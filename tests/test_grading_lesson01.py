@@ -2,7 +2,7 @@
 
 import pytest
 
-from autograder import submissions
+from autograder import answers
 from autograder.bugs import by_id
 from grading_helpers import grade, lost
 
@@ -13,14 +13,14 @@ pytestmark = pytest.mark.grading
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     return grade(tmp_path_factory.mktemp("l01"), LESSON, {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "query_axis": submissions.fill(LESSON, {
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "query_axis": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_softmax_query_axis").source}),
-        "seq_len_scale": submissions.fill(LESSON, {
+        "seq_len_scale": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_scaled_by_seq_len").source}),
-        "overflow": submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
-        "hard_coded": submissions.fill(LESSON, {
+        "overflow": answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
+        "hard_coded": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_hard_coded").source}),
     })
 

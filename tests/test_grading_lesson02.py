@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from autograder import bugs, course, reference, submissions
+from autograder import bugs, course, reference, answers
 from autograder.checks import lesson02 as hidden
 from autograder.checks.runner import WrongAnswer
 from grading_helpers import grade, lost
@@ -117,12 +117,12 @@ def test_split_self_check_names_the_strided_and_no_transpose_layouts():
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "misfit": submissions.fill(LESSON, MISFIT),
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "misfit": answers.fill(LESSON, MISFIT),
     }
     # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
-    notebooks["split_no_transpose"] = submissions.fill(
+    notebooks["split_no_transpose"] = answers.fill(
         LESSON, {"split_heads": bugs.by_id("split_no_transpose").source})
     start = time.perf_counter()
     out = grade(tmp_path_factory.mktemp("l02"), LESSON, notebooks)

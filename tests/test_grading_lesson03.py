@@ -3,7 +3,7 @@ submission per catalogued bug of the lesson; every score is read back from the g
 
 import pytest
 
-from autograder import bugs, submissions
+from autograder import bugs, answers
 from grading_helpers import grade, lost
 
 LESSON = "03_param_count"
@@ -16,10 +16,10 @@ pytestmark = pytest.mark.grading
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
         # the worked exercise answered by hand, without calling mha_param_count
-        "exercise_by_hand": submissions.fill(LESSON, {"exercise_512": """
+        "exercise_by_hand": answers.fill(LESSON, {"exercise_512": """
             def exercise_512():
                 return 64, 4 * 512 * 512, 4 * 512 * 512
             """}),

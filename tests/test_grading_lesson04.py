@@ -4,7 +4,7 @@ seed, another way of drawing) and wrong in ways the catalog does not list; score
 
 import pytest
 
-from autograder import bugs, submissions
+from autograder import bugs, answers
 from grading_helpers import grade, lost
 
 LESSON = "04_dk_scaling"
@@ -42,11 +42,11 @@ def multi_head_scores(x, W_Q, W_K, n_heads):
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "other_correct_experiment": submissions.fill(LESSON, {"dot_product_std": OTHER_CORRECT_EXPERIMENT}),
-        "uniform_experiment": submissions.fill(LESSON, {"dot_product_std": UNIFORM_EXPERIMENT}),
-        "np_sqrt_scores": submissions.fill(LESSON, {"multi_head_scores": NP_SQRT_SCORES}),
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "other_correct_experiment": answers.fill(LESSON, {"dot_product_std": OTHER_CORRECT_EXPERIMENT}),
+        "uniform_experiment": answers.fill(LESSON, {"dot_product_std": UNIFORM_EXPERIMENT}),
+        "np_sqrt_scores": answers.fill(LESSON, {"multi_head_scores": NP_SQRT_SCORES}),
     }
     # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l04"), LESSON, notebooks)
@@ -81,7 +81,7 @@ def test_an_experiment_with_the_wrong_distribution_fails_with_a_reason(results):
 def test_np_sqrt_promoting_float32_loses_the_scores_points_with_the_reason(results):
     r = results["np_sqrt_scores"]
     assert lost(r) == {"head_scores"}
-    assert "np.sqrt(d_head) is a numpy float64" in r["feedback"]
+    assert "a numpy float64 turns float32 scores into float64" in " ".join(r["feedback"].split())
 
 
 def test_the_required_bugs_are_catalogued():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import course, gradebook, submissions
+from autograder import answers, course
 from autograder.bugs import by_id, for_function
 from autograder.checks import lesson05 as hidden
 from autograder.checks.runner import WrongAnswer
@@ -40,13 +40,13 @@ def _bugs(*ids):
 def _submissions():
     wrong_letter = next(c for c in "abcd" if c != hidden._CHOICE)
     return {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "wrong_choice": submissions.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
-        "bare_reshape": submissions.fill(LESSON, _bugs("split_into_heads_bare_reshape", "merge_heads_bare_reshape")),
-        "random_heads": submissions.fill(LESSON, _bugs("head_weights_random_patterns")),
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "wrong_choice": answers.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
+        "bare_reshape": answers.fill(LESSON, _bugs("split_into_heads_bare_reshape", "merge_heads_bare_reshape")),
+        "random_heads": answers.fill(LESSON, _bugs("head_weights_random_patterns")),
         # three independent mistakes in one notebook: each costs its own cell and nothing else
-        "three_bugs": submissions.fill(LESSON, {
+        "three_bugs": answers.fill(LESSON, {
             **_bugs("head_weights_same_columns", "mha_from_scratch_no_w_o"),
             "answer_param_count_512": "param_count_8_heads = 3 * 512 * 512\nparam_count_1_head = 3 * 512 * 512\n"}),
     }
@@ -79,7 +79,7 @@ def graded(tmp_path_factory):
 
 
 def _manual_grades(root, student):
-    with Gradebook(gradebook.db_url(root)) as gb:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
         sub = gb.find_submission_notebook(LESSON, LESSON, student)
         grades = {g.name: (g.needs_manual_grade, g.auto_score, g.max_score) for g in sub.grades if g.name in MANUAL}
         return grades, gb.find_submission(LESSON, student).needs_manual_grade
@@ -192,8 +192,8 @@ LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights
 def _model_functions():
     """The model answers of the lesson's function cells, defined in one namespace as in the notebook."""
     ns = {"np": np, "math": __import__("math")}
-    for gid, src in submissions.model_answers(LESSON).items():
-        if src.lstrip().startswith("def "):
+    for gid, src in answers.model_answers(LESSON).items():
+        if re.search(r"^def ", src, re.M):  # a function cell (the paste cell opens with its marker comment)
             exec(compile(src, gid, "exec"), ns)
     return ns
 

@@ -4,7 +4,7 @@ points of the tests it is catalogued for, with its diagnosis in the learner's fe
 
 import pytest
 
-from autograder import bugs, course, submissions
+from autograder import bugs, course, answers
 from grading_helpers import grade, lost
 
 LESSON = "06_going_further"
@@ -31,9 +31,9 @@ def points():
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     notebooks = {
-        "complete": submissions.fill(LESSON),
-        "untouched": submissions.student_notebook(LESSON),
-        "full_matrix": submissions.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "full_matrix": answers.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
     }
     # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
@@ -82,7 +82,7 @@ def _learner_namespace(replacement=None):
     ns = {"np": np, "math": math, "time": time, "tracemalloc": tracemalloc}
     tools = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tools")
     exec(tools.source, ns)
-    for src in submissions.model_answers(LESSON).values():
+    for src in answers.model_answers(LESSON).values():
         exec(src, ns)
     if replacement:
         exec(textwrap.dedent(replacement), ns)
@@ -100,7 +100,8 @@ def _visible_check_failures(ns):
         "gqa_values": lambda: sc.check_gqa(ns["grouped_query_attention"], mha, repeat_kv=ns["repeat_kv"]),
         "mask_conventions": lambda: sc.check_causal_masks(ns["causal_mask"]),
         "causal_full_values": lambda: sc.check_causal_self_attention(
-            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"]),
+            ns["causal_self_attention"], mha, grouped_query_attention=ns["grouped_query_attention"],
+            causal_mask=ns["causal_mask"]),
         "kv_cache_append_values": lambda: sc.check_kv_cache_append(ns["kv_cache_append"]),
         "decode_step_values": lambda: sc.check_decode_step(ns["decode_step"], mha, kv_cache_append=ns["kv_cache_append"],
                                                            repeat_kv=ns["repeat_kv"]),

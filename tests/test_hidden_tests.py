@@ -22,7 +22,7 @@ from autograder.grading.hidden_tests import Session
 
 def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
     """Run ``hidden_cell.run`` against a grader session; ``forge`` may rewrite the kernel's messages."""
-    session = Session(registry.find(lesson, grade_id))
+    session = _grade.session = Session(registry.find(lesson, grade_id))
     monkeypatch.setenv("MHA_HIDDEN_TESTS", "grader")
     monkeypatch.setattr(hidden_cell, "_namespace", lambda: namespace)
     monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(forge(prompt) if forge else prompt))
@@ -47,6 +47,17 @@ def test_a_catalogued_bug_fails_with_its_diagnosis(monkeypatch):
     exec(bug.source, {"np": np}, ns)
     passed, message = _grade(monkeypatch, "lesson01", "softmax_stable", ns)
     assert not passed and bug.id in message
+
+
+def test_the_outcome_kept_for_the_instructor_names_the_bug_the_grader_found(monkeypatch):
+    bug = by_id("softmax_no_max_subtraction")
+    ns = {}
+    exec(bug.source, {"np": np}, ns)
+    _grade(monkeypatch, "lesson01", "softmax_stable", ns)
+    assert _grade.session.outcome() == {"result": "bug", "bug": bug.id}
+    _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": reference.softmax},
+           lambda prompt: "{not json" if json.loads(prompt)["op"] == "result" else prompt)
+    assert _grade.session.outcome() == {"result": "interfered", "bug": None}
 
 
 def test_helpers_are_answered_by_the_grader(monkeypatch):

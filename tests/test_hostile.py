@@ -1,6 +1,6 @@
 """Hostile and broken submissions graded in one batch beside honest ones, through the real grading command.
 
-Every case of COURSE.md's hostile list is a real lesson-01 notebook (built with ``submissions.fill``). The batch
+Every case of COURSE.md's hostile list is a real lesson-01 notebook (built with ``answers.fill``). The batch
 runs once (two workers, short per-cell timeout, 1 GiB kernels) and the tests assert on its grades.csv, its state
 records, the gradebook and the file system: no hostile notebook scores above what its honest work earns, each is
 flagged, the honest students get exactly the grades they get alone, the originals are byte-identical, and nothing
@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.bugs import by_id
 from autograder.grading import intake
 from run_once import once
@@ -28,7 +28,7 @@ LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="kernel isolation (uid + mount namespace) needs root")
 
-GOOD_SOFTMAX = submissions.model_answers(LESSON)["softmax"]
+GOOD_SOFTMAX = answers.model_answers(LESSON)["softmax"]
 OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source
 # Honest scores of lesson 01 (tests/test_grading_lesson01.py proves them on their own): softmax tests are worth
 # 2 + 1 points, attention tests 3 + 2.
@@ -57,11 +57,11 @@ def _hostile_class(root: Path, out: Path) -> dict:
     selfcheck = course.LESSONS / f"{course.selfcheck_module(LESSON)}.py"
     nbs, honest = {}, {}
 
-    nbs["honest_full"], honest["honest_full"] = submissions.fill(LESSON), FULL
-    nbs["honest_bug"], honest["honest_bug"] = submissions.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX}), 7.0
+    nbs["honest_full"], honest["honest_full"] = answers.fill(LESSON), FULL
+    nbs["honest_bug"], honest["honest_bug"] = answers.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX}), 7.0
 
     # The loop swallows the interrupt, so the kernel has to be killed; softmax (before it) was honest work.
-    nbs["infinite_loop"] = submissions.fill(LESSON, {"scaled_dot_product_attention": """
+    nbs["infinite_loop"] = answers.fill(LESSON, {"scaled_dot_product_attention": """
         while True:
             try:
                 while True:
@@ -70,27 +70,27 @@ def _hostile_class(root: Path, out: Path) -> dict:
                 pass
         """})
     honest["infinite_loop"] = SOFTMAX_POINTS
-    nbs["memory_bomb"] = submissions.fill(LESSON, {"scaled_dot_product_attention": """
+    nbs["memory_bomb"] = answers.fill(LESSON, {"scaled_dot_product_attention": """
         hoard = [np.ones((1024, 1024, 512)) for _ in range(64)]  # 4 GiB each
         """})
     honest["memory_bomb"] = SOFTMAX_POINTS
-    nbs["sys_exit"] = _with_cell(submissions.fill(LESSON), "softmax", "import sys\nsys.exit('bye')")
+    nbs["sys_exit"] = _with_cell(answers.fill(LESSON), "softmax", "import sys\nsys.exit('bye')")
     honest["sys_exit"] = FULL
-    nbs["killed_kernel"] = submissions.fill(LESSON, {"scaled_dot_product_attention": """
+    nbs["killed_kernel"] = answers.fill(LESSON, {"scaled_dot_product_attention": """
         import os, signal
         os.kill(os.getpid(), signal.SIGKILL)
         """})
     honest["killed_kernel"] = SOFTMAX_POINTS
-    nbs["os_exit"] = submissions.fill(LESSON, {"softmax": "import os\nos._exit(0)"})
+    nbs["os_exit"] = answers.fill(LESSON, {"softmax": "import os\nos._exit(0)"})
     honest["os_exit"] = 0.0
 
-    edited = submissions.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX})
+    edited = answers.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX})
     _cell(edited, "softmax_stable").source = "pass  # nothing to see"
     _cell(edited, "softmax_stable").metadata["nbgrader"].update(grade=False, solution=True, locked=False)
     _cell(edited, "softmax_values").metadata["nbgrader"]["points"] = 100
     edited.cells.remove(_cell(edited, "attention_mask"))
     nbs["edited_tests"], honest["edited_tests"] = edited, 7.0
-    stripped = submissions.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX})
+    stripped = answers.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX})
     victim = _cell(stripped, "softmax_stable")
     victim.metadata.pop("nbgrader")
     victim.source = "pass"
@@ -99,7 +99,7 @@ def _hostile_class(root: Path, out: Path) -> dict:
     wrong = {"softmax": "def softmax(x, axis=-1):\n    return x\n",
              "scaled_dot_product_attention": "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
                                              "    return Q, Q\n"}
-    nbs["patched_numpy"] = _with_cell(submissions.fill(LESSON, wrong), "softmax", """
+    nbs["patched_numpy"] = _with_cell(answers.fill(LESSON, wrong), "softmax", """
 import numpy.testing
 np.allclose = lambda *a, **k: True
 np.array_equal = lambda *a, **k: True
@@ -107,7 +107,7 @@ np.testing.assert_allclose = lambda *a, **k: None
 get_ipython().showtraceback = lambda *a, **k: None
 """)
     honest["patched_numpy"] = 0.0
-    nbs["fake_eq"] = submissions.fill(LESSON, {
+    nbs["fake_eq"] = answers.fill(LESSON, {
         "softmax": """
         class AlwaysEqual:
             def __eq__(self, other):
@@ -123,16 +123,16 @@ get_ipython().showtraceback = lambda *a, **k: None
             return softmax(Q), softmax(Q)
         """})
     honest["fake_eq"] = 0.0
-    nbs["imports_reference"] = submissions.fill(LESSON, {
+    nbs["imports_reference"] = answers.fill(LESSON, {
         "softmax": "from autograder.reference import softmax\nimport autograder.checks.lesson01",
         "scaled_dot_product_attention": "from autograder.reference import scaled_dot_product_attention"})
     honest["imports_reference"] = 0.0
-    nbs["huge_print"] = _with_cell(submissions.fill(LESSON), "softmax",
+    nbs["huge_print"] = _with_cell(answers.fill(LESSON), "softmax",
                                    "for _ in range(200):\n    print('x' * 1_000_000)  # 200 MB")
     honest["huge_print"] = FULL
     if os.geteuid() != 0:  # without root the kernels are not isolated (docs/sandbox.md): this one would succeed
         return _write(root, nbs, honest)
-    nbs["writer"] = _with_cell(submissions.fill(LESSON), "softmax", f"""
+    nbs["writer"] = _with_cell(answers.fill(LESSON), "softmax", f"""
 import sqlite3, subprocess, sys
 for target in {[str(gradebook), str(victim_copy), str(victim_original), str(selfcheck), MARKER]!r}:
     try:
@@ -156,7 +156,7 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_n
 def _write(root: Path, nbs: dict, honest: dict) -> dict:
     for student, nb in nbs.items():
         course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
-    course.write_notebook(submissions.fill(LESSON), root / "misnamed" / f"{LESSON.replace('_w', '_W')} (1).ipynb")
+    course.write_notebook(answers.fill(LESSON), root / "misnamed" / f"{LESSON.replace('_w', '_W')} (1).ipynb")
     honest["misnamed"] = FULL
     (root / "malformed").mkdir()
     (root / "malformed" / f"{LESSON}.ipynb").write_text('{"cells": [ this is not json', encoding="utf-8")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.bugs import by_id
 from autograder.grading.settings import COURSE_ID
 
@@ -80,8 +80,8 @@ def test_a_class_graded_in_parallel_into_postgresql(postgres_url, tmp_path):
     from nbgrader.api import Gradebook
 
     expected = {"alice": 8.0, "bob": 0.0, "carol": 7.0}
-    nbs = {"alice": submissions.fill(LESSON), "bob": submissions.student_notebook(LESSON),
-           "carol": submissions.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})}
+    nbs = {"alice": answers.fill(LESSON), "bob": answers.student_notebook(LESSON),
+           "carol": answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})}
     for student, nb in nbs.items():
         course.write_notebook(nb, tmp_path / "class" / student / f"{LESSON}.ipynb")
     settings = grade.Settings(out=str(tmp_path / "out"), lessons=[LESSON], db_url=postgres_url, workers=2,

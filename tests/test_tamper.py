@@ -9,7 +9,7 @@ which writes the verdict into the cell itself.
 
 import pytest
 
-from autograder import submissions
+from autograder import answers
 from grading_helpers import grade
 
 LESSON = "01_warmup"
@@ -105,7 +105,7 @@ from autograder.reference import softmax, scaled_dot_product_attention
 
 def _submission(code):
     # all of the learner's code goes in the first answer cell; the second one is left as a harmless no-op
-    return submissions.fill(LESSON, {"softmax": code, "scaled_dot_product_attention": "pass"})
+    return answers.fill(LESSON, {"softmax": code, "scaled_dot_product_attention": "pass"})
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,7 @@ def results(tmp_path_factory):
     notebooks = {name: _submission(WRONG + attack) for name, attack in ATTACKS.items()}
     notebooks["fake_eq"] = _submission(FAKE_EQ)
     notebooks["imports_reference"] = _submission(IMPORT_REFERENCE)
-    notebooks["honest"] = submissions.fill(LESSON)
+    notebooks["honest"] = answers.fill(LESSON)
     return grade(tmp_path_factory.mktemp("tamper"), LESSON, notebooks)
 
 

@@ -70,10 +70,13 @@ bug("param_count_bias_once", "03", "mha_param_count",
         return count
     """, tests=("param_count_bias",))
 
-bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count",
-    """W_K and W_V are sized with the number of query heads. In grouped-query attention only n_kv_heads
-    key/value heads exist, so W_K and W_V are (d_model, n_kv_heads * d_head); only W_Q and W_O stay
-    (d_model, d_model).""",
+# Two ways to the same wrong count, 4 * d_model^2 for every n_kv_heads (W_K and W_V counted as wide as W_Q): no
+# input tells them apart, so they share one diagnosis, which names the result and both causes.
+_GQA_FULL_WIDTH = """W_K and W_V are counted as (d_model, d_model), as wide as W_Q, whatever n_kv_heads is. In
+    grouped-query attention they have n_kv_heads * d_head columns, where d_head = d_model // n_heads is the width
+    of a *query* head: check both the number of heads they are sized with and the head width used."""
+
+bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count", _GQA_FULL_WIDTH,
     """
     def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
         d_head = d_model // n_heads
@@ -91,3 +94,14 @@ bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
     def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
         return n_layers * n_kv_heads * d_head * bytes_per_value
     """, tests=("kv_cache_bytes",))
+
+bug("gqa_d_head_from_kv_heads", "03", "gqa_param_count", _GQA_FULL_WIDTH,
+    """
+    def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
+        d_head = d_model // n_kv_heads
+        width = n_kv_heads * d_head
+        count = 2 * d_model * d_model + 2 * d_model * width
+        if bias:
+            count += 2 * d_model + 2 * width
+        return count
+    """, tests=("gqa_count",))

@@ -93,3 +93,47 @@ bug("std_experiment_global_rng", "04", "dot_product_std",
             dots = dots / math.sqrt(d_k)
         return float(np.std(dots))
     """, tests=("std_experiment",))
+
+bug("scores_np_sqrt_promotes", "04", "multi_head_scores",
+    """The scale is a numpy float64 (np.sqrt of the head width), and a numpy float64 turns float32 scores into
+    float64: float32 input must give float32 scores. A Python float does not promote, so take the square root
+    with the math module.""",
+    _scores_source("np.sqrt(d_head)"), tests=_SCORES)
+
+bug("scores_computed_in_float32", "04", "multi_head_scores",
+    """The scores are computed in float32 whatever the input, so float64 input loses half its digits. Keep the
+    input's dtype: cast nothing.""",
+    """
+    def multi_head_scores(x, W_Q, W_K, n_heads):
+        x, W_Q, W_K = (a.astype(np.float32) for a in (x, W_Q, W_K))
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        return Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+    """, tests=_SCORES)
+
+bug("scores_fixed_axes", "04", "multi_head_scores",
+    """K is transposed with fixed axes (transpose(0, 2, 1)), which swaps T and d_head for one sequence
+    (n_heads, T, d_head) but moves the head axis when a batch axis comes first. Swap the last two axes, counted
+    from the end, so any number of leading axes passes through.""",
+    """
+    def multi_head_scores(x, W_Q, W_K, n_heads):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        return Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)
+    """, tests=_SCORES)
+
+bug("std_experiment_pairwise_matrix", "04", "dot_product_std",
+    """The experiment builds the (n_samples, n_samples) matrix of every query against every key and keeps only
+    its diagonal (np.diag(q @ k.T)): the values are right, but it holds n_samples^2 numbers to use n_samples of
+    them. Multiply each query by its own key, entry by entry, and sum over the d_k axis.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = rng.standard_normal((n_samples, d_k))
+        k = rng.standard_normal((n_samples, d_k))
+        dots = np.diag(q @ k.T)
+        if scaled:
+            dots = dots / math.sqrt(d_k)
+        return float(np.std(dots))
+    """, tests=("std_experiment",))

@@ -18,7 +18,7 @@ bug("split_into_heads_bare_reshape", "05", "split_into_heads",
     """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 gets the
     first T*d_head numbers of the array (whole token vectors) instead of columns 0:d_head of every token. The
     shapes fit and a bare-reshape merge even undoes it exactly, which is why an exact round trip alone proves
-    nothing. Reshape to (..., T, n_heads, d_head), then np.swapaxes(x, -3, -2).""",
+    nothing. Reshape to (..., T, n_heads, d_head) first, then move the head axis in front of T.""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -47,7 +47,7 @@ bug("split_into_heads_strided", "05", "split_into_heads",
 
 bug("split_into_heads_fixed_axes", "05", "split_into_heads",
     """split_into_heads swaps axes 0 and 1, which is right for one sequence (T, d_model) but swaps the batch
-    axis on batched input. Use negative axes: np.swapaxes(x, -3, -2).""",
+    axis on batched input. Count the two axes to swap from the end, so leading batch axes pass through.""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -142,3 +142,38 @@ bug("mha_from_scratch_heads_summed", "05", "mha_from_scratch",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX
     + "        summed = (weights @ V).sum(axis=-3)\n"
     + "        return np.concatenate([summed] * n_heads, axis=-1) @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_np_sqrt_promotes", "05", "mha_from_scratch",
+    """The scale is a numpy float64 (np.sqrt of the head width), which turns float32 input into float64 results;
+    the exercise asks for math.sqrt, a Python float, which keeps float32 float32.""",
+    _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_projections_transposed", "05", "mha_from_scratch",
+    """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
+    projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
+    all zeros) the two agree, which is why only a random layer shows it.""",
+    _MHA_HEAD.replace("(x @ W_Q)", "(x @ W_Q.T)").replace("(x @ W_K)", "(x @ W_K.T)")
+    + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("mha_from_scratch_fixed_axes", "05", "mha_from_scratch",
+    """K is transposed with fixed axes (transpose(0, 2, 1)): right for one sequence (n_heads, T, d_head), wrong
+    once a batch axis comes first. Swap the last two axes counted from the end, so leading axes pass through.""",
+    _MHA_HEAD + "        scores = Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
+    + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
+
+bug("head_weights_projections_transposed", "05", "head_weights",
+    """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
+    projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
+    all zeros) the two agree, which is why only a random layer shows it.""",
+    """
+    def head_weights(x, W_Q, W_K, n_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+        Q = np.swapaxes((x @ W_Q.T).reshape(*lead, T, n_heads, d_head), -3, -2)
+        K = np.swapaxes((x @ W_K.T).reshape(*lead, T, n_heads, d_head), -3, -2)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    """, tests=("heads_differ",))

@@ -9,9 +9,9 @@ from autograder.bugs import bug
 # ---------------------------------------------------------------------------------------------------------
 # Grouped-query attention: KV heads repeated in the wrong order
 # ---------------------------------------------------------------------------------------------------------
-_TILE_DIAGNOSIS = """The KV heads are repeated in the wrong order: np.tile lays them out as 0, 1, 0, 1, ... so query
-    head i gets KV head i % n_kv_heads. Each KV head serves a *consecutive* group of n_heads // n_kv_heads query
-    heads (0, 0, 1, 1, ...): use np.repeat(x, n_rep, axis=-3)."""
+_TILE_DIAGNOSIS = """The KV heads come out in the order 0, 1, 0, 1, ... (the whole stack tiled), so query head i gets
+    KV head i % n_kv_heads. In grouped-query attention each KV head serves a *consecutive* group of
+    n_heads // n_kv_heads query heads (0, 0, 1, 1, ...): each head must be repeated in place, next to itself."""
 
 bug("repeat_kv_tiled", "06", "repeat_kv", _TILE_DIAGNOSIS,
     """
@@ -54,16 +54,16 @@ bug("kv_cache_feature_axis", "06", "kv_cache_append",
 
 bug("causal_mask_forgotten", "06", "causal_self_attention",
     """The full path attends without the causal mask, so every token also sees the tokens after it and the
-    result cannot match token-by-token decoding. Pass mask = np.triu(np.ones((T, T), dtype=bool), k=1)
-    (True = blocked, above the diagonal).""",
+    result cannot match token-by-token decoding. Give the attention the course's causal mask (True = blocked:
+    every key after the query).""",
     """
     def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
         return grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)
     """, tests=("causal_full_values",))
 
 bug("causal_mask_diagonal_blocked", "06", "causal_self_attention",
-    """The causal mask also blocks the diagonal (k=0), so a token cannot attend to itself and the first token
-    has no key at all. Block only the future: np.triu(..., k=1).""",
+    """The causal mask also blocks the diagonal, so a token cannot attend to itself and the first token has no
+    key at all. Only the keys strictly after the query are the future: the diagonal stays open.""",
     """
     def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
         T = x.shape[-2]
@@ -124,3 +124,145 @@ bug("tiled_no_rescale", "06", "tiled_attention",
             acc = acc + p @ V[..., start:start + block_size, :]
         return acc / total
     """, tests=("tiled_values",))
+
+
+def _tiled_source(*, m_init="np.full((*lead, T_q, 1), -np.inf, dtype=dtype)", blocks="range(0, T_k, block_size)",
+                  scale="1.0 / math.sqrt(Q.shape[-1])", dtype="np.result_type(Q, K, V)"):
+    """The course's tiled attention with one part replaced."""
+    return f"""
+    def tiled_attention(Q, K, V, block_size, causal=False):
+        T_q, T_k = Q.shape[-2], K.shape[-2]
+        scale = {scale}
+        lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+        dtype = {dtype}
+        m = {m_init}
+        total = np.zeros((*lead, T_q, 1), dtype=dtype)
+        acc = np.zeros((*lead, T_q, V.shape[-1]), dtype=dtype)
+        queries = np.arange(T_q)[:, None]
+        for start in {blocks}:
+            stop = min(start + block_size, T_k)
+            s = (Q * scale) @ np.swapaxes(K[..., start:stop, :], -1, -2)
+            if causal:
+                s = np.where(np.arange(start, stop)[None, :] > queries, -np.inf, s)
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            shift = np.where(np.isfinite(m_new), m_new, 0.0)
+            p = np.exp(s - shift)
+            rescale = np.exp(np.where(np.isfinite(m), m, shift) - shift)
+            total = total * rescale + p.sum(axis=-1, keepdims=True)
+            acc = acc * rescale + p @ V[..., start:stop, :]
+            m = m_new
+        return acc / total
+    """
+
+
+bug("tiled_max_starts_at_zero", "06", "tiled_attention",
+    """The running maximum starts at 0 instead of minus infinity, so for a query whose scores are all far below
+    0 the shift stays 0, every exp(score) underflows to 0 and the row comes out 0/0 = NaN (rows near 0 come out
+    right, which is why ordinary inputs hide it). The running maximum must be the largest score seen so far:
+    before any key, that is minus infinity.""",
+    _tiled_source(m_init="np.zeros((*lead, T_q, 1), dtype=dtype)"), tests=("tiled_values",))
+
+bug("tiled_no_scale", "06", "tiled_attention",
+    """The block scores are not divided by sqrt(d_k): tiled attention must equal plain scaled dot-product
+    attention, softmax(Q K^T / sqrt(d_k)) V, block by block.""",
+    _tiled_source(scale="1.0"), tests=("tiled_values",))
+
+bug("tiled_drops_last_block", "06", "tiled_attention",
+    """The last, shorter block of keys is left out: when T_k is not a multiple of block_size the loop stops
+    before the keys that do not fill a whole block. Every key belongs to some block, the last one included.""",
+    _tiled_source(blocks="range(0, T_k - block_size + 1, block_size)"), tests=("tiled_values",))
+
+bug("tiled_float64_accumulators", "06", "tiled_attention",
+    """The running maximum, sum and output are created as float64 (np.zeros and np.full without dtype=), so
+    float32 input comes back float64. Create them with the input's dtype.""",
+    _tiled_source(dtype="np.float64"), tests=("tiled_values",))
+
+bug("decode_loop_float64_cache", "06", "decode_with_kv_cache",
+    """The empty caches are created as float64 (np.zeros without dtype=), and appending float32 keys to a
+    float64 cache makes float64: float32 input must give float32 output and caches. Create the empty caches
+    with the input's dtype.""",
+    """
+    def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+        cache_k = np.zeros((*lead, n_kv_heads, 0, d_head))
+        cache_v = np.zeros((*lead, n_kv_heads, 0, d_head))
+        outs = []
+        for t in range(T):
+            out_t, cache_k, cache_v = decode_step(x[..., t:t + 1, :], cache_k, cache_v, W_Q, W_K, W_V, W_O,
+                                                  n_heads, n_kv_heads)
+            outs.append(out_t)
+        return np.concatenate(outs, axis=-2), cache_k, cache_v
+    """, tests=("decode_loop_values",))
+
+bug("gqa_mask_dropped", "06", "grouped_query_attention",
+    """The mask is never passed on to the attention, so blocked pairs get weight like any other: with a mask
+    the result differs, without one it is right. Every query head must see the mask it was given.""",
+    """
+    def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
+        n_rep = n_heads // n_kv_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = repeat_kv(split_heads(x @ W_K, n_kv_heads), n_rep)
+        V = repeat_kv(split_heads(x @ W_V, n_kv_heads), n_rep)
+        heads, weights = scaled_dot_product_attention(Q, K, V)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("gqa_values",))
+
+# Not visible: the self-check runs the learner's pasted lesson-01 attention, which this lesson does not grade
+# and which may give NaN on a fully blocked row; the hidden test binds the course's own.
+bug("gqa_blocked_row_uniform", "06", "grouped_query_attention",
+    """Blocked pairs get a large negative score (-1e9) instead of being excluded, so a query whose keys are all
+    blocked gets uniform weights 1/T over keys it may not see. The contract: a fully blocked row gets all-zero
+    weights, and so a zero output row.""",
+    """
+    def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
+        n_rep = n_heads // n_kv_heads
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = repeat_kv(split_heads(x @ W_K, n_kv_heads), n_rep)
+        V = repeat_kv(split_heads(x @ W_V, n_kv_heads), n_rep)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -1e9, scores)
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        return concat_heads(weights @ V) @ W_O, weights
+    """, tests=("gqa_values",), visible=False)
+
+bug("gqa_kv_split_into_query_heads", "06", "grouped_query_attention",
+    """K and V are split into n_heads heads, as many as the queries, but W_K and W_V have only n_kv_heads *
+    d_head columns: there are n_kv_heads key/value heads of width d_head, shared by groups of query heads.""",
+    """
+    def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
+        n_rep = n_heads // n_kv_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = repeat_kv(split_heads(x @ W_K, n_heads), n_rep)
+        V = repeat_kv(split_heads(x @ W_V, n_heads), n_rep)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("gqa_values",))
+
+bug("causal_self_attention_calls_mha", "06", "causal_self_attention",
+    """The full path calls multi-head attention, whose W_K and W_V are (d_model, d_model): with fewer KV heads
+    they are narrower, (d_model, n_kv_heads * d_head), and groups of query heads share each KV head. The full
+    path is the same grouped-query attention as the cached one, with the causal mask.""",
+    """
+    def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
+        T = x.shape[-2]
+        return multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=causal_mask(T))
+    """, tests=("causal_full_values",))
+
+bug("causal_mask_blocks_diagonal", "06", "causal_mask",
+    """The mask blocks the diagonal too, so a query may not attend to its own key (and the first query has no
+    key at all). Causal means no key *after* the query: the diagonal is open in every convention.""",
+    """
+    def causal_mask(T, convention="course"):
+        blocked = np.triu(np.ones((T, T), dtype=bool), k=0)
+        if convention in ("course", "nn.MultiheadAttention"):
+            return blocked
+        if convention == "F.scaled_dot_product_attention":
+            return ~blocked
+        if convention == "masked_fill":
+            return (~blocked).astype(float)
+        raise ValueError(f"unknown mask convention {convention!r}")
+    """, tests=("mask_conventions",))

@@ -16,8 +16,9 @@ import numpy as _np
 
 from autograder import reference
 from autograder.bugs import by_id
+from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, bound, check, learner_error, rng_for
+from autograder.checks.runner import Case, WrongAnswer, call_measuring_memory, check, learner_error, rng_for
 
 
 
@@ -45,8 +46,8 @@ def _inputs(rng, lead, d, dtype=_np.float64):
 
 @hidden_test(uses=('multi_head_scores',), helpers=('split_heads',))
 def head_scores(multi_head_scores, split_heads=None):
-    """Unbatched, batched, two batch axes, float32 (which must stay float32). Graded with the reference
-    split_heads bound in: this lesson gives split_heads, and lesson 02 grades it."""
+    """Unbatched, batched, two batch axes, float32; float32 must stay float32 and float64 float64. Graded with
+    the reference split_heads bound in: this lesson gives split_heads, and lesson 02 grades it."""
     rng = _rng("head_scores")
     d = _layout(rng)
     cases = [
@@ -57,12 +58,9 @@ def head_scores(multi_head_scores, split_heads=None):
     ]
     bind = {"split_heads": reference.split_heads}
     check("multi_head_scores", multi_head_scores, cases, rtol=1e-4, atol=1e-6, bind=bind)
-    with bound(multi_head_scores, bind):
-        out = multi_head_scores(*_inputs(rng, (), d, _np.float32))
-    if getattr(out, "dtype", None) != _np.float32:
-        raise WrongAnswer(f"multi_head_scores turned float32 input into {getattr(out, 'dtype', type(out))}: "
-                          "divide by math.sqrt(d_head), a Python float; np.sqrt(d_head) is a numpy float64 "
-                          "and promotes float32 arrays to float64")
+    dtype_kept("multi_head_scores", multi_head_scores,
+               [Case(_inputs(rng, (), d, dtype), label=f"unbatched, {_np.dtype(dtype).name}")
+                for dtype in (_np.float32, _np.float64)], bind=bind)
 
 
 # --------------------------------------------------------------------------------------------- the experiment
@@ -173,3 +171,27 @@ def std_experiment(dot_product_std):
         b = by_id("std_experiment_global_rng")
         raise WrongAnswer(f"{b.diagnosis} [{b.id}] (two calls with rng=np.random.default_rng({seed}) gave "
                           f"{again[0]:.6g} and {again[1]:.6g})")
+    no_pairwise_matrix(dot_product_std)
+
+
+# The lesson asks for one q.k per pair, not np.diag(q @ k.T): the values are the same, but the (n_samples,
+# n_samples) product holds n_samples^2 numbers to use n_samples of them. Only the memory shows it, and it shows it
+# without doubt: at n_samples = 4000 and d_k = 4 the right computation holds three (4000, 4) arrays, under 0.4 MB,
+# while the product alone is 122 MB; the limit, a quarter of that product, is 80 times the first and 4 times below
+# the second. (Time would say the same, but on a shared machine time is noise; memory is counted exactly.)
+_PAIRS_N, _PAIRS_D_K = 4000, 4
+
+
+def no_pairwise_matrix(dot_product_std):
+    """The experiment never holds an (n_samples, n_samples) array (measured with tracemalloc in the kernel)."""
+    rng = _np.random.default_rng(int(_rng("std_experiment_memory").integers(1, 2**31)))
+    case = Case((_PAIRS_D_K, _PAIRS_N, False, rng), label=f"d_k={_PAIRS_D_K}, n_samples={_PAIRS_N}, scaled=False")
+    _, peak = call_measuring_memory(dot_product_std, case, "dot_product_std")
+    if peak < 0:
+        raise WrongAnswer("dot_product_std stopped Python's memory tracing (tracemalloc.stop()), so its memory "
+                          "cannot be measured; remove that call")
+    square = _PAIRS_N * _PAIRS_N * 8
+    if peak > square // 4:
+        b = by_id("std_experiment_pairwise_matrix")
+        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: peak {peak / 2**20:.1f} MB; one "
+                          f"({_PAIRS_N}, {_PAIRS_N}) float64 matrix is {square / 2**20:.1f} MB)")

@@ -18,6 +18,7 @@ import numpy as np
 from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, distinct_dims, known_bug, rng_for
+from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 # The answer of the multiple-choice question. It lives only here (hidden checks), never in lessons/.
@@ -134,6 +135,9 @@ def roundtrip(split_into_heads, merge_heads):
     check("split_into_heads", split_into_heads, cases, rtol=0.0, atol=0.0, ref=reference.split_heads)
     merge_cases = [Case((reference.split_heads(c.args[0], c.args[1]).copy(),), label=c.label) for c in cases]
     check("merge_heads", merge_heads, merge_cases, rtol=0.0, atol=0.0, ref=reference.concat_heads)
+    for name, fn, ref, dtype_cases in (("split_into_heads", split_into_heads, reference.split_heads, cases[1:3]),
+                                       ("merge_heads", merge_heads, reference.concat_heads, merge_cases[1:3])):
+        dtype_kept(name, fn, dtype_cases, rtol=0.0, atol=0.0, ref=ref)  # batched float64, float32
     for c in cases:
         x, n_heads = c.args
         before = compare.snapshot(x)
@@ -185,7 +189,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
             bug = known_bug("head_weights", case, (got,), ("result",), rtol=1e-6, atol=1e-9)
             named = f" {bug.diagnosis} [{bug.id}]" if bug else ""
             raise WrongAnswer("heads 0 and 1 of head_weights give the same weights on a random layer: each head "
-                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named)
+                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named, bug=bug)
     # ... and they are the true attention weights of that layer (random arrays also differ; they fail here).
     cases = [Case((x, W_Q, W_K, n_heads), label="the supplied layer")]
     for lead, dtype, label in (((d["B"],), np.float64, "batched"), ((), np.float32, "float32")):
@@ -193,13 +197,8 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
         cases.append(Case((xx, Wq, Wk, h), label=label))
     xx, (Wq, Wk, _, _), _ = _layer(rng, (), d)
     cases.append(Case((xx, Wq, Wk, 1), label="one head"))
-    try:
-        check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=_reference_head_weights)
-    except WrongAnswer as exc:
-        if "] (on input" in str(exc):  # a catalogued bug, already explained
-            raise
-        raise WrongAnswer(f"{exc}. The weights must be the attention of the layer given to head_weights, "
-                          "softmax(Q_h K_h^T / sqrt(d_head)) for each head h, not any pattern that differs") from None
+    check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=_reference_head_weights)
+    dtype_kept("head_weights", head_weights, cases[:3], bind=bind, ref=_reference_head_weights)
 
 
 # ------------------------------------------------------------------------------------ mha from raw operations
@@ -222,3 +221,5 @@ def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=N
     bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "merge_heads", "softmax", "head_weights")}
     check("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=bind, ref=reference.multi_head_attention)
+    dtype_kept("mha_from_scratch", mha_from_scratch, cases[1:3], outputs=("out", "weights"), bind=bind,
+               ref=reference.multi_head_attention)

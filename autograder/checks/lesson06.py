@@ -16,12 +16,19 @@ from autograder import bugs as bug_catalog
 from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import call_measuring_memory, Case, WrongAnswer, _call, check, known_bug, rng_for
+from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 # (n_heads, n_kv_heads, d_head) configurations; in every one n_rep = n_heads // n_kv_heads >= 2 and
 # n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
 _GQA = ((6, 2, 5), (6, 3, 4), (8, 2, 3), (4, 2, 7))
 _SIZES = (3, 5, 7, 9, 10, 11)
+
+
+# The lesson's tools cell (pasted from lessons 01 and 02) is not graded here: while a function of this lesson is
+# graded, the names it may call from that cell answer with the course's own versions.
+_TOOLS = {n: getattr(reference, n) for n in ("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads",
+                                              "multi_head_attention")}
 
 
 def _rng(test_id: str):
@@ -58,6 +65,7 @@ def repeat_kv_values(repeat_kv):
         cases.append(Case((rng.normal(size=shape).astype(dtype), n_rep),
                           label=f"{'batched' if lead else 'unbatched'}, n_rep={n_rep}, {np.dtype(dtype).name}"))
     check("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
+    dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
 @hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',))
@@ -80,11 +88,32 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
         Case((*_layer(rng, n_heads, 1, d_head, T, (B,)), n_heads, 1), label="MQA end: n_kv_heads = 1"),
     ]
     check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
-          atol=1e-9, bind={"repeat_kv": reference.repeat_kv})
+          atol=1e-9, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
     n_heads, n_kv, d_head, B, T = _config(rng, 1)
     f32 = [Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32")]
     check("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
-          atol=1e-5, bind={"repeat_kv": reference.repeat_kv})
+          atol=1e-5, bind={**_TOOLS, "repeat_kv": reference.repeat_kv})
+    gqa_masks_and_dtypes(grouped_query_attention, rng, f32[0])
+
+
+def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
+    """A mask per batch element with a fully blocked row (its weights all 0, so its output row 0), on true
+    groups, batched and unbatched; then float32 stays float32 and float64 float64."""
+    bind = {**_TOOLS, "repeat_kv": reference.repeat_kv}
+    cases = []
+    for i, lead in ((2, ()), (3, None)):
+        n_heads, n_kv, d_head, B, T = _config(rng, i)
+        lead = (B,) if lead is None else lead
+        mask = rng.random((*lead, 1, T, T)) < 0.4  # (..., 1, T, T): the same for every head
+        mask[..., np.arange(T), rng.integers(0, T, T)] = False  # every query keeps a key ...
+        mask[..., int(rng.integers(0, T)), :] = True  # ... but one, which is fully blocked
+        cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv), {"mask": mask},
+                          label=f"GQA n_heads={n_heads}, n_kv_heads={n_kv}, a mask with one fully blocked query"
+                          + (", batched" if lead else ", unbatched")))
+    check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
+          atol=1e-9, bind=bind)
+    dtype_kept("grouped_query_attention", grouped_query_attention, [case32, cases[1]], outputs=("out", "weights"),
+               bind=bind)
 
 
 @hidden_test(uses=('causal_mask',))
@@ -114,9 +143,25 @@ def mask_conventions(causal_mask):
                         continue
                     if w == g:
                         raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()})")
-                wrong = sum(1 for a, c in zip(g, e) if a != c)
-                raise WrongAnswer(f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention "
-                                  f"at {wrong} of {T * T} positions; see the table above: which value means blocked?")
+                raise WrongAnswer(_mask_difference(T, convention, g, e), uncatalogued=True)
+
+
+def _mask_difference(T, convention, got, expected):
+    """Where a causal mask differs (below, on, above the diagonal) and what the convention puts there."""
+    regions = {"below the diagonal": lambda i, j: j < i, "on the diagonal": lambda i, j: j == i,
+               "above the diagonal": lambda i, j: j > i}
+    wrong, sizes = {}, {}
+    for name, inside in regions.items():
+        cells = [i * T + j for i in range(T) for j in range(T) if inside(i, j)]
+        sizes[name] = len(cells)
+        wrong[name] = sum(1 for c in cells if got[c] != expected[c])
+    where = ", ".join(f"{n} ({wrong[n]} of {sizes[n]})" for n in regions if wrong[n])
+    show = (lambda v: f"{v:g}") if convention == "masked_fill" else (lambda v: str(bool(v)))
+    open_value, blocked_value = expected[0], expected[T - 1] if T > 1 else None  # (0, 0) is open, (0, T-1) blocked
+    rule = (f"in this convention a pair that may attend holds {show(open_value)} and a blocked pair"
+            + (f" {show(blocked_value)}" if blocked_value is not None else " the other value")
+            + "; query i may attend to keys 0..i, itself included")
+    return f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention {where}: {rule}"
 
 
 @hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'))
@@ -129,9 +174,13 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
         lead = (B,) if i != 1 else ()
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else ", unbatched")))
+    bind = {**_TOOLS, "grouped_query_attention": reference.grouped_query_attention, "repeat_kv": reference.repeat_kv,
+            "causal_mask": reference.causal_mask}
     check("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
-          bind={"grouped_query_attention": reference.grouped_query_attention, "repeat_kv": reference.repeat_kv,
-                "causal_mask": reference.causal_mask})
+          bind=bind)
+    n_heads, n_kv, d_head, B, T = _config(rng, 3)
+    f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
+    dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"), bind=bind)
 
 
 @hidden_test(uses=('kv_cache_append',))
@@ -152,6 +201,7 @@ def kv_cache_append_values(kv_cache_append):
         Case(arrays((B,), T, 2, np.float32), label=f"float32, {T} cached tokens + 2 new"),
     ]
     check("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
+    dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
 @hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'))
@@ -169,6 +219,12 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
                           + (", batched" if lead else ", unbatched")))
     check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9,
           bind={"kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
+    n_heads, n_kv, d_head, B, _ = _config(rng, 3)
+    x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, (B,), np.float32)
+    cache = [rng.normal(size=(B, n_kv, 5, d_head)).astype(np.float32) for _ in range(2)]
+    f32 = Case((x, *cache, W_Q, W_K, W_V, W_O, n_heads, n_kv), label="float32, cache of 5 tokens, batched")
+    dtype_kept("decode_step", decode_step, [f32, cases[0]], outputs=("out_t", "cache_k", "cache_v"),
+               bind={**_TOOLS, "kv_cache_append": reference.kv_cache_append, "repeat_kv": reference.repeat_kv})
 
 
 @hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'))
@@ -184,6 +240,11 @@ def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=N
     check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
           atol=1e-9, bind={"decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
                            "repeat_kv": reference.repeat_kv})
+    n_heads, n_kv, d_head, B, T = _config(rng, 0)
+    f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
+    dtype_kept("decode_with_kv_cache", decode_with_kv_cache, [f32, cases[0]], outputs=("out", "cache_k", "cache_v"),
+               bind={**_TOOLS, "decode_step": reference.decode_step, "kv_cache_append": reference.kv_cache_append,
+                     "repeat_kv": reference.repeat_kv})
 
 
 def _tiled_cases(rng, dtype):
@@ -194,7 +255,23 @@ def _tiled_cases(rng, dtype):
         args = tuple(rng.normal(size=(*lead, t, d)).astype(dtype) * 2 for t, d in ((T_q, d_k), (T_k, d_k), (T_k, d_v)))
         cases.append(Case((*args, block), {"causal": causal},
                           label=f"{'causal, ' if causal else ''}block_size={block}, T_k={T_k}, {np.dtype(dtype).name}"))
+    if dtype == np.float64:  # float32 keeps a score near 1300 to 1e-4 only: too coarse for any tolerance here
+        cases += [_far_rows_case(rng, dtype, causal) for causal in (False, True)]
     return cases
+
+
+def _far_rows_case(rng, dtype, causal):
+    """Rows whose scores all lie far below 0 or far above it: key feature 0 is 1 for every key, so query i's
+    feature 0 shifts its whole row of scores (softmax ignores a shift; exp of a score near -1000 does not)."""
+    lead, T, d_k, d_v, block = (2,), 12, 5, 3, 5
+    Q, K, V = (rng.normal(size=(*lead, T, d)) * 2 for d in (d_k, d_k, d_v))
+    K[..., 0] = 1.0
+    offsets = (-3000.0, -300.0, 0.0, 3000.0)
+    Q[..., 0] = rng.choice(offsets, size=(*lead, T))  # (..., T): each row's offset
+    args = tuple(a.astype(dtype) for a in (Q, K, V))
+    near = int(max(offsets) / math.sqrt(d_k))
+    return Case((*args, block), {"causal": causal}, label=f"{'causal, ' if causal else ''}rows of scores near "
+                f"+-{near}, block_size={block}, T_k={T}, {np.dtype(dtype).name}")
 
 
 def _tiled_reference(Q, K, V, block_size, causal=False):
@@ -207,10 +284,10 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
-    check("tiled_attention", tiled_attention, _tiled_cases(rng, np.float64), rtol=1e-10, atol=1e-10,
-          ref=_tiled_reference)
-    check("tiled_attention", tiled_attention, _tiled_cases(rng, np.float32), rtol=1e-4, atol=1e-5,
-          ref=_tiled_reference)
+    f64, f32 = _tiled_cases(rng, np.float64), _tiled_cases(rng, np.float32)
+    check("tiled_attention", tiled_attention, f64, rtol=1e-10, atol=1e-10, ref=_tiled_reference)
+    check("tiled_attention", tiled_attention, f32, rtol=1e-4, atol=1e-5, ref=_tiled_reference)
+    dtype_kept("tiled_attention", tiled_attention, [f32[0], f64[0]], ref=_tiled_reference)
 
 
 @hidden_test(uses=('tiled_attention',))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,21 +23,44 @@ class WrongAnswer(AssertionError):
     """A hidden test found a difference from the reference; the message is for the learner.
 
     ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
-    (``autograder.checks.session.run`` adds its verdict in front of the message).
+    (``autograder/grading/hidden_tests.py`` adds its verdict in front of the message).
+
+    ``bug_id`` (for the instructor's insights, ``autograder/grading/insights.py``): the catalogued bug the test
+    named, given as ``bug=`` or else the one whose "diagnosis [id]" begins the message (every message begins with
+    the grader's own words, so nothing the learner's code returned or raised can name a bug);
+    ``unanswered``: the function is still the untouched stub ("... is not implemented yet").
     """
 
-    def __init__(self, message, *, uncatalogued=False):
+    def __init__(self, message, *, uncatalogued=False, bug=None, unanswered=None):
         super().__init__(message)
         self.uncatalogued = uncatalogued
+        text = str(message)
+        self.bug_id = bug.id if bug is not None else _bug_named_first(text)
+        self.unanswered = bool(_STUB.match(text)) if unanswered is None else unanswered
 
 
-def learner_error(name: str, exc: Exception, on_input: str, hint: str = "") -> WrongAnswer:
+_STUB = re.compile(r"^\w+ is not implemented yet\b")
+
+
+def _bug_named_first(message: str):
+    """The id of the catalogued bug whose "diagnosis [id]" begins ``message``, or None."""
+    if "[" not in message:
+        return None
+    from autograder import bugs as bug_catalog
+
+    for b in bug_catalog.CATALOG:
+        if message.startswith(f"{b.diagnosis} [{b.id}]"):
+            return b.id
+    return None
+
+
+def learner_error(name: str, exc: Exception, on_input: str, hint: str = "", bug=None) -> WrongAnswer:
     """The WrongAnswer for an exception the learner's function raised: what, on which input, and where in
     the learner's own cells (no frame of numpy or of the grading code)."""
     remote = getattr(exc, "learner_traceback", None)  # raised in the kernel: its frames came as text
     frames = "\n".join(remote[:-1]) if remote is not None else "\n".join(learner_frames(exc.__traceback__))
     where = f"\nWhere, in your code:\n{frames}" if frames else ""
-    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}")
+    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}", bug=bug)
 
 
 @dataclass
@@ -95,7 +119,7 @@ def _call(fn, case: Case, name: str):
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
         hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(exc)
-        raise learner_error(name, exc, case.describe(), hint) from None
+        raise learner_error(name, exc, case.describe(), hint, bug) from None
 
 
 _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
@@ -269,7 +293,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
         case, why = problem
         bug = matching_bug(name, observed, outputs, rtol=rtol, atol=atol)
         if bug is not None:
-            raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
+            raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
         raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
 
 

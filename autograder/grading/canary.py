@@ -4,7 +4,7 @@ full marks.
 A grading environment can break in ways that look, from the grades alone, like a class of weak learners: kernels
 that cannot import the course, a sandbox that cannot start a kernel, a machine too slow for ``--timeout``, hidden
 checks that disagree with the model answers. The canary puts one completed notebook per lesson (the lesson's
-student notebook with every answer cell filled from ``solutions/``, ``submissions.fill``) through exactly the
+student notebook with every answer cell filled from ``solutions/``, ``answers.fill``) through exactly the
 pipeline the students go through: ``worker.run_tasks`` and ``worker.grade_one``, in the same course folder and
 gradebook, with the same kernelspec, sandbox uid, limits and preprocessors. Each lesson's canary is its own student
 (``_canary-<lesson>``), so the lessons are graded in parallel over ``--workers``.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, submissions
+from autograder import course, answers
 from autograder.grading.settings import COURSE_ID
 
 PREFIX = "_canary-"
@@ -41,11 +41,13 @@ class CanaryFailed(RuntimeError):
 
 @dataclass
 class Outcome:
-    lessons: list
+    lessons: list  # the lessons whose model answers were graded: none when no notebook needed grading
     seconds: float
 
     def summary(self) -> str:
         n = len(self.lessons)
+        if not n:
+            return "no canary needed: nothing to grade"
         return f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
 
 
@@ -61,7 +63,7 @@ def folder(out) -> Path:
     return Path(out) / "canary"
 
 
-def check(s, log=print) -> Outcome:
+def check(s, log=print, pool=None) -> Outcome:
     """Grade the model answers of ``s.lessons``; raise ``CanaryFailed`` unless every one earns full marks."""
     from autograder.grading import worker, workspace  # the command's own pipeline (imported here: it imports this)
 
@@ -70,11 +72,12 @@ def check(s, log=print) -> Outcome:
     shutil.rmtree(folder(s.out), ignore_errors=True)  # the records of the last canary
     remove(s, ids.values())  # what a killed run may have left
     for lesson, cid in ids.items():
-        submissions.write_submission(s.course_root, cid, lesson, submissions.fill(lesson))
+        answers.write_submission(s.course_root, cid, lesson, answers.fill(lesson))
     workspace.ensure_students(s, ids.values())
     log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
     try:
-        worker.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False)
+        worker.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False,
+                         pool=pool)
         problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
     finally:
         remove(s, ids.values())

@@ -1,4 +1,5 @@
-"""nbgrader's Execute step, hardened for untrusted notebooks.
+"""nbgrader's Execute step, hardened for untrusted notebooks (one module, longer than most: the hardenings below
+override the same nbclient methods together).
 
 ``SafeExecute`` replaces nbgrader's ``Execute`` in the grading course's autograde preprocessors. It differs in four
 ways, each of which nbgrader 0.9 handles by failing the whole submission or hanging:
@@ -55,6 +56,9 @@ NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
 sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
+# grade_id -> how each hidden test of the notebook being graded ended (``hidden_tests.Session.outcome``), kept in
+# this process (never in the notebook, which the learner wrote); the grading command reads and clears it
+hidden_outcomes: dict = {}
 
 
 def remove_stale_sandboxes() -> int:
@@ -119,6 +123,7 @@ class SafeExecute(Execute):
         self._hidden = registry.tests_of(registry.lesson_module(notebook)) if notebook[:2].isdigit() else {}
         for attempt in range(1, self.start_attempts + 1):
             self._reset_safety()
+            hidden_outcomes.clear()
             try:
                 return super().preprocess(nb, resources, km)
             except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
@@ -130,8 +135,9 @@ class SafeExecute(Execute):
                 self._end_sandbox()
 
     async def async_start_new_kernel(self, **kwargs):
-        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py)
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader"}
+        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py) and trains
+        # lesson 07's model for a few steps only (training is never graded)
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader", "MHA_SHORT_TRAINING": "1"}
         return await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
@@ -250,6 +256,7 @@ class SafeExecute(Execute):
             session.close()
             self.kc.allow_stdin = False
             self._write_verdict(cell, session)
+            hidden_outcomes[meta.get("grade_id")] = session.outcome()
 
     execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
 

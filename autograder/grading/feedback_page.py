@@ -22,6 +22,7 @@ import html
 import re
 from pathlib import Path
 
+import jinja2
 from jinja2 import pass_context
 from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
@@ -53,6 +54,24 @@ class MathMLRenderer(IPythonRenderer):
         return page_safety.math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
+class _CompiledTemplates(jinja2.BytecodeCache):
+    """Compiled page templates kept in memory, shared by every page a process writes (nbgrader makes a new
+    exporter, so a new jinja environment, for each notebook; jinja checks each template's source before reuse)."""
+
+    def __init__(self):
+        self.store = {}
+
+    def load_bytecode(self, bucket):
+        if bucket.key in self.store:
+            bucket.bytecode_from_string(self.store[bucket.key])
+
+    def dump_bytecode(self, bucket):
+        self.store[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED = _CompiledTemplates()
+
+
 class FeedbackExporter(HTMLExporter):
     """nbgrader's feedback HTML, sanitised, with maths rendered at write time and a Content-Security-Policy."""
 
@@ -63,6 +82,11 @@ class FeedbackExporter(HTMLExporter):
         config.FeedbackExporter.extra_template_basedirs = [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
         config.FeedbackExporter.sanitize_html = True
         super().__init__(config=config, **kwargs)
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = _COMPILED
+        return environment
 
     @pass_context  # the filter reads the cell's attachments from the template context
     def markdown2html(self, context, source):

@@ -69,6 +69,8 @@ class Session:
         self.printed = ""  # what the test printed for the learner
         self.uncatalogued = False  # failed on a difference that matches no known bug
         self.self_check = None  # then: what the learner's own self-check said about it
+        self.failure = None  # how it failed, for the instructor: see ``outcome``
+        self.bug_id = None  # the catalogued bug the test named (decided here, never by the kernel)
         self._state = "new"
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
@@ -96,7 +98,7 @@ class Session:
                 raise ProtocolError(f"unexpected {op!r} in state {self._state}")
         except Exception as exc:  # noqa: BLE001 - a malformed or out-of-turn message from the notebook
             self._finish(False, "the notebook interfered with the hidden test's channel "
-                                f"({type(exc).__name__}); the test cannot pass")
+                                f"({type(exc).__name__}); the test cannot pass", "interfered")
             self._from_kernel.put(KernelGone())
             return encode({"op": "done", "passed": False})
         try:
@@ -125,9 +127,12 @@ class Session:
             self._finish(False, None)
         except AssertionError as exc:
             self.uncatalogued = bool(getattr(exc, "uncatalogued", False))
-            self._finish(False, str(exc))
+            bug_id = getattr(exc, "bug_id", None)
+            self._finish(False, str(exc), "bug" if bug_id else "unanswered" if getattr(exc, "unanswered", False)
+                         else "unnamed", bug_id)
         except Exception as exc:  # noqa: BLE001 - the test could not use what the notebook returned
-            self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})")
+            self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})",
+                         "unnamed")
         else:
             self._finish(True, None)
         finally:
@@ -135,9 +140,18 @@ class Session:
         self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check,
                              "self_check": self.uncatalogued})
 
-    def _finish(self, passed, message):
+    def _finish(self, passed, message, failure=None, bug_id=None):
         if self.verdict is None:
             self.verdict = (passed, message)
+            self.failure, self.bug_id = (None, None) if passed else (failure or "not run", bug_id)
+
+    def outcome(self) -> dict:
+        """How the test ended, for the instructor's insights: ``result`` is passed, bug (``bug`` names it),
+        unnamed (a wrong result no catalogued bug explains), unanswered (the untouched stub), interfered (the
+        notebook broke the channel) or not run (the test did not reach its end: the kernel died or timed out)."""
+        if self.verdict is None:
+            return {"result": "not run", "bug": None}
+        return {"result": "passed" if self.verdict[0] else self.failure, "bug": self.bug_id}
 
     def call(self, fn: RemoteFunction, args, kwargs, measure_memory=False):
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],

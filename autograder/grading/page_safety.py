@@ -94,16 +94,40 @@ def policy(page_head: str) -> str:
             "media-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
 
 
+_COLOURED_SPAN = re.compile(r'<span((?: class="[^"]*")?) style="((?:(?:background-)?color: rgb\(\d{1,3},\d{1,3},\d{1,3}\);? ?)+)"')
+_STYLE_ATTRIBUTE = re.compile(r'\sstyle="[^"]*"')
+
+
+def _colours_as_classes(body: str) -> tuple:
+    """(body, style block): the colours nbconvert writes as ``style`` attributes (a traceback's 256-colour codes),
+    which the policy refuses, as classes of one style block in ``<head>``, which it allows; any other ``style``
+    attribute is dropped (refused anyway)."""
+    rules: dict = {}
+
+    def as_class(m):
+        name = rules.setdefault(m.group(2).strip(), f"mha-colour-{len(rules)}")
+        classes = m.group(1)[len(' class="'):-1] if m.group(1) else ""
+        return f'<span class="{(classes + " " + name).strip()}"'
+
+    body = _STYLE_ATTRIBUTE.sub("", _COLOURED_SPAN.sub(as_class, body))
+    css = "".join(f".{name} {{ {rule.rstrip(';')}; }}\n" for rule, name in rules.items())
+    return body, (f"<style>\n{css}</style>\n" if css else "")
+
+
 def protect(page: str) -> str:
     """``page`` with its Content-Security-Policy as the first element of ``<head>``.
 
     Only the styles in ``<head>`` (the page's own, written before any learner content) are allowed. Font faces
-    loaded from files (bootstrap's icon font) are dropped: the policy would refuse them, with a console error.
+    loaded from files (bootstrap's icon font) are dropped: the policy would refuse them, with a console error; so
+    are ``style`` attributes, whose colours become classes (``_colours_as_classes``).
     """
     page = _FONT_FACE.sub("", page)
     head = re.search(r"<head[^>]*>", page, re.I)
     end = page.find("</head>")
     if head is None or end < head.end():
         raise ValueError("the page has no <head>; write the page with one before protecting it")
+    body, colours = _colours_as_classes(page[end:])
+    page = page[:end] + colours + body
+    end += len(colours)
     meta = f'<meta http-equiv="Content-Security-Policy" content="{policy(page[head.end():end])}">'
     return page[:head.end()] + meta + page[head.end():]

@@ -120,6 +120,8 @@ vertical-align:top}} ul{{margin:0;padding-left:1.2em}} pre{{background:#f4f4f4;p
 {error_block}
 <p>{len(rows)} students, lessons: {esc(', '.join(s.lessons))}. Flags mark what a human should look at; a flagged
 score is never higher than the work earns (hidden tests and nbgrader decide it).</p>
+<p><a href="insights.html">Class insights</a>: score distributions, misconceptions, item analysis, failures
+without a name, students who may need help.</p>
 {pending_note}
 {''.join(f'<p><b>{esc(n)}</b></p>' for n in notes)}
 <h2>Score distribution (total)</h2><pre>{esc(chr(10).join(distribution(rows)))}</pre>

@@ -93,3 +93,34 @@ def percent(row: dict):
     if row["total"] is None or marked <= 0:
         return None
     return 100 * row["total"] / marked
+
+
+# ------------------------------------------------------------ one submission in detail (the mutation harness, tests)
+
+def cell_scores(s: Settings, lesson: str, student: str) -> dict:
+    """grade_id -> (score, max_score) of every autograded cell of one submission, from the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        nb = gb.find_submission_notebook(lesson, lesson, student)
+        return {g.name: (float(g.score), float(g.max_score)) for g in nb.grades
+                if g.auto_score is not None or g.cell_type == "code"}
+
+
+def submission_total(s: Settings, lesson: str, student: str) -> tuple:
+    """(score, max_score) of one submission."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        sub = gb.find_submission(lesson, student)
+        return float(sub.score), float(sub.max_score)
+
+
+def feedback_text(s: Settings, lesson: str, student: str) -> str:
+    """The plain text of the feedback page the learner receives."""
+    import html
+    import re
+
+    raw = (s.course_root / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
+    return html.unescape(re.sub(r"<[^>]+>", "", raw))
+

@@ -182,13 +182,14 @@ def _always_true(fn) -> bool:
     return bool(returns) and all(isinstance(r.value, ast.Constant) and r.value.value is True for r in returns)
 
 
-def scan_source(source: str) -> list:
-    scanner = _Scanner()
+def scan_source(source: str, scanner=None) -> list:
+    """Findings in one cell's source (``scanner``: the notebook's, which remembers the names earlier cells bound)."""
+    scanner = scanner or _Scanner()
+    scanner.findings = []
     try:
-        tree = ast.parse(_code(source))
+        scanner.visit(ast.parse(_code(source)))
     except SyntaxError:
-        return _shell_findings(source)
-    scanner.visit(tree)
+        pass
     return scanner.findings + _shell_findings(source)
 
 
@@ -206,12 +207,7 @@ def scan_notebook(nb, editable_only=True) -> list:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if editable_only and meta.get("locked") and not meta.get("solution"):
             continue
-        scanner.findings = _shell_findings(cell.get("source", ""))
-        try:
-            scanner.visit(ast.parse(_code(cell.get("source", ""))))
-        except SyntaxError:
-            pass
-        for f in scanner.findings:
+        for f in scan_source(cell.get("source", ""), scanner):
             if f not in seen:
                 seen.add(f)
                 findings.append(f)

@@ -60,8 +60,15 @@ class Settings:
         parts = [json.dumps([self.lessons, dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
                              self.max_output, self.notebook_timeout, self.isolation])]
         parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
-        parts += [p.read_text(encoding="utf-8") for p in sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
+        parts += [p.read_text(encoding="utf-8") for p in grade_deciding_sources()]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def grade_deciding_sources() -> list:
+    """The code that decides a score or a diagnosis: a change to any of it makes earlier grades stale."""
+    package = course.ROOT / "autograder"
+    return sorted([*package.glob("checks/*.py"), *package.glob("bugs/*.py"), package / "reference.py",
+                   package / "hidden_cell.py", package / "grading" / "hidden_tests.py"])
 
 
 def normalize_db_url(url: str) -> str:

@@ -14,6 +14,7 @@ grades changed since it was written is generated again (``stale_feedback``, ``re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
@@ -26,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder.grading import execute, findings, intake, marks, outcome, state, workspace
+from autograder.grading import execute, findings, intake, items, marks, outcome, state, workspace
 from autograder.grading.settings import COURSE_ID, Settings
 
 _W: dict = {}
@@ -86,13 +87,16 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
     flags = list(task["flags"])
     started = time.monotonic()
     execute.sandbox_events.clear()
+    execute.hidden_outcomes.clear()
     result = _nbgrader_step(Autograde, student, lesson)
     flags += [e for e in dict.fromkeys(execute.sandbox_events)]
+    outcomes = dict(execute.hidden_outcomes)
     previous = state.read(s, student, lesson) or {}
     record = {"student": student, "lesson": lesson, "hash": task["hash"],
               "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
               "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": flags, "seconds": 0.0,
-              "graded_answers": previous.get("graded_answers", {})}
+              "graded_answers": previous.get("graded_answers", {}),
+              "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
     autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
     try:
         if not (result.get("success") and autograded.exists()):
@@ -103,9 +107,11 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
             raise outcome.GradingError(problem)
         record["flags"] = findings.run_flags(nb) + flags
         record["answers"] = marks.written_answers(nb)
+        released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
         with Gradebook(s.gradebook_url, COURSE_ID) as gb:
             record["flags"] += marks.review_regrade(gb, lesson, student, record["answers"],
                                                     previous.get("graded_answers", {}))
+            record.update(items.record(gb, lesson, student, nb, released, outcomes))
         _write_feedback(s, student, lesson, record, previous.get("graded_answers", {}))
     except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
         reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
@@ -173,8 +179,34 @@ def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
     return stale
 
 
-def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
-    """Grade {student: [lessons]} over ``s.workers`` processes; returns how many notebooks were graded."""
+class Pool:
+    """The worker processes of one run: started once, when first needed (each pays nbgrader's imports once), and
+    shared by the canary, the students and the feedback refresh. A pool broken by a dying worker is replaced."""
+
+    def __init__(self, s: Settings):
+        self.s = s
+        self._executor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def executor(self) -> ProcessPoolExecutor:
+        if self._executor is not None and getattr(self._executor, "_broken", False):
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=self.s.workers, mp_context=mp.get_context("spawn"),
+                                                 initializer=_init_worker, initargs=(asdict(self.s),))
+        return self._executor
+
+
+def run_tasks(s: Settings, todo: dict, *, progress=True, pool: Pool | None = None) -> int:
+    """Grade {student: [lessons]} over ``s.workers`` processes (``pool``'s, or a pool of this call's own); returns
+    how many notebooks were graded."""
     from tqdm import tqdm
 
     if not todo:
@@ -183,19 +215,18 @@ def run_tasks(s: Settings, todo: dict, *, progress=True) -> int:
     bar = tqdm(total=len(students), unit="student", desc="grading", disable=not progress, file=sys.stderr,
                dynamic_ncols=True)
     done = 0
-    settings = asdict(s)
     if s.workers <= 1:
-        _init_worker(settings)
+        _init_worker(asdict(s))
         for student in students:
             done += len(grade_student(student, todo[student]))
             bar.update()
     else:
-        ctx = mp.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(s.workers, len(students)), mp_context=ctx,
-                                 initializer=_init_worker, initargs=(settings,)) as pool:
-            futures = {pool.submit(grade_student, student, todo[student]): student for student in students}
+        with Pool(s) if pool is None else contextlib.nullcontext(pool) as lent:
+            executor = lent.executor()
+            futures = {executor.submit(grade_student, student, todo[student]): student for student in students}
             for future in as_completed(futures):
                 done += len(future.result())
                 bar.update()
     bar.close()
     return done
+

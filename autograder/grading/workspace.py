@@ -58,17 +58,23 @@ def grading_env(s: Settings) -> dict:
     return env
 
 
-def prepare_course(s: Settings, log) -> None:
-    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change."""
+def prepare_course(s: Settings, log) -> "Rebuild | None":
+    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change.
+
+    A rebuild first moves the old course folder, state records and marker aside; the returned ``Rebuild`` puts them
+    back (``restore``: the canary failed, so nothing of the earlier runs may be lost) or deletes them (``discard``).
+    """
     out = Path(s.out)
     marker = out / "course.json"
     key = s.key()
     if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
             (s.course_root / "release").is_dir():
-        return
+        return None
+    rebuild = None
     if marker.exists():
         log("lessons, hidden checks or settings changed since the last run: regrading everything")
         _keep_gradebook(s, log)
+        rebuild = Rebuild(out)
     shutil.rmtree(s.course_root, ignore_errors=True)
     shutil.rmtree(out / "state", ignore_errors=True)
     course.make_course(s.course_root, s.lessons, generate=False)
@@ -79,11 +85,76 @@ def prepare_course(s: Settings, log) -> None:
     sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
                                library=write_kernel_library(out / "kernel-library"), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
-    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s), capture_output=True)
-    proc = course.nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], s.course_root, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"nbgrader generate_assignment failed:\n{proc.stdout}\n{proc.stderr}")
+    # (while nbgrader releases the lessons)
+    fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        release_lessons(s)
+    finally:
+        fonts.wait()
     marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+    return rebuild
+
+
+class Rebuild:
+    """The course folder, state records and marker of the earlier runs, moved aside to ``DIR/previous-course``."""
+
+    PARTS = ("course", "state", "course.json")
+
+    def __init__(self, out: Path):
+        self.out, self.aside = out, out / "previous-course"
+        shutil.rmtree(self.aside, ignore_errors=True)  # of a rebuild whose run was killed before it ended
+        self.aside.mkdir()
+        for part in self.PARTS:
+            if (out / part).exists():
+                os.replace(out / part, self.aside / part)
+
+    def restore(self) -> None:
+        for part in self.PARTS:
+            if (self.aside / part).exists():
+                if (self.out / part).is_dir():
+                    shutil.rmtree(self.out / part)
+                os.replace(self.aside / part, self.out / part)
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.aside, ignore_errors=True)
+
+
+def release_lessons(s: Settings) -> None:
+    """nbgrader's generate_assignment for every lesson, in this process (which has imported nbgrader already): it
+    writes release/ and records every cell in the gradebook, which autograde needs."""
+    from nbgrader.converters import GenerateAssignment
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+    from traitlets.config.loader import PyFileConfigLoader
+
+    import nbgrader.api
+
+    nbgrader.api.get_alembic_version = alembic_head  # the gradebook it creates gets its schema's revision
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
+    coursedir = CourseDirectory(config=config)
+    coursedir.root = str(s.course_root)
+    coursedir.assignment_id = "*"
+    converter = GenerateAssignment(coursedir=coursedir, config=config)
+    converter.force = True
+    result = capture_log(converter)
+    missing = [n for n in s.lessons if not (s.course_root / "release" / n / f"{n}.ipynb").exists()]
+    if not result["success"] or missing:
+        raise RuntimeError(f"nbgrader generate_assignment failed (lessons not released: {missing or 'none'}):\n"
+                           f"{result.get('log') or ''}{result.get('error') or ''}")
+
+
+def alembic_head() -> str:
+    """The revision of nbgrader's gradebook schema, read with alembic's API: nbgrader's own
+    ``get_alembic_version`` starts an ``alembic`` process for it (seconds) each time it creates a gradebook."""
+    import nbgrader
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def _keep_gradebook(s: Settings, log) -> None:

@@ -78,3 +78,9 @@ def test_the_content_security_policy_alone_stops_it(browser, tmp_path, kind):
     seen = _open(browser, path)
     assert seen["mark"] is None and seen["requests"] == [], seen
     assert not [m for m in seen["console"] if "injected" in m], seen["console"]
+
+
+def test_a_page_with_a_learners_traceback_logs_nothing(browser, batch):
+    seen = _open(browser, page(batch, "learner_error"))
+    assert "IndexError" in seen["text"]
+    assert seen["console"] == [], seen["console"]  # its colours are classes the policy allows, not style attributes

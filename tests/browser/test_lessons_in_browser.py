@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 import labdriver as lab
-from autograder import course, submissions
+from autograder import course, answers
 from labserver import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
@@ -38,7 +38,7 @@ def folders(lab_server):
 def test_completed_lesson_runs_clean_with_working_widgets(lesson, lab_server, folders, new_page):
     _, completed = folders
     path = completed / f"{lesson}.ipynb"
-    course.write_notebook(submissions.fill(lesson), path)
+    course.write_notebook(answers.fill(lesson), path)
     page = new_page(lab_server)
     lab.open_notebook(page, lab_server, f"completed/{lesson}.ipynb")
 

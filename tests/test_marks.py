@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, submissions
+from autograder import course, answers
 from autograder.grading.settings import COURSE_ID
 from run_once import once
 
@@ -42,7 +42,7 @@ def _batch(base: Path) -> dict:
 
     root, out = base / "class", base / "out"
     for student in ("alice", "bob"):
-        course.write_notebook(submissions.fill(LESSON), root / student / f"{LESSON}.ipynb")
+        course.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
     runs = {"first": _cli(root, out)}
     with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
         for cell, points in MANUAL.items():  # what formgrader's grade handler does
@@ -51,7 +51,7 @@ def _batch(base: Path) -> dict:
         gb.find_comment("explain_w_o", LESSON, LESSON, "alice").manual_comment = COMMENT
         gb.db.commit()
     runs["manual"] = _cli(root, out)
-    changed = submissions.fill(LESSON, {"explain_w_o": "W_O mixes the heads; it is an average of them."})
+    changed = answers.fill(LESSON, {"explain_w_o": "W_O mixes the heads; it is an average of them."})
     course.write_notebook(changed, root / "alice" / f"{LESSON}.ipynb")
     runs["resubmitted"] = _cli(root, out)
     return runs

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from autograder import course, grade, submissions
+from autograder import course, grade, answers
 from autograder.grading import dburl, intake, outcome, workspace
 from autograder.grading.execute import KERNEL_DIED, NOT_RUN
 from run_once import once
@@ -94,7 +94,7 @@ def test_the_learners_own_failures_are_not_grading_errors():
 
 def test_lms_folder_names_get_a_safe_deterministic_id(tmp_path):
     for name in ("Petrov, Ivan", "o'brien", "Élodie Brûlé", "alice"):
-        course.write_notebook(submissions.student_notebook(LESSON), tmp_path / "class" / name / f"{LESSON}.ipynb")
+        course.write_notebook(answers.student_notebook(LESSON), tmp_path / "class" / name / f"{LESSON}.ipynb")
     roster = intake.collect(tmp_path / "class", [LESSON], tmp_path / "work")
     assert roster.folders["alice"] == "alice"
     ids = {folder: sid for sid, folder in roster.folders.items()}
@@ -147,7 +147,7 @@ def _cli(submissions_path, out, *, cwd=None, pythonpath=None):
 def _batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     for student in ("alice", "bob", "o'brien"):
-        course.write_notebook(submissions.fill(LESSON), root / student / f"{LESSON}.ipynb")
+        course.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
     workspace.prepare_course(grade.Settings(out=str(out), lessons=[LESSON], timeout=30), log=print)
     gradebook = out / "course" / "gradebook.db"
     with sqlite3.connect(gradebook) as db:  # A: the gradebook refuses bob's submission

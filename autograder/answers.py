@@ -1,4 +1,4 @@
-"""Make submissions from the student notebook: untouched, completed with the model answers, or with one
+"""Answer the student notebook: untouched, completed with the model answers, or with one
 function replaced by a learner's (possibly wrong) code. Used by the tests, the mutation harness and the
 benchmarks, so every claim about grading is made on real notebooks.
 """

@@ -141,3 +141,24 @@ def test_a_notebook_that_could_not_be_graded_gets_a_notice_page(batch, student, 
     text = _text(page(batch, student))
     assert says in text and ("re-submit" in text or "Submit your work" in text)
     assert f'href="feedback/{student}/{LESSON}.html"' in (batch["out"] / "report.html").read_text()
+
+
+def test_traceback_colours_become_classes_the_policy_allows():
+    import base64
+    import hashlib
+
+    from nbconvert.filters.ansi import ansi2html
+
+    from autograder.grading import page_safety
+
+    coloured = ansi2html("\x1b[38;5;28;01mreturn\x1b[39;00m \x1b[31mx\x1b[39m")  # IPython's 256-colour keyword
+    assert 'style="color: rgb(0,135,0)"' in coloured
+    page = page_safety.protect(f'<html><head><style>p {{}}</style></head><body>{coloured}<p style="x">t</p>'
+                               "</body></html>")
+    head, body = page.split("</head>")
+    assert 'style="' not in body
+    assert '<span class="ansi-bold mha-colour-0">return</span>' in body and 'class="ansi-red-fg"' in body
+    blocks = re.findall(r"<style>(.*?)</style>", head, re.S)
+    assert ".mha-colour-0 { color: rgb(0,135,0); }" in blocks[-1]
+    digest = base64.b64encode(hashlib.sha256(blocks[-1].encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', head).group(1)

@@ -27,7 +27,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, grade, sandbox, submissions
+from autograder import course, grade, sandbox, answers
 from autograder.grading import execute, uids
 from run_once import once
 
@@ -150,14 +150,16 @@ print("IPC", len(made))
 CPU_HOG = r"""
 import os, time
 children, started = [], time.time()
+go = started + 3  # every child waits until all are forked, then all spin together: forking is not slowed by them
 for _ in range(100):
     try:
         pid = os.fork()
     except OSError:
         break
     if pid == 0:
-        end = time.time() + 4
-        while time.time() < end:
+        while time.time() < go:
+            time.sleep(0.05)
+        while time.time() < go + 3:
             pass
         os._exit(0)
     children.append(pid)
@@ -218,9 +220,9 @@ def _grade_batch(base: Path) -> dict:
     attacks = {"survivor": SURVIVOR, "eavesdropper": EAVESDROPPER.replace("ORIGINAL_PATHS", repr(originals)).replace(
         "HOST_PORTS", repr(_listening_ports())),
                "network": NETWORK, "inodes": INODES, "ipc": IPC, "cpu_hog": CPU_HOG}
-    nbs = {f"honest_{i}": submissions.fill(LESSON) for i in range(3)}
+    nbs = {f"honest_{i}": answers.fill(LESSON) for i in range(3)}
     for name, source in attacks.items():
-        nbs[name] = _with_cell(submissions.fill(LESSON), source.replace("SERVER_PORT", str(port)))
+        nbs[name] = _with_cell(answers.fill(LESSON), source.replace("SERVER_PORT", str(port)))
     for student, nb in nbs.items():
         course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
         os.chmod(root / student / f"{LESSON}.ipynb", 0o644)  # readable by anyone, as a usual umask leaves it

@@ -1,0 +1,295 @@
+"""The instructor's view of a class: ``DIR/insights.html`` and ``DIR/misconceptions.csv``.
+
+Built after every run from the grade rows (``results.read_rows``: the gradebook) and the state records, whose
+``items`` say how each hidden test of each graded notebook ended (``autograder/grading/items.py``); nothing is
+re-run, so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed"
+depends on the run). The page, like the feedback pages, runs no script and loads nothing (``page_safety``);
+clicking a bug opens the list of its students (``<details>``), each linked to their feedback.
+
+* score distributions per lesson, autograded and manual points apart (``insights_plots``);
+* misconceptions: each catalogued bug (``autograder.bugs``) a hidden test named, with its diagnosis, students and
+  share of the students who attempted the lesson, most frequent first;
+* item analysis per test: difficulty (pass rate) and discrimination (point-biserial correlation of passing the
+  test with the rest of the lesson's autograded score), among the notebooks that were attempted;
+* failures without a name: failed tests whose result matched no catalogued bug, with up to 5 example students;
+* students who may need help, the manual-grading queue, and what this run changed.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from autograder.grading import items, outcome, page_safety, state
+from autograder.grading.results import fmt
+from autograder.grading.settings import Settings
+
+HARD = 0.2  # a test at most this share of students pass is "almost nobody passes"
+WEAK = 0.2  # a discrimination below this (or none: everyone passes or fails) is "does not discriminate"
+HELP_SHARE = 0.5  # failing at least this share of an attempted lesson's tests: may need help
+EXAMPLES = 5
+UNNAMED = "unnamed"
+CSV_HEADER = ["student", "lesson", "test", "bug", "result", "points lost", "feedback"]
+WHY_UNNAMED = {items.UNNAMED: "wrong result", items.NOT_RUN: "did not finish", items.INTERFERED: "interfered"}
+TEMPLATE = Path(__file__).parent / "templates" / "insights.html.j2"
+
+
+@dataclass
+class Lesson:
+    """One lesson's graded notebooks: {student: record} of those with item data, and the grade rows' cells."""
+
+    name: str
+    records: dict = field(default_factory=dict)
+    cells: dict = field(default_factory=dict)
+
+    @property
+    def attempted(self) -> dict:
+        return {st: r for st, r in self.records.items() if r.get("attempted", True)}
+
+    def tests(self) -> list:
+        return sorted({gid for r in self.records.values() for gid in r["items"]})
+
+    def auto_max(self) -> float:
+        maxima = {gid: it["max"] for r in self.records.values() for gid, it in r["items"].items()}
+        return sum(maxima.values())
+
+
+def _graded(cell) -> bool:
+    return cell["status"] in (outcome.GRADED, outcome.PENDING)
+
+
+def collect(s: Settings, rows: list) -> list:
+    """A ``Lesson`` per lesson graded in this output folder, from the rows and the state records."""
+    lessons = []
+    for name in s.lessons:
+        lesson = Lesson(name)
+        for row in rows:
+            cell = row["lessons"][name]
+            lesson.cells[row["student"]] = cell
+            record = state.read(s, row["student"], name) if _graded(cell) else None
+            if record and "items" in record:
+                lesson.records[row["student"]] = record
+        lessons.append(lesson)
+    return lessons
+
+
+def feedback_link(s: Settings, student: str, lesson: str):
+    """The relative link to a student's feedback page, or None when there is none."""
+    if not (Path(s.out) / "feedback" / student / f"{lesson}.html").exists():
+        return None
+    return f"feedback/{quote(student)}/{quote(lesson)}.html"
+
+
+# ----------------------------------------------------------------------------------------------- the figures
+def failures(lessons: list) -> list:
+    """(student, lesson, test, bug id or "unnamed", result, points lost) of every failed test with a result."""
+    found = []
+    for lesson in lessons:
+        for student, record in sorted(lesson.records.items()):
+            for gid, item in sorted(record["items"].items()):
+                if item["result"] == items.BUG:
+                    found.append((student, lesson.name, gid, item["bug"], "catalogued bug",
+                                  item["max"] - item["score"]))
+                elif item["result"] in WHY_UNNAMED:
+                    found.append((student, lesson.name, gid, UNNAMED, WHY_UNNAMED[item["result"]],
+                                  item["max"] - item["score"]))
+    return found
+
+
+def misconceptions(lessons: list, found: list) -> list:
+    """Each catalogued bug seen, most students first: {bug, lesson, tests, students, share, diagnosis}."""
+    from autograder import bugs as bug_catalog
+
+    attempted = {lesson.name: len(lesson.attempted) for lesson in lessons}
+    seen = defaultdict(lambda: {"students": set(), "tests": set()})
+    for student, lesson, gid, bug, _, _ in found:
+        if bug != UNNAMED:
+            seen[(lesson, bug)]["students"].add(student)
+            seen[(lesson, bug)]["tests"].add(gid)
+    out = []
+    for (lesson, bug), got in seen.items():
+        try:
+            diagnosis = bug_catalog.by_id(bug).diagnosis
+        except KeyError:
+            diagnosis = "(no longer in the bug catalog)"
+        out.append({"bug": bug, "lesson": lesson, "tests": sorted(got["tests"]), "students": sorted(got["students"]),
+                    "share": len(got["students"]) / max(attempted[lesson], 1), "diagnosis": diagnosis})
+    return sorted(out, key=lambda m: (-len(m["students"]), m["lesson"], m["bug"]))
+
+
+def unnamed_failures(found: list) -> list:
+    """Per (lesson, test): the students whose failure matched no catalogued bug (count, up to 5 examples)."""
+    by_test = defaultdict(list)
+    for student, lesson, gid, bug, why, _ in found:
+        if bug == UNNAMED:
+            by_test[(lesson, gid)].append((student, why))
+    return [{"lesson": lesson, "test": gid, "count": len(got), "examples": got[:EXAMPLES]}
+            for (lesson, gid), got in sorted(by_test.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+def point_biserial(passed: list, rest: list):
+    """Pearson correlation of 0/1 ``passed`` with ``rest``; None when either does not vary."""
+    n = len(passed)
+    if n < 2:
+        return None
+    mp, mr = sum(passed) / n, sum(rest) / n
+    sp = math.sqrt(sum((p - mp) ** 2 for p in passed))
+    sr = math.sqrt(sum((r - mr) ** 2 for r in rest))
+    if sp == 0 or sr == 0:
+        return None
+    return sum((p - mp) * (r - mr) for p, r in zip(passed, rest)) / (sp * sr)
+
+
+def item_analysis(lesson: Lesson) -> list:
+    """Per test of ``lesson``: {test, students, difficulty, discrimination, callouts} over attempted notebooks."""
+    records = lesson.attempted
+    out = []
+    for gid in lesson.tests():
+        have = [r["items"] for r in records.values() if gid in r["items"]]
+        passed = [1 if it[gid]["result"] == items.PASSED else 0 for it in have]
+        rest = [sum(v["score"] for k, v in it.items() if k != gid) for it in have]
+        difficulty = sum(passed) / len(passed) if passed else None
+        r = point_biserial(passed, rest)
+        callouts = []
+        if difficulty is not None and difficulty <= HARD:
+            callouts.append("almost nobody passes")
+        if passed and (r is None or r < WEAK):
+            callouts.append("does not discriminate")
+        out.append({"test": gid, "students": len(passed), "difficulty": difficulty, "discrimination": r,
+                    "callouts": callouts})
+    return out
+
+
+def need_help(s: Settings, lessons: list) -> list:
+    """Students who failed at least half of an attempted lesson's tests, or did not attempt or hand in a lesson."""
+    reasons = defaultdict(list)
+    for lesson in lessons:
+        for student, cell in lesson.cells.items():
+            record = lesson.records.get(student)
+            if cell["status"] in (outcome.MISSING, outcome.MALFORMED):
+                reasons[student].append((lesson.name, cell["status"], None))
+            elif record and not record.get("attempted", True):
+                reasons[student].append((lesson.name, "not attempted", feedback_link(s, student, lesson.name)))
+            elif record:
+                failed = sum(1 for it in record["items"].values() if it["result"] != items.PASSED)
+                if record["items"] and failed >= HELP_SHARE * len(record["items"]):
+                    reasons[student].append((lesson.name, f"failed {failed} of {len(record['items'])} tests",
+                                             feedback_link(s, student, lesson.name)))
+    return [{"student": st, "reasons": why} for st, why in sorted(reasons.items())]
+
+
+def manual_queue(s: Settings, lessons: list) -> list:
+    return [{"student": st, "lesson": lesson.name, "pending": fmt(cell["pending"]),
+             "link": feedback_link(s, st, lesson.name)}
+            for lesson in lessons for st, cell in sorted(lesson.cells.items()) if cell["pending"]]
+
+
+def changes(s: Settings, todo: dict) -> list:
+    """The (student, lesson) pairs graded in this run: old and new score, attempted or not, new status."""
+    out = []
+    for student in sorted(todo):
+        for lesson, task in sorted(todo[student].items()):
+            record = state.read(s, student, lesson)
+            if task.get("refresh") or record is None:
+                continue
+            before = record.get("previous") or {}
+            out.append({"student": student, "lesson": lesson, "old": before.get("score"),
+                        "graded_before": bool(before), "new": record.get("score"), "status": record.get("status"),
+                        "attempted": record.get("attempted"), "was_attempted": before.get("attempted"),
+                        "link": feedback_link(s, student, lesson)})
+    return out
+
+
+def _work(attempted) -> str:
+    return "not attempted" if attempted is False else "attempted" if attempted else ""
+
+
+def change_lines(changed: list, limit: int = 30) -> list:
+    """The terminal's lines for ``changes``: one per pair (at most ``limit``)."""
+    lines = []
+    for c in changed[:limit]:
+        old = fmt(c["old"]) if c["graded_before"] and c["old"] is not None else "-"
+        new = "grading error" if c["status"] == outcome.GRADING_ERROR else fmt(c["new"])
+        what = _work(c["attempted"]) + (f"; was {_work(c['was_attempted'])}" if c["graded_before"] and
+                                          c["was_attempted"] is not None and c["was_attempted"] != c["attempted"]
+                                          else "")
+        lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new}" + (f" ({what})" if what else ""))
+    if len(changed) > limit:
+        lines.append(f"  ... and {len(changed) - limit} more (insights.html lists them all)")
+    return lines
+
+
+def distributions(lessons: list) -> list:
+    from autograder.grading import insights_plots
+
+    out = []
+    for lesson in lessons:
+        cells = [c for st, c in sorted(lesson.cells.items()) if _graded(c)]
+        auto_max = lesson.auto_max()
+        manual_max = max((c["max"] for c in cells), default=0.0) - auto_max if lesson.records else 0.0
+        auto = [c["auto"] for c in cells if c["auto"] is not None]
+        manual = [c["manual"] for c in cells if c["manual"] is not None and not c["pending"]]
+        pending = sum(1 for c in cells if c["pending"])
+        if not cells:
+            continue
+        png, alt = insights_plots.distribution(lesson.name, auto, auto_max, manual, manual_max, pending)
+        out.append({"lesson": lesson.name, "png": png, "alt": alt, "graded": len(cells),
+                    "attempted": len(lesson.attempted), "not_attempted": len(lesson.records) - len(lesson.attempted),
+                    "missing": sum(1 for c in lesson.cells.values()
+                                   if c["status"] in (outcome.MISSING, outcome.MALFORMED))})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- the files
+def write_csv(s: Settings, found: list) -> Path:
+    path = Path(s.out) / "misconceptions.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(CSV_HEADER)
+        for student, lesson, gid, bug, why, lost in found:
+            writer.writerow([student, lesson, gid, bug, why, fmt(lost), feedback_link(s, student, lesson) or ""])
+    return path
+
+
+def page(s: Settings, rows: list, lessons: list, found: list, changed: list) -> str:
+    """The HTML of ``insights.html`` (protected: no script, no request)."""
+    import jinja2
+
+    from autograder.grading import insights_plots
+
+    seen = misconceptions(lessons, found)
+    bars = None
+    if seen:
+        shown = seen[:25]
+        bars = insights_plots.misconception_bars([f"{m['bug']} ({m['lesson'][:2]})" for m in shown],
+                                                 [len(m["students"]) for m in shown],
+                                                 max(len(lesson.attempted) for lesson in lessons))
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["pct"] = lambda x: "" if x is None else f"{100 * x:.0f}%"
+    env.filters["r"] = lambda x: "none" if x is None else f"{x:.2f}"
+    env.filters["points"] = lambda x: "-" if x is None else fmt(x)
+    env.filters["work"] = _work
+    links = {(st, lesson.name): feedback_link(s, st, lesson.name) for lesson in lessons for st in lesson.records}
+    html = env.get_template(TEMPLATE.name).render(
+        students=len(rows), lessons=s.lessons, distributions=distributions(lessons), misconceptions=seen, bars=bars,
+        items=[(lesson.name, item_analysis(lesson)) for lesson in lessons if lesson.records],
+        unnamed=unnamed_failures(found), help=need_help(s, lessons), queue=manual_queue(s, lessons),
+        changed=changed, links=links, hard=HARD, weak=WEAK, examples=EXAMPLES,
+        without_items=sum(1 for lesson in lessons for st, c in lesson.cells.items()
+                          if _graded(c) and st not in lesson.records))
+    return page_safety.protect(html)
+
+
+def write(s: Settings, rows: list, changed: list) -> tuple:
+    """Write ``insights.html`` and ``misconceptions.csv``; returns their paths."""
+    lessons = collect(s, rows)
+    found = failures(lessons)
+    csv_path = write_csv(s, found)
+    html_path = Path(s.out) / "insights.html"
+    html_path.write_text(page(s, rows, lessons, found, changed), encoding="utf-8")
+    return html_path, csv_path
