@@ -55,7 +55,8 @@ def lesson_name(number: str) -> str:
 
 
 def model_namespace(lesson: str) -> dict:
-    """Every name the lesson's model answers define (functions and values), as a completed notebook has them."""
+    """Every name the lesson's model answers define (functions and values), as a completed notebook has them,
+    with the names its setup cell imports from the lesson's self-check module."""
     return dict(_model_namespace(lesson))
 
 
@@ -63,6 +64,8 @@ def model_namespace(lesson: str) -> dict:
 def _model_namespace(lesson: str) -> dict:
     namespace = {"np": np, "math": math, "__name__": "__model__"}
     namespace.update({n: getattr(reference, n) for n in reference.__all__})
+    selfcheck = course.import_helper(course.selfcheck_module(lesson))
+    namespace.update({n: getattr(selfcheck, n) for n in getattr(selfcheck, "__all__", ())})
     for grade_id, source in answers.model_answers(lesson).items():
         try:
             code = compile(source, f"<model answer {grade_id}>", "exec")
@@ -85,6 +88,24 @@ def grading_salt(salt: int):
             os.environ[SALT_VARIABLE] = saved
 
 
+class _Shell:
+    def __init__(self, user_ns):
+        self.user_ns = user_ns
+
+
+@contextlib.contextmanager
+def notebook_namespace(values: dict):
+    """A self-check probe that reads the notebook's names through ``get_ipython().user_ns`` reads ``values``."""
+    import IPython
+
+    saved = IPython.get_ipython
+    IPython.get_ipython = lambda: _Shell(values)
+    try:
+        yield
+    finally:
+        IPython.get_ipython = saved
+
+
 def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
     """One ``Rate`` per (catalogued bug, hidden test it must fail)."""
     bug_list = [b for b in (bug_list or catalog.CATALOG) if not lessons or b.lesson in lessons]
@@ -100,13 +121,15 @@ def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
             if test is None:
                 raise LookupError(f"bug {b.id} names the test {test_id!r}, which {lesson} does not register")
             rate = Rate(b, test_id)
+            notebook = {n: values[n] for n in test.names}
             # the bug's own id, or the id of a bug that shares its diagnosis (two ways to one wrong result)
             names = [f"[{o.id}]" for o in catalog.CATALOG if o.function == b.function and o.diagnosis == b.diagnosis]
             for salt in salts:
                 rate.salts += 1
-                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None):
+                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
+                        notebook_namespace(values):
                     try:
-                        test({n: values[n] for n in test.names})
+                        test(notebook)
                         outcome = "passed"
                     except AssertionError as exc:
                         outcome = str(exc)

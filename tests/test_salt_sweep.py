@@ -1,9 +1,9 @@
 """Each hidden test catches each of its catalogued bugs, and names it, for every one of 200 grading salts.
 
 No kernel: the hidden tests' functions are called directly (``autograder.salt_sweep``) with the lesson's model
-answers and one bug in place. The whole catalog is swept, whichever lesson a bug belongs to. The lesson-04
-experiment draws about a million normal numbers per call, so its bugs are marked ``slow`` (``make test`` runs
-them; ``make test-fast`` leaves them out).
+answers and one bug in place. The whole catalog is swept, whichever lesson a bug belongs to. The bugs of the
+lesson-04 experiment and of lesson 07's gradient check (finite differences) take seconds each, so they are marked
+``slow`` (``make test`` runs them; ``make test-fast`` leaves them out).
 """
 
 import os
@@ -16,8 +16,12 @@ from autograder.checks import registry
 SALTS = range(200)
 
 
+# Hidden tests that run a random experiment or finite differences: a few seconds per bug over 200 salts.
+SLOW_FUNCTIONS = {"dot_product_std", "gradient_check"}
+
+
 def _marks(bug):
-    return [pytest.mark.slow] if bug.function == "dot_product_std" else []
+    return [pytest.mark.slow] if bug.function in SLOW_FUNCTIONS else []
 
 
 @pytest.mark.parametrize("bug_id", [pytest.param(b.id, marks=_marks(b)) for b in bugs.CATALOG])
@@ -36,7 +40,7 @@ def test_the_model_answers_pass_every_salt(lesson):
     tests = registry.tests_of(registry.lesson_module(name))
     for salt in range(20):  # the bugs' sweep above runs every hidden test on these inputs too
         for test in tests.values():
-            with salt_sweep.grading_salt(salt):
+            with salt_sweep.grading_salt(salt), salt_sweep.notebook_namespace(values):
                 test({n: values[n] for n in test.names})
 
 
