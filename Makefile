@@ -41,7 +41,7 @@ test: venv ## run the whole test suite (what CI runs)
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-fast: venv ## the tests that do not run nbgrader or notebooks
-	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser and not slow" $(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
 	$(PY) -m autograder.build

@@ -45,7 +45,20 @@ def check_mha_param_count(mha_param_count):
     if default != no_bias or no_bias != 2_359_296:
         fail(f"mha_param_count(768, 12) = {default:,}; with bias left at its default (False) it should be "
              "4 * 768^2 = 2,359,296")
-    ok("mha_param_count: 1,048,576 for d_model=512, the same for every n_heads, 4 * d_model^2 in general")
+    try:
+        got = mha_param_count(512, 3)
+    except ValueError:
+        pass
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(f"mha_param_count(512, 3) raised {type(exc).__name__}; 3 heads do not divide 512 columns, and the "
+             "lesson asks for a ValueError in that case")
+    else:
+        fail(f"mha_param_count(512, 3) returned {got!r}; 3 heads cannot share 512 columns equally, so there is no "
+             "such layer: raise ValueError")
+    ok("mha_param_count: 1,048,576 for d_model=512, the same for every n_heads, 4 * d_model^2 in general; "
+       "ValueError when n_heads does not divide d_model")
 
 
 def check_mha_param_count_bias(mha_param_count):
@@ -72,6 +85,10 @@ def check_exercise_512(exercise_512, mha_param_count=None):
     if not isinstance(got, tuple) or len(got) != 3:
         fail("exercise_512() should return a tuple of three numbers: (d_head, params_8_heads, params_1_head)")
     d_head, eight, one = got
+    for label, value in (("d_head", d_head), ("params_8_heads", eight), ("params_1_head", one)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            fail(f"{label} is {value!r}, a {type(value).__name__}; widths and counts are whole numbers: return "
+                 "ints (// divides to an int, / always gives a float)")
     if d_head != 64:
         fail(f"d_head = {d_head}; it is d_model // n_heads for d_model=512 and 8 heads")
     if eight != 4 * 512 * 512 or one != 4 * 512 * 512:

@@ -75,17 +75,27 @@ from selfcheck_01 import check_attention, check_attention_mask, check_softmax, c
 # $e^{x_i - c} / \sum_j e^{x_j - c} = e^{x_i} / \sum_j e^{x_j}$, so subtract the largest score first: every
 # exponent is then at most 0 and nothing overflows.
 #
+# The maximum must be each row's own (along `axis`): rows far apart, one near 0 and one near -2000, each need
+# their own shift, or every exponent of the low row underflows to 0 and the row becomes 0/0.
+#
+# One more case comes from masking (section 3): a row whose keys are *all* blocked holds only $-\infty$. Its
+# maximum is $-\infty$ and $-\infty - (-\infty)$ is NaN. In this course such a row gets all-zero weights: shift
+# a row only by a finite maximum, and divide a row whose exponentials sum to 0 by something other than 0.
+#
 # Implement `softmax(x, axis=-1)` for arrays of any number of dimensions, normalising along `axis`.
 # - Use `keepdims=True` in the max and the sum so they broadcast back against `x`.
-# - Do not modify `x`; return a new array with the same shape and dtype (float32 in, float32 out).
+# - A row of $-\infty$ gives a row of zeros (not NaN).
+# - Do not modify `x`; return a new array with the same shape and dtype (float32 in, float32 out, float64 kept).
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores."""
     ### BEGIN SOLUTION
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
+    e = np.exp(x - row_max)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1)  # an all-zero row stays 0 instead of 0/0
     ### END SOLUTION
 
 
@@ -100,7 +110,7 @@ check_softmax(softmax)
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("softmax_stable")
 ### END HIDDEN TESTS
-# Self-check: scores near 1e4 must not overflow.
+# Self-check: scores near 1e4 must not overflow; rows far apart; a row of -inf gives zeros.
 check_softmax_stable(softmax)
 
 # %% [markdown] nbgrader={"grade_id": "saturation_intro"}
@@ -151,11 +161,13 @@ plt.show()
 #
 # **Masking.** A blocked pair must get weight exactly 0 and the open pairs of the row must still sum to 1.
 # Put $-\infty$ into the blocked *scores* before softmax: `np.where(mask, -np.inf, scores)`. Zeroing weights
-# after softmax leaves rows that no longer sum to 1. Conventions differ between libraries (lesson 06 compares
-# them); in this course True always means blocked.
+# after softmax leaves rows that no longer sum to 1. A large negative number instead of $-\infty$ fails the
+# other way: in a row where every key is blocked all scores are equal and the row gets uniform weights; with
+# $-\infty$ and your softmax the row gets all-zero weights, as it should. Conventions differ between libraries
+# (lesson 06 compares them); in this course True always means blocked.
 #
-# Use your `softmax`, scale by `math.sqrt(d_k)` (a Python float keeps float32 input float32), and do not modify
-# the inputs.
+# Use your `softmax`, scale by `math.sqrt(d_k)` (a Python float keeps float32 input float32; `np.sqrt(d_k)` is a
+# numpy float64 and would promote it), keep float64 input float64 (cast nothing), and do not modify the inputs.
 
 # %% nbgrader={"grade_id": "scaled_dot_product_attention", "solution": true}
 def scaled_dot_product_attention(Q, K, V, mask=None):
@@ -174,14 +186,15 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("attention_values")
 ### END HIDDEN TESTS
-# Self-check: shapes, rows sum to 1, the 1/sqrt(d_k) scale, out = weights @ V.
+# Self-check: shapes, rows sum to 1, the 1/sqrt(d_k) scale, out = weights @ V, batched, dtypes kept.
 check_attention(scaled_dot_product_attention)
 
 # %% nbgrader={"grade_id": "attention_mask", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.hidden_cell").hidden_cell.run("attention_mask")
 ### END HIDDEN TESTS
-# Self-check: True = blocked, blocked weights exactly 0, rows renormalised, a 2-D mask broadcast over a batch.
+# Self-check: True = blocked, blocked weights exactly 0 (a fully blocked row too), rows renormalised, a 2-D mask
+# broadcast over a batch.
 check_attention_mask(scaled_dot_product_attention)
 
 # %% [markdown] nbgrader={"grade_id": "causal_intro"}

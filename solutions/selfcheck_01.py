@@ -37,11 +37,12 @@ def check_softmax(softmax):
              "keepdims=True")
     if not close(cols.sum(axis=0), np.ones(4)):
         fail("with axis=0 each column should sum to 1: use the `axis` argument in both the max and the sum")
-    x32 = np.array([0.5, 1.5], dtype=np.float32)
-    got32 = call(softmax, "softmax", x32)
-    if getattr(got32, "dtype", None) != np.float32:
-        fail(f"float32 input came back as {getattr(got32, 'dtype', type(got32))}: keep the input's dtype")
-    ok("softmax: known values, rows and columns sum to 1, float32 stays float32")
+    for dtype in (np.float32, np.float64):
+        got_d = call(softmax, "softmax", np.array([0.5, 1.5], dtype=dtype))
+        if getattr(got_d, "dtype", None) != dtype:
+            fail(f"{np.dtype(dtype).name} input came back as {getattr(got_d, 'dtype', type(got_d))}: keep the "
+                 "input's dtype (convert nothing; a numpy float64 constant promotes float32)")
+    ok("softmax: known values, rows and columns sum to 1, float32 stays float32 and float64 float64")
 
 
 def check_softmax_stable(softmax):
@@ -55,7 +56,22 @@ def check_softmax_stable(softmax):
     expected = call(softmax, "softmax", x - 10000.0)
     if not close(got, expected, 1e-9):
         fail("softmax(x) should equal softmax(x - c) for any constant c, but the results differ")
-    ok("softmax is stable for scores near 1e4")
+    apart = np.array([[0.0, 1.0], [-2000.0, -2001.0]])  # two rows far apart
+    with np.errstate(all="ignore"):
+        rows = call(softmax, "softmax", apart)
+    one = call(softmax, "softmax", np.array([0.0, 1.0]))
+    if not (np.all(np.isfinite(rows)) and close(rows[0], one, 1e-9) and close(rows[1], one[::-1], 1e-9)):
+        fail(f"softmax([[0, 1], [-2000, -2001]]) = {np.round(rows, 4).tolist()}: each row should be the softmax of "
+             "that row alone. A row far below another loses all its weight (0/0 = NaN) when the shift is not the "
+             "row's own maximum: take the maximum along `axis`, not over the whole array")
+    blocked = np.array([[0.5, -np.inf, 1.5], [-np.inf, -np.inf, -np.inf]])  # row 1: every key blocked
+    with np.errstate(all="ignore"):
+        rows = np.asarray(call(softmax, "softmax", blocked), float)
+    if np.any(np.isnan(rows)) or not np.all(rows[1] == 0) or rows[0, 1] != 0:
+        fail(f"softmax of a row of -inf (every key blocked) gave {rows[1].tolist()}; it should be all zeros. "
+             "Its maximum is -inf and -inf - (-inf) is NaN: shift a row only by a finite maximum, and do not "
+             "divide by a sum of 0")
+    ok("softmax is stable for scores near 1e4 and for rows far apart; a row of -inf gives zeros")
 
 
 # ------------------------------------------------------------------------------------------------ attention
@@ -107,7 +123,7 @@ def check_attention(scaled_dot_product_attention):
         1.0: "the scores are not scaled: divide Q @ K^T by sqrt(d_k)",
         1 / d_k: "the scores are divided by d_k; divide by sqrt(d_k) (the standard deviation of q.k)",
         1 / math.sqrt(K.shape[-2]): "the scores are scaled by the number of keys (K.shape[-2]); the scale is "
-                                    "sqrt(d_k) with d_k = Q.shape[-1], the width the dot product sums over",
+                                    "sqrt(d_k), d_k being the width the dot product sums over (the last axis of Q)",
     }
     if c is None:
         fail("the weights are not softmax of a scaled Q @ K^T along each row; check the order of the "
@@ -119,7 +135,31 @@ def check_attention(scaled_dot_product_attention):
         fail(f"the scores are multiplied by {c:.4g}; expected 1/sqrt(d_k) = {1 / math.sqrt(d_k):.4g}")
     if not close(out, weights @ V, 1e-8):
         fail("out should be weights @ V, shape (T_q, d_v); check the order of that product")
-    ok("scaled_dot_product_attention: shapes, rows sum to 1, scale 1/sqrt(d_k), out = weights @ V")
+    _check_attention_batch(scaled_dot_product_attention, Q, K, V)
+    ok("scaled_dot_product_attention: shapes, rows sum to 1, scale 1/sqrt(d_k), out = weights @ V, batched, "
+       "dtypes kept")
+
+
+def _check_attention_batch(scaled_dot_product_attention, Q, K, V):
+    """The example inside a batch of 2 (with a second, different example) gives the same result as alone; float32
+    stays float32 and float64 float64."""
+    name = "scaled_dot_product_attention"
+    out1, w1 = call(scaled_dot_product_attention, name, Q, K, V)
+    Qb, Kb, Vb = (np.stack([a[::-1], a]) for a in (Q, K, V))  # (2, T, width): the example is batch element 1
+    outb, wb = call(scaled_dot_product_attention, name, Qb, Kb, Vb)
+    if np.shape(wb) != (2, 2, 3) or np.shape(outb) != (2, 2, 5):
+        fail(f"on a batch, Q {Qb.shape}, K {Kb.shape}, V {Vb.shape}, the weights should be (B, T_q, T_k) = "
+             f"(2, 2, 3) and out (B, T_q, d_v) = (2, 2, 5); got {np.shape(wb)} and {np.shape(outb)}")
+    if not (close(wb[1], w1, 1e-9) and close(outb[1], out1, 1e-9)):
+        fail("batch element 1 gives a different result inside a batch than on its own: some axis is counted from "
+             "the front (K.T reverses all axes, batch included); transpose only the last two axes of K")
+    for dtype in (np.float32, np.float64):
+        outd, wd = call(scaled_dot_product_attention, name, *(a.astype(dtype) for a in (Q, K, V)))
+        for what, arr in (("out", outd), ("weights", wd)):
+            if getattr(arr, "dtype", None) != dtype:
+                fail(f"{np.dtype(dtype).name} Q, K, V gave {what} of dtype {getattr(arr, 'dtype', type(arr))}: "
+                     "keep the input's dtype. A numpy float64 scalar (np.sqrt of a number) promotes float32; "
+                     "math.sqrt gives a Python float, which does not. And cast nothing to float32")
 
 
 def check_attention_mask(scaled_dot_product_attention):
@@ -145,11 +185,28 @@ def check_attention_mask(scaled_dot_product_attention):
         fail("the mask's polarity is inverted: True marks a *blocked* pair and must get weight 0, "
              "while the False positions stay open")
     if np.any(weights[blocked] != 0):
-        fail("some blocked positions (mask True) have non-zero weight; set their scores to -inf before "
-             "softmax: np.where(mask, -np.inf, scores)")
+        fail("some blocked positions (mask True) have non-zero weight: a blocked score must be -inf *before* "
+             "softmax, so that its weight is exactly 0")
     if not close(weights.sum(axis=-1), np.ones((2, 3))):
         fail("with a mask, each row should still sum to 1; it does not, so the mask was applied after "
              "softmax without renormalising. Mask the scores (set -inf) *before* softmax")
     if np.shape(out) != (2, 3, 6):
         fail(f"out should be (B, T_q, d_v) = (2, 3, 6), got {np.shape(out)}")
-    ok("masked attention: blocked weights are exactly 0, rows still sum to 1, the mask broadcasts")
+    out0, w0 = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q[0], K[0], V[0], mask=mask)
+    if not (close(w0, weights[0], 1e-9) and close(out0, np.asarray(out)[0], 1e-9)):
+        fail("one sequence (T_q, d_k) with a (T_q, T_k) mask gives a different result than the same sequence "
+             "inside a batch: the mask or some axis is handled for one of the two layouts only")
+    every = mask.copy()
+    every[1] = True  # query 1 may see no key at all
+    with np.errstate(all="ignore"):
+        out_b, w_b = call(scaled_dot_product_attention, "scaled_dot_product_attention", Q, K, V, mask=every)
+    row = np.asarray(w_b, float)[:, 1]
+    if np.any(np.isnan(row)):
+        fail("a query whose keys are all blocked gets NaN weights; it should get all-zero weights (and a zero "
+             "output). Its scores are all -inf: run the softmax self-check above, which shows that case")
+    if np.any(row != 0):
+        fail(f"a query whose keys are all blocked gets weights {np.round(row[0], 4).tolist()}; every blocked "
+             "pair must get weight exactly 0, also when the whole row is blocked. A large negative number "
+             "instead of -inf gives equal scores, so uniform weights")
+    ok("masked attention: blocked weights are exactly 0 (a fully blocked row too), rows still sum to 1, the mask "
+       "broadcasts")

@@ -67,7 +67,7 @@ def check_split_heads(split_heads):
         fail("split_heads changed its input in place; return a new array (or a view), never write into x")
     if np.shape(got) == (T, n_heads, d_head):
         fail(f"split_heads gave shape (T, n_heads, d_head) = {np.shape(got)}: you reshaped but did not move "
-             "the heads axis in front. Swap the T and n_heads axes: np.swapaxes(x, -3, -2)")
+             "the heads axis in front. Swap the T and n_heads axes, counted from the end")
     if np.shape(got) != (n_heads, T, d_head):
         fail(f"split_heads(x of shape (T, d_model) = {x.shape}, n_heads={n_heads}) should have shape "
              f"(n_heads, T, d_head) = {(n_heads, T, d_head)}, got {np.shape(got)}")
@@ -90,7 +90,7 @@ def check_split_heads(split_heads):
     if np.shape(gotb) != (B, n_heads, T, d_head):
         fail(f"on a batch (B, T, d_model) = {xb.shape} the result should be (B, n_heads, T, d_head) = "
              f"{(B, n_heads, T, d_head)}, got {np.shape(gotb)}: count the axes from the end "
-             "(np.swapaxes(x, -3, -2)) so the batch axis stays in front")
+             "(-3 and -2) so the batch axis stays in front")
     if not np.array_equal(gotb, _split_expected(T, n_heads, d_head, B)):
         fail("split_heads is right for one sequence but wrong on a batch: axes were swapped counting from the "
              "front (0, 1) instead of from the end (-3, -2)")
@@ -131,15 +131,15 @@ def check_concat_heads(concat_heads):
         if np.array_equal(got, heads.reshape(T, d_model)):
             row0 = sorted({int(v // 100) for v in np.asarray(got)[0]})
             fail(f"row 0 of the result holds pieces of tokens {row0} from head 0 instead of all heads of token "
-                 "0: you reshaped without moving the heads axis back. Swap n_heads and T (np.swapaxes(x, -3, "
-                 "-2)), then reshape")
+                 "0: you reshaped without moving the heads axis back. Swap n_heads and T (axes -3 and -2, "
+                 "counted from the end), then reshape")
         fail("concat_heads put the wrong entries in the rows: row t should be head 0, head 1, ... of token t "
              "side by side")
     B = 2
     gotb = call(concat_heads, "concat_heads", _split_expected(T, n_heads, d_head, B))
     if np.shape(gotb) != (B, T, d_model):
         fail(f"on a batch (B, n_heads, T, d_head) the result should be (B, T, d_model) = {(B, T, d_model)}, got "
-             f"{np.shape(gotb)}; count the axes from the end (np.swapaxes(x, -3, -2))")
+             f"{np.shape(gotb)}; count the axes from the end (-3 and -2)")
     if not np.array_equal(gotb, column_probe(T, d_model, B)):
         rows = sorted({int(v // 10000) for v in np.asarray(gotb)[0].ravel()})
         fail(f"concat_heads is right for one sequence but mixes a batch: output example 0 holds numbers from input "
@@ -171,8 +171,8 @@ def check_output_projection(output_projection):
     expected = concat @ W_O
     if not close(got, expected, 1e-9):
         if close(got, concat, 1e-9):
-            fail("the result is the concatenated heads themselves: W_O was never applied. Return "
-                 "concat_heads(heads) @ W_O")
+            fail("the result is the concatenated heads themselves: W_O was never applied. W_O is what mixes "
+                 "the heads into each output column: revisit what Concat(heads) @ W_O means")
         if close(got, concat @ W_O.T, 1e-9):
             fail("the result is Concat(heads) @ W_O.T: W_O is transposed. Row block i of W_O belongs to head i, "
                  "so multiply by W_O as it is")
@@ -194,7 +194,7 @@ def check_output_projection(output_projection):
 
 
 def check_sum_over_heads(output_projection_per_head):
-    """The per-head form sum_i head_i @ W_O[i*d_head:(i+1)*d_head] equals Concat(heads) @ W_O."""
+    """The per-head form, the sum over heads of head i times its own rows of W_O, equals Concat(heads) @ W_O."""
     rng = np.random.default_rng(11)
     n_heads, T, d_head = 3, 4, 2
     d_model = n_heads * d_head
@@ -209,7 +209,7 @@ def check_sum_over_heads(output_projection_per_head):
             fail("you averaged the per-head terms; Concat(heads) @ W_O is their *sum*")
         fail("the per-head sum differs from Concat(heads) @ W_O: head i must meet rows "
              "i*d_head:(i+1)*d_head of W_O")
-    ok(f"sum over heads of head_i @ W_O[i*d_head:(i+1)*d_head] equals Concat(heads) @ W_O "
+    ok(f"the sum over heads of head i times its rows i*d_head:(i+1)*d_head of W_O equals Concat(heads) @ W_O "
        f"(largest difference {np.abs(np.asarray(got) - expected).max():.1e})")
 
 
@@ -276,9 +276,30 @@ def check_multi_head_attention(multi_head_attention):
     if not close(out, expected, 1e-8):
         fail("with W_V and W_O the identity, out should be each head's weights applied to its own columns of x, "
              "side by side; it is not: check W_V, the concatenation and W_O")
+    _check_mha_W_O(multi_head_attention, rng, x, W_Q, W_K, out, n_heads, d_head)
     _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model)
-    ok("multi_head_attention: shapes, each head uses its own columns of W_Q, scale 1/sqrt(d_head), batches "
-       "pass through")
+    ok("multi_head_attention: shapes, each head uses its own columns of W_Q, scale 1/sqrt(d_head), W_O applied "
+       "to the concatenated heads, batches pass through, dtypes kept")
+
+
+def _check_mha_W_O(multi_head_attention, rng, x, W_Q, W_K, out_eye, n_heads, d_head):
+    """W_O enters only at the end: out with a random W_O is out with the identity W_O, times that W_O."""
+    d_model = x.shape[-1]
+    W_O = rng.normal(size=(d_model, d_model))
+    out, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, np.eye(d_model), W_O, n_heads)
+    if close(out, out_eye, 1e-9):
+        fail("out does not change when W_O changes: W_O is never applied. The layer ends with the output "
+             "projection, which mixes the concatenated heads")
+    if not close(out, np.asarray(out_eye) @ W_O, 1e-8):
+        one = np.zeros_like(W_O)
+        one[d_head:2 * d_head] = W_O[d_head:2 * d_head]  # only head 1's rows are non-zero
+        probe, _ = call(multi_head_attention, "multi_head_attention", x, W_Q, W_K, np.eye(d_model), one, n_heads)
+        if not close(probe, np.asarray(out_eye)[:, d_head:2 * d_head] @ W_O[d_head:2 * d_head], 1e-8):
+            fail("with only rows d_head:2*d_head of W_O non-zero (the rows of head 1) the output should come from "
+                 "head 1 alone; it does not, so a head meets rows of W_O that belong to another head. Row block i "
+                 "of W_O belongs to head i, where head i's columns sit in the concatenation")
+        fail("with a random W_O, out should be the concatenated heads (out with W_O the identity) times W_O; it "
+             "is not: check how W_O is applied")
 
 
 def check_mha_mask(multi_head_attention):
@@ -302,7 +323,25 @@ def check_mha_mask(multi_head_attention):
              "(True = blocked)")
     if np.shape(wm) != (n_heads, T, T) or not close(wm.sum(-1), np.ones((n_heads, T))):
         fail("with a causal mask every head's rows should still sum to 1 over the keys left open")
-    ok("the (T, T) mask reaches every head: no head attends to a blocked pair")
+    xb = rng.normal(size=(2, T, d_model))
+    Ws = [rng.normal(size=(d_model, d_model)) / math.sqrt(d_model) for _ in range(4)]
+    _, wb = call(multi_head_attention, "multi_head_attention", xb, *Ws, n_heads, mask=causal)
+    if np.shape(wb) != (2, n_heads, T, T) or np.any(np.asarray(wb, float)[..., causal] != 0):
+        fail(f"on a batch (B, T, d_model) = {xb.shape} with a causal (T, T) mask the weights should be "
+             f"{(2, n_heads, T, T)} with every blocked pair 0 in every head of every example; got shape "
+             f"{np.shape(wb)}" + ("" if np.shape(wb) != (2, n_heads, T, T) else " and non-zero blocked weights"))
+    every = causal.copy()
+    every[2] = True  # query 2 may see no key at all
+    with np.errstate(all="ignore"):
+        _, we = call(multi_head_attention, "multi_head_attention", xb, *Ws, n_heads, mask=every)
+    row = np.asarray(we, float)[..., 2, :]
+    if np.any(np.isnan(row)) or np.any(row != 0):
+        fail("a query whose keys are all blocked should get all-zero weights in every head; it gets "
+             + ("NaN" if np.any(np.isnan(row)) else f"{np.round(row[0, 0], 4).tolist()} in head 0")
+             + ". Blocked scores must be -inf (not a large negative number), and softmax must give a row of -inf "
+             "all-zero weights (lesson 01)")
+    ok("the (T, T) mask reaches every head, on one sequence and on a batch: no head attends to a blocked pair, "
+       "and a fully blocked query gets all-zero weights")
 
 
 def _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model):
@@ -316,6 +355,14 @@ def _check_mha_batch(multi_head_attention, rng, T, n_heads, d_model):
     if not (close(outb[1], out1, 1e-9) and close(wb[1], w1, 1e-9)):
         fail("batch element 1 gives a different result inside a batch than on its own: some axis is counted "
              "from the front; count from the end (-3, -2, -1) so leading batch axes pass through")
+    for dtype in (np.float32, np.float64):
+        outd, wd = call(multi_head_attention, "multi_head_attention", xb.astype(dtype),
+                        *(W.astype(dtype) for W in Ws), n_heads)
+        for what, arr in (("out", outd), ("weights", wd)):
+            if getattr(arr, "dtype", None) != dtype:
+                fail(f"{np.dtype(dtype).name} inputs gave {what} of dtype {getattr(arr, 'dtype', type(arr))}: keep "
+                     "the input's dtype. A numpy float64 scalar (np.sqrt of a number) promotes float32; math.sqrt "
+                     "gives a Python float, which does not. And cast nothing to float32")
 
 
 def check_round_trip(split_heads, concat_heads):

@@ -85,6 +85,9 @@ def _blame_pasted():
     return ""
 
 
+_SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
+
+
 def call(fn, name, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
@@ -92,6 +95,14 @@ def call(fn, name, *args, **kwargs):
         raise NotImplementedError(
             f"{name} is not implemented yet: write its body in the cell above (replace "
             "`raise NotImplementedError()`), run that cell, then run this check again.") from None
+    except ValueError as exc:
+        if not any(s in str(exc) for s in _SHAPE_ERRORS):
+            raise
+        shapes = ", ".join(str(np.shape(a)) for a in args if isinstance(a, np.ndarray))
+        fail(f"{name} failed on inputs of shapes {shapes} with numpy's error: {exc}. Two arrays in one product, "
+             "broadcast or reshape do not fit. If it works on one sequence but not on a batch, some axis is counted "
+             "from the front: .T reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a leading batch "
+             "axis moves; count axes from the end (-1, -2, ...) so leading axes pass through")
 
 
 def ok(message):

@@ -11,6 +11,7 @@ function (``multi_head_attention``) calls correct helpers and differs only by it
 
 from __future__ import annotations
 
+import functools
 import math
 import textwrap
 from dataclasses import dataclass
@@ -35,11 +36,17 @@ class Bug:
 
     def make(self):
         """The wrong function itself, defined with correct reference helpers around it."""
-        from autograder import reference
-        namespace = {"np": np, "math": math}
-        namespace.update({n: getattr(reference, n) for n in reference.__all__})
-        exec(compile(textwrap.dedent(self.source), f"<bug {self.id}>", "exec"), namespace)
-        return namespace[self.function]
+        return _made(self.id, self.function, self.source)
+
+
+@functools.lru_cache(maxsize=None)
+def _made(bug_id, function, source):
+    """Compiled once per bug: the hidden tests rebuild bugs for every wrong result they try to name."""
+    from autograder import reference
+    namespace = {"np": np, "math": math}
+    namespace.update({n: getattr(reference, n) for n in reference.__all__})
+    exec(compile(textwrap.dedent(source), f"<bug {bug_id}>", "exec"), namespace)
+    return namespace[function]
 
 
 CATALOG: list = []

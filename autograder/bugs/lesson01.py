@@ -24,8 +24,10 @@ bug("softmax_ignores_axis", "01", "softmax",
     sum, with keepdims=True so the result broadcasts back.""",
     """
     def softmax(x, axis=-1):
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
+        row_max = x.max(axis=-1, keepdims=True)
+        e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))
+        total = e.sum(axis=-1, keepdims=True)
+        return e / np.where(total > 0, total, 1)
     """, tests=("softmax_values",))
 
 bug("softmax_no_keepdims", "01", "softmax",
@@ -40,8 +42,8 @@ bug("softmax_no_keepdims", "01", "softmax",
 _SDPA_TESTS = ("attention_values", "attention_mask")
 
 bug("attention_no_scaling", "01", "scaled_dot_product_attention",
-    """The scores are not scaled: divide Q @ K^T by sqrt(d_k), where d_k = Q.shape[-1]. Without it the
-    scores' spread grows like sqrt(d_k) and softmax saturates.""",
+    """The scores are not scaled: divide Q @ K^T by the square root of d_k, the width of a query or key (the
+    last axis of Q). Without it the scores' spread grows like sqrt(d_k) and softmax saturates.""",
     """
     def scaled_dot_product_attention(Q, K, V, mask=None):
         scores = Q @ np.swapaxes(K, -1, -2)
@@ -64,8 +66,8 @@ bug("attention_scaled_by_d_k", "01", "scaled_dot_product_attention",
     """, tests=_SDPA_TESTS)
 
 bug("attention_scaled_by_seq_len", "01", "scaled_dot_product_attention",
-    """The scores are scaled by the sequence length (K.shape[-2]) instead of the key width d_k = Q.shape[-1]
-    (the last axis). The dot product sums over d_k terms; that is what sets the scale.""",
+    """The scores are scaled by the sequence length (K.shape[-2]) instead of the key width d_k (the last
+    axis of Q and K). The dot product sums over d_k terms; that is what sets the scale.""",
     """
     def scaled_dot_product_attention(Q, K, V, mask=None):
         scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(K.shape[-2])
@@ -89,7 +91,7 @@ bug("attention_softmax_query_axis", "01", "scaled_dot_product_attention",
 
 bug("attention_mask_inverted", "01", "scaled_dot_product_attention",
     """The mask's polarity is inverted: in this course True marks a *blocked* pair, so the True positions
-    must get -inf before softmax (np.where(mask, -np.inf, scores)), not the False ones.""",
+    must get -inf before softmax, and the False ones stay open.""",
     """
     def scaled_dot_product_attention(Q, K, V, mask=None):
         scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
@@ -180,4 +182,93 @@ def _hard_coded_source():
 bug("attention_hard_coded", "01", "scaled_dot_product_attention",
     """The function returns fixed numbers that only fit the self-check's example. It must compute the
     attention of whatever Q, K, V it is given.""",
-    _hard_coded_source(), tests=_SDPA_TESTS, visible=False)
+    _hard_coded_source(), tests=_SDPA_TESTS)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Rows far apart, fully blocked rows, dtypes, batch axes
+# ---------------------------------------------------------------------------------------------------------
+bug("softmax_global_max", "01", "softmax",
+    """softmax subtracts the maximum of the whole array instead of each row's own maximum along `axis`. When
+    rows lie far apart (one row near 0, another near -2000), every exponent of the low row underflows to 0 and
+    the row becomes 0/0 = NaN. The shift that keeps softmax safe is per row: reduce along `axis`.""",
+    """
+    def softmax(x, axis=-1):
+        e = np.exp(x - np.max(x))
+        return e / np.sum(e, axis=axis, keepdims=True)
+    """, tests=("softmax_stable",))
+
+bug("softmax_blocked_row_nan", "01", "softmax",
+    """A row whose scores are all -inf (every key blocked) gives NaN: its maximum is -inf, and -inf - (-inf) is
+    NaN. The contract asks for all-zero weights in such a row. Shift a row only by a finite maximum, and give a
+    row whose exponentials sum to 0 the weight 0 rather than dividing 0 by 0.""",
+    """
+    def softmax(x, axis=-1):
+        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        return e / np.sum(e, axis=axis, keepdims=True)
+    """, tests=("softmax_stable",))
+
+bug("softmax_casts_to_float64", "01", "softmax",
+    """softmax turns float32 input into float64: the input is converted to a float64 array first. A float32
+    array must give float32 weights; work on the input as it is, without converting its dtype.""",
+    """
+    def softmax(x, axis=-1):
+        x = np.asarray(x, dtype=np.float64)
+        row_max = np.max(x, axis=axis, keepdims=True)
+        e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))
+        total = np.sum(e, axis=axis, keepdims=True)
+        return e / np.where(total > 0, total, 1)
+    """, tests=("softmax_values",))
+
+bug("attention_np_sqrt_promotes", "01", "scaled_dot_product_attention",
+    """The scale is a numpy float64 (np.sqrt of d_k), and a numpy float64 turns float32 scores into float64:
+    float32 input must give float32 results. A Python float does not promote, so take the square root with the
+    math module.""",
+    """
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return weights @ V, weights
+    """, tests=("attention_values",))
+
+bug("attention_computed_in_float32", "01", "scaled_dot_product_attention",
+    """The attention is computed in float32 whatever the input, so float64 input loses half its digits. Keep
+    the input's dtype: cast nothing.""",
+    """
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        Q, K, V = (a.astype(np.float32) for a in (Q, K, V))
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return weights @ V, weights
+    """, tests=("attention_values",))
+
+bug("attention_mask_large_negative", "01", "scaled_dot_product_attention",
+    """Blocked scores get a large negative number instead of -inf. In a row where some keys are open this
+    happens to give weight 0, but in a row where every key is blocked all scores are equal and the row gets
+    uniform weights: blocked keys receive weight. Blocked must mean weight exactly 0 in every row: -inf, with
+    a softmax that gives an all -inf row all-zero weights.""",
+    """
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, -1e9, scores)
+        weights = softmax(scores, axis=-1)
+        return weights @ V, weights
+    """, tests=("attention_mask",))
+
+bug("attention_K_T", "01", "scaled_dot_product_attention",
+    """K is transposed with K.T, which reverses *all* its axes: right for one sequence (T_k, d_k), but on a
+    batch (B, T_k, d_k) it gives (d_k, T_k, B) and moves the batch axis, so the product fails or mixes batch
+    elements. Transpose only the last two axes (T_k and d_k), so leading batch axes stay where they are.""",
+    """
+    def scaled_dot_product_attention(Q, K, V, mask=None):
+        scores = Q @ K.T / math.sqrt(Q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return weights @ V, weights
+    """, tests=_SDPA_TESTS)

@@ -22,7 +22,7 @@ bug("split_no_transpose", "02", "split_heads",
     """split_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so a "head" is a run of
     consecutive numbers from the flat memory: head 0 holds all columns of the first tokens instead of columns
     0:d_head of every token. Reshape to (..., T, n_heads, d_head) first, then swap the T and n_heads axes
-    (np.swapaxes(x, -3, -2)).""",
+    (axes -3 and -2, counted from the end).""",
     """
     def split_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -46,8 +46,8 @@ bug("split_strided_heads", "02", "split_heads",
 
 bug("split_swaps_leading_axes", "02", "split_heads",
     """split_heads swaps axes 0 and 1, which is right for one sequence (T, n_heads, d_head) but on a batch
-    (B, T, n_heads, d_head) swaps the batch axis with T. Count the axes from the end so leading batch axes stay
-    in front: np.swapaxes(x, -3, -2).""",
+    (B, T, n_heads, d_head) swaps the batch axis with T. Count the axes from the end (-3 and -2) so leading batch
+    axes stay in front.""",
     """
     def split_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -64,7 +64,7 @@ bug("concat_no_transpose", "02", "concat_heads",
     """concat_heads reshapes (..., n_heads, T, d_head) straight to (..., T, n_heads*d_head) without moving the
     heads axis back, so token t's row is filled with the next numbers in memory (pieces of several tokens of
     head 0) instead of head 0, head 1, ... of token t side by side. Swap the n_heads and T axes back first
-    (np.swapaxes(x, -3, -2)), then reshape.""",
+    (counted from the end), then reshape.""",
     """
     def concat_heads(x):
         *lead, n_heads, T, d_head = x.shape
@@ -74,7 +74,7 @@ bug("concat_no_transpose", "02", "concat_heads",
 bug("concat_swaps_leading_axes", "02", "concat_heads",
     """concat_heads swaps axes 0 and 1, which is right for one sequence (n_heads, T, d_head) but on a batch
     (B, n_heads, T, d_head) swaps the batch axis with the heads axis and mixes examples. Count the axes from
-    the end: np.swapaxes(x, -3, -2), then reshape to (..., T, n_heads*d_head).""",
+    the end (-3 and -2) before reshaping to (..., T, n_heads*d_head).""",
     """
     def concat_heads(x):
         *lead, n_heads, T, d_head = x.shape
@@ -95,7 +95,8 @@ bug("output_W_O_transposed", "02", "output_projection",
 
 bug("output_W_O_forgotten", "02", "output_projection",
     """output_projection returns the concatenated heads without multiplying by W_O. Concatenation only puts
-    the heads side by side; W_O is what mixes them: return concat_heads(heads) @ W_O.""",
+    the heads side by side; W_O is the learned map that mixes them into each output column, and the layer's
+    result is the concatenation multiplied by it.""",
     """
     def output_projection(heads, W_O):
         return concat_heads(heads)
@@ -103,7 +104,7 @@ bug("output_W_O_forgotten", "02", "output_projection",
 
 bug("output_heads_averaged", "02", "output_projection",
     """output_projection averages the heads' projected outputs. Concat(heads) @ W_O equals the *sum* over
-    heads of head_i @ W_O[i*d_head:(i+1)*d_head]; the mean divides it by n_heads.""",
+    heads of head i times its own rows of W_O (rows i*d_head to (i+1)*d_head); the mean divides it by n_heads.""",
     """
     def output_projection(heads, W_O):
         n_heads, d_head = heads.shape[-3], heads.shape[-1]
@@ -113,8 +114,8 @@ bug("output_heads_averaged", "02", "output_projection",
 
 bug("output_heads_summed", "02", "output_projection",
     """output_projection adds the heads together before projecting, so every head meets the same rows of W_O
-    and the model cannot tell them apart. Concatenate the heads (concat_heads) so head i meets its own rows
-    W_O[i*d_head:(i+1)*d_head].""",
+    and the model cannot tell them apart. Concatenate the heads (concat_heads) so head i meets its own rows of
+    W_O (rows i*d_head to (i+1)*d_head).""",
     """
     def output_projection(heads, W_O):
         d_head = heads.shape[-1]
@@ -198,3 +199,85 @@ bug("mha_in_place", "02", "multi_head_attention",
         weights = softmax(scores, axis=-1)
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
+
+bug("mha_no_W_O", "02", "multi_head_attention",
+    """The layer returns the concatenated heads without the output projection W_O. Concatenation only puts the
+    heads side by side, each output column coming from one head; W_O is the learned map that mixes them, and it
+    belongs to the layer.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        return concat_heads(heads), weights
+    """, tests=_MHA)
+
+bug("mha_W_O_rows_misplaced", "02", "multi_head_attention",
+    """W_O is applied head by head, but each head meets the rows of W_O that belong to another head (the row
+    blocks in reverse order). Row block i of W_O (rows i*d_head to (i+1)*d_head) belongs to head i, exactly where
+    head i's columns sit in the concatenation.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        heads, weights = scaled_dot_product_attention(Q, K, V, mask)
+        d_head = heads.shape[-1]
+        out = 0.0
+        for i in range(n_heads):
+            j = n_heads - 1 - i
+            out = out + heads[..., i, :, :] @ W_O[j * d_head:(j + 1) * d_head]
+        return out, weights
+    """, tests=_MHA)
+
+bug("mha_np_sqrt_promotes", "02", "multi_head_attention",
+    """The scale is a numpy float64 (np.sqrt of d_head), and a numpy float64 turns float32 scores into float64:
+    float32 input must give float32 results. A Python float does not promote, so take the square root with the
+    math module.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=("mha_values",))
+
+bug("mha_K_fixed_axes", "02", "multi_head_attention",
+    """K is transposed with fixed axes (transpose(0, 2, 1)), which is right for one sequence (n_heads, T,
+    d_head) but fails on a batch (B, n_heads, T, d_head), which has four axes. Swap the last two axes, counted
+    from the end, so any number of leading axes passes through.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=_MHA)
+
+bug("mha_mask_large_negative", "02", "multi_head_attention",
+    """The layer's own attention gives blocked scores a large negative number instead of -inf. Where some keys
+    stay open this happens to give weight 0, but a query whose keys are all blocked gets uniform weights, so
+    blocked keys receive weight. Blocked must mean weight exactly 0 in every row, as in lesson 01.""",
+    """
+    def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
+        d_head = x.shape[-1] // n_heads
+        Q = split_heads(x @ W_Q, n_heads)
+        K = split_heads(x @ W_K, n_heads)
+        V = split_heads(x @ W_V, n_heads)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
+        if mask is not None:
+            scores = np.where(mask, -1e9, scores)
+        weights = softmax(scores, axis=-1)
+        return output_projection(weights @ V, W_O), weights
+    """, tests=("mha_mask",))

@@ -8,12 +8,35 @@ from autograder.bugs import bug
 
 _COUNT_TESTS = ("param_count", "param_count_bias")
 
+bug("param_count_no_divisibility_check", "03", "mha_param_count",
+    """mha_param_count returns a count when n_heads does not divide d_model. Such a layer cannot be split into
+    equal heads of d_model // n_heads columns, so there is no such layer to count: the lesson asks for a
+    ValueError in that case.""",
+    """
+    def mha_param_count(d_model, n_heads, bias=False):
+        count = 4 * d_model * d_model
+        if bias:
+            count += 4 * d_model
+        return count
+    """, tests=("param_count",))
+
+bug("exercise_d_head_float", "03", "exercise_512",
+    """d_head is computed with / and comes out as the float 64.0. A head width is a whole number of columns:
+    integer division (//) gives the int 64.""",
+    """
+    def exercise_512():
+        d_head = 512 / 8
+        return d_head, mha_param_count(512, 8), mha_param_count(512, 1)
+    """, tests=("exercise_values",))
+
 bug("param_count_no_W_O", "03", "mha_param_count",
     """The count leaves out the output projection W_O. A multi-head attention layer owns four (d_model,
     d_model) matrices, W_Q, W_K, W_V and W_O: the heads' concatenated outputs are mixed by W_O, and its
     d_model^2 weights (plus d_model biases) belong to the layer too.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 3 * d_model * d_model
         if bias:
             count += 3 * d_model
@@ -26,6 +49,8 @@ bug("param_count_times_heads", "03", "mha_param_count",
     matrix per projection: the total is 4 d_model^2 whatever n_heads is.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 4 * d_model * d_model * n_heads
         if bias:
             count += 4 * d_model * n_heads
@@ -37,6 +62,8 @@ bug("param_count_bias_once", "03", "mha_param_count",
     projections (W_Q, W_K, W_V and W_O), so bias=True adds 4 * d_model, not d_model.""",
     """
     def mha_param_count(d_model, n_heads, bias=False):
+        if d_model % n_heads != 0:
+            raise ValueError("n_heads must divide d_model")
         count = 4 * d_model * d_model
         if bias:
             count += d_model

@@ -41,6 +41,20 @@ bug("scores_scaled_by_seq_len", "04", "multi_head_scores",
     d_head. The dot product sums over the d_head entries of q and k; that sum is what sets the scale.""",
     _scores_source("math.sqrt(x.shape[-2])"), tests=_SCORES)
 
+bug("std_experiment_one_query", "04", "dot_product_std",
+    """The experiment draws one query and measures it against n_samples keys, so every dot product shares the
+    same q: the spread measures the length of that one q, which changes from seed to seed, instead of the
+    spread of q.k over independent pairs. Each sample needs its own q as well as its own k.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        q = rng.standard_normal(d_k)
+        k = rng.standard_normal((n_samples, d_k))
+        dots = k @ q
+        if scaled:
+            dots = dots / math.sqrt(d_k)
+        return float(np.std(dots))
+    """, tests=("std_experiment",))
+
 bug("std_experiment_variance", "04", "dot_product_std",
     """The experiment returns the variance of q.k (about d_k) rather than its standard deviation (about
     sqrt(d_k)): use np.std, or take the square root of the variance.""",

@@ -49,6 +49,8 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=Fa
     if kind not in "fiu":
         return f"{what} has dtype {got.dtype}, expected a floating-point array"
     g, e = flat_floats(got), flat_floats(expected)
+    if g == e:  # list equality: every entry exactly equal (a NaN never equals itself, so NaN takes the loop)
+        return None
     worst, worst_i = -1.0, -1
     for i in range(len(e)):
         a, b = g[i], e[i]
@@ -79,6 +81,8 @@ def unchanged(before, after) -> bool:
     if not is_array(after) or shape_of(after) != shape_of(before):
         return False
     x, y = flat_floats(before), flat_floats(after)
+    if x == y:  # list equality: exactly equal everywhere (NaN never equals itself, so NaN takes the loop)
+        return True
     for i in range(len(x)):
         if x[i] != y[i] and not (x[i] != x[i] and y[i] != y[i]):
             return False

@@ -1,7 +1,7 @@
 """Hidden tests of lesson 02 (the multi-head mechanism).
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
-are all different (B, L, n_heads, T, d_head), unbatched and batched, float64 and float32.
+are all different (B, L, n_heads, T, d_head), unbatched and batched, float64 and float32 (each dtype kept).
 
 Isolation: a function's test binds the reference version of every helper it may call (``bind=``), so a wrong
 ``split_heads`` costs only ``split_heads_values``. ``mha_composition`` then checks the learner's own pieces
@@ -17,12 +17,23 @@ import numpy as np
 from autograder import reference
 from autograder.checks import compare
 from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
+from autograder.checks.dtypes import dtype_kept
+from autograder.checks.lesson01 import _mask
 from autograder.checks.registry import hidden_test
 
 _MHA = "multi_head_attention"
 _HELPERS = ("split_heads", "concat_heads", "output_projection", "scaled_dot_product_attention", "softmax")
 _REFERENCE_HELPERS = {name: getattr(reference, name) for name in _HELPERS}
 _LESSON01 = {name: getattr(reference, name) for name in ("scaled_dot_product_attention", "softmax")}
+_DTYPES = (np.float32, np.float64)
+_INSPECT = {
+    "split_heads": "the shape you reshape to (which axis is cut into heads) and which two axes are swapped, counted "
+                   "from the end",
+    "concat_heads": "which two axes are swapped back, counted from the end, before the reshape",
+    "output_projection": "how the heads are joined (side by side, head 0 first) before W_O, and how W_O is applied",
+    _MHA: "the projections (x @ W), the split into heads, the per-head scale, where the mask enters and the "
+          "output projection",
+}
 
 
 def _dims(rng):
@@ -43,11 +54,9 @@ def split_heads_values(split_heads):
         Case((rng.normal(size=(d["B"], d["L"], T, d_model)), h), label="two leading axes"),
         Case((rng.normal(size=(d["B"], T, d_model)).astype(np.float32), h), label="float32"),
     ]
-    check("split_heads", split_heads, cases)
-    out = split_heads(rng.normal(size=(T, d_model)).astype(np.float32), h)
-    if getattr(out, "dtype", None) != np.float32:
-        raise WrongAnswer(f"split_heads turned float32 input into {getattr(out, 'dtype', type(out))}; a reshape "
-                          "and a transpose keep the dtype, do not convert it")
+    check("split_heads", split_heads, cases, inspect=_INSPECT["split_heads"])
+    dtype_kept("split_heads", split_heads, [Case((rng.normal(size=(T, d_model)).astype(dt), h), label=dt.__name__)
+                                            for dt in _DTYPES], rtol=0.0, atol=0.0)
     bad_width = d_model + 1
     try:
         split_heads(rng.normal(size=(T, bad_width)), h)
@@ -73,7 +82,9 @@ def concat_heads_values(concat_heads):
         Case((rng.normal(size=(d["B"], d["L"], h, T, dh)),), label="two leading axes"),
         Case((rng.normal(size=(d["B"], h, T, dh)).astype(np.float32),), label="float32"),
     ]
-    check("concat_heads", concat_heads, cases)
+    check("concat_heads", concat_heads, cases, inspect=_INSPECT["concat_heads"])
+    dtype_kept("concat_heads", concat_heads, [Case((rng.normal(size=(h, T, dh)).astype(dt),), label=dt.__name__)
+                                              for dt in _DTYPES], rtol=0.0, atol=0.0)
     x = rng.normal(size=(d["B"], T, d["d_model"]))
     back = concat_heads(reference.split_heads(x, h))
     if not compare.unchanged(x, back):
@@ -96,20 +107,17 @@ def output_projection_values(output_projection, concat_heads=None, split_heads=N
     """Concat(heads) @ W_O, graded with the reference concat_heads bound in place of the learner's."""
     rng = rng_for("output_projection_values")
     d = _dims(rng)
-    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7,
-          bind={"concat_heads": reference.concat_heads, "split_heads": reference.split_heads})
+    bind = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
+    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind,
+          inspect=_INSPECT["output_projection"])
+    h, T, dh, dm = d["n_heads"], d["T"], d["d_head"], d["d_model"]
+    dtype_kept("output_projection", output_projection,
+               [Case((rng.normal(size=(h, T, dh)).astype(dt), rng.normal(size=(dm, dm)).astype(dt)), label=dt.__name__)
+                for dt in _DTYPES], bind=bind)
 
 
 def _weights(rng, d_model, dtype=np.float64):
     return tuple((rng.normal(size=(d_model, d_model)) / math.sqrt(d_model)).astype(dtype) for _ in range(4))
-
-
-def _mask(rng, shape):
-    """Random boolean mask (True = blocked) leaving at least one key open in every row."""
-    mask = rng.random(shape) < 0.4
-    open_key = rng.integers(0, shape[-1], size=shape[:-1])
-    np.put_along_axis(mask, open_key[..., None], False, axis=-1)
-    return mask
 
 
 @hidden_test(
@@ -127,14 +135,19 @@ def mha_values(multi_head_attention, **learner_helpers):
              label="float32"),
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS)
+          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
+    dtype_kept(_MHA, multi_head_attention,
+               [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h),
+                     label=f"unbatched, {dt.__name__}") for dt in _DTYPES],
+               outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
 
 
 @hidden_test(
     uses=('multi_head_attention',),
     helpers=('split_heads', 'concat_heads', 'output_projection', 'scaled_dot_product_attention', 'softmax'))
 def mha_mask(multi_head_attention, **learner_helpers):
-    """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask."""
+    """A (T, T) mask reaches every head; a causal mask; a (B, 1, T, T) per-example mask; a fully blocked query
+    (all-zero weights)."""
     rng = rng_for("mha_mask")
     d = _dims(rng)
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
@@ -146,9 +159,12 @@ def mha_mask(multi_head_attention, **learner_helpers):
              label="batched, causal (T, T) mask"),
         Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h), {"mask": _mask(rng, (B, 1, T, T))},
              label="batched, per-example (B, 1, T, T) mask"),
+        Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h),
+             {"mask": _mask(rng, (B, 1, T, T), blocked_row=True)},
+             label="batched, per-example mask, one query with every key blocked"),
     ]
     check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS)
+          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
 
 
 def _passes(*args, **kwargs):

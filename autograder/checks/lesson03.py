@@ -20,6 +20,13 @@ _NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
 
 
 
+_INSPECT = {
+    "mha_param_count": "which matrices the layer owns, how large each is, and how many bias vectors there are",
+    "gqa_param_count": "the width of W_K and W_V (how many key/value heads, of which head width) and the biases",
+    "kv_cache_bytes_per_token": "what is stored per layer and per key/value head, and the bytes of each value",
+}
+
+
 def _rng(test_id: str):
     return rng_for(test_id)
 
@@ -52,32 +59,50 @@ def _call(fn, name, args, kwargs):
         raise learner_error(name, exc, _describe(args, kwargs)) from None
 
 
-def _known_bug(name, args, kwargs, got):
-    for b in bug_catalog.for_function(name):
-        try:
-            wrong = b.make()(*args, **kwargs)
-        except Exception:
-            continue
-        if type(wrong) is int and wrong == got:
-            return b
-    return None
+def _matching_bug(name, observed):
+    """The catalog bug of ``name`` that gives the learner's count on every case of ``observed`` [(args, kwargs,
+    count)], or None (also when bugs with different diagnoses fit)."""
+    fits = [b for b in bug_catalog.for_function(name) if all(_bug_count(b, args, kwargs) == got
+                                                                for args, kwargs, got in observed)]
+    return fits[0] if len({b.diagnosis for b in fits}) == 1 else None
+
+
+def _bug_count(b, args, kwargs):
+    try:
+        wrong = b.make()(*args, **kwargs)
+    except Exception:
+        return None
+    return wrong if type(wrong) is int else None
 
 
 def check_counts(name, fn, cases, bind=None):
-    """Grade an integer-valued function on ``cases`` [(args, kwargs)] against the reference of the same name."""
+    """Grade an integer-valued function on ``cases`` [(args, kwargs)] against the reference of the same name.
+
+    After the first wrong count the remaining cases still run, as evidence: a catalogued bug is named only when
+    it gives the learner's count on every case."""
     if not callable(fn):
         raise WrongAnswer(f"{name} should be a function, got {type(fn).__name__}")
     ref = getattr(reference, name)
+    observed, problem = [], None
     for args, kwargs in cases:
-        with bound(fn, bind or {}):
-            got = _as_int(_call(fn, name, args, kwargs), name)
+        if problem is None:
+            with bound(fn, bind or {}):
+                got = _as_int(_call(fn, name, args, kwargs), name)
+        else:
+            try:
+                with bound(fn, bind or {}):
+                    got = _as_int(fn(*args, **kwargs), name)
+            except Exception:
+                break
+        observed.append((args, kwargs, got))
         expected = ref(*args, **kwargs)
-        if got != expected:
-            b = _known_bug(name, args, kwargs, got)
-            where = f"on input {_describe(args, kwargs)}: got {got:,}, expected {expected:,}"
-            if b is not None:
-                raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({where})")
-            raise WrongAnswer(f"{name} is wrong {where}", uncatalogued=True)
+        if problem is None and got != expected:
+            problem = f"on input {_describe(args, kwargs)}: got {got:,}, expected {expected:,}"
+    if problem is not None:
+        b = _matching_bug(name, observed)
+        if b is not None:
+            raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({problem})")
+        raise WrongAnswer(f"{name} is wrong {problem}. Inspect {_INSPECT[name]}.", uncatalogued=True)
 
 
 def _mha_cases(rng, bias):
@@ -98,6 +123,27 @@ def param_count(mha_param_count):
     d_model = int(rng.choice([120, 360, 840]))
     cases += [((d_model, h), {}) for h in (1, 3, 5, 8) if d_model % h == 0]  # bias left at its default
     check_counts("mha_param_count", mha_param_count, cases)
+    _raises_value_error(mha_param_count, rng)
+
+
+def _raises_value_error(mha_param_count, rng):
+    """n_heads that does not divide d_model: no such layer, a ValueError (the lesson asks for it)."""
+    n_heads = int(rng.integers(3, 9))
+    args = (n_heads * int(rng.integers(4, 40)) + 1, n_heads)
+    try:
+        got = mha_param_count(*args)
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        raise WrongAnswer(f"mha_param_count{args} raised {type(exc).__name__}: {exc}; when n_heads does not divide "
+                          "d_model it should raise ValueError, the error for a value that cannot be used") from None
+    b = _matching_bug("mha_param_count", [(args, {}, got)])
+    if b is not None and b.id == "param_count_no_divisibility_check":
+        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {_describe(args, {})}: got {got!r})")
+    raise WrongAnswer(f"mha_param_count{args} returned {got!r}; {args[1]} heads cannot share {args[0]} columns "
+                      "equally, so it should raise ValueError", uncatalogued=True)
 
 
 @hidden_test(uses=('mha_param_count',), visible_check='check_mha_param_count_bias')
@@ -114,6 +160,11 @@ def exercise_values(exercise_512, mha_param_count=None):
         raise WrongAnswer(f"exercise_512 should be a function, got {type(exercise_512).__name__}")
     with bound(exercise_512, {"mha_param_count": reference.mha_param_count}):
         got = _call(exercise_512, "exercise_512", (), {})
+    for b in bug_catalog.for_function("exercise_512"):
+        with bound(exercise_512, {"mha_param_count": reference.mha_param_count}):
+            wrong = b.make()()
+        if type(got) is tuple and [(type(v), v) for v in got] == [(type(v), v) for v in wrong]:
+            raise WrongAnswer(f"{b.diagnosis} [{b.id}] (exercise_512() returned {got!r})")
     if type(got) is not tuple or len(got) != 3:
         raise WrongAnswer("exercise_512 should return a tuple of three numbers: (d_head, params_8_heads, "
                           f"params_1_head), got {type(got).__name__}")

@@ -64,12 +64,17 @@ def head_scores(multi_head_scores, split_heads=None):
 
 
 # --------------------------------------------------------------------------------------------- the experiment
-_D_KS = (4, 32, 256)
+_D_KS = (2, 8, 32)
 _N_SAMPLES = 4000
 # Relative standard error of a sample std is sqrt((kurtosis - 1) / (4 n)); q.k has kurtosis 3 + 6/d_k, at
-# most 4.5 here, so at n = 4000 it is under 1.5%. 10% is more than 6 standard errors: a correct experiment
-# with any seed passes, while every wrong one is off by a factor of 2 or more.
+# most 6 here, so at n = 4000 it is under 1.8%. 10% is more than 5.5 standard errors: a correct experiment
+# with any seed passes, while every wrong formula is off by a factor of 1.4 or more.
 _REL_TOL = 0.10
+# Independence: the results of _N_SEEDS seeds at d_k = _D_K_SPREAD must each land within _REL_TOL. An
+# experiment that reuses one q for every k measures |q| (a chi-distributed number) instead of sqrt(d_k): it lands
+# within 10% for one seed with probability about 0.15, for all of them about 0.15 ** 12 < 1e-9.
+_D_K_SPREAD = 2
+_N_SEEDS = 12
 
 
 def _value(fn, d_k, scaled, seed):
@@ -89,40 +94,78 @@ def _value(fn, d_k, scaled, seed):
                       + (" NaN" if type(got) is float else ""))
 
 
-def _diagnose(d_k, scaled, got, expected):
-    """The catalogued bug whose typical result is ``got``, else a plain statement of the numbers."""
-    ratio = got / expected
-    guesses = [("std_experiment_variance", expected ** 2)]
-    if scaled:
-        guesses.append(("std_experiment_scaled_by_d_k", 1 / math.sqrt(d_k)))
-    for bug_id, typical in guesses:
-        if abs(got / typical - 1) <= _REL_TOL:
+# The typical result of each catalogued formula bug, (d_k, scaled) -> (value, tolerance): named only when *every*
+# measured value lies within the tolerance of it (no two of these agree at every d_k, and the correct value
+# differs from each). A sample variance scatters twice as much as a sample std.
+_TYPICAL = {
+    "std_experiment_variance": lambda d_k, scaled: (1.0 if scaled else float(d_k), 2 * _REL_TOL),
+    "std_experiment_scaled_by_d_k": lambda d_k, scaled: (1 / math.sqrt(d_k) if scaled else math.sqrt(d_k), _REL_TOL),
+}
+
+
+def _same_as_bug(bug, results):
+    """True when the catalogued bug gives exactly the learner's numbers for the same seeds."""
+    wrong = bug.make()
+    for (d_k, scaled, seed), got in results.items():
+        try:
+            with _np.errstate(all="ignore"):
+                theirs = float(wrong(d_k, _N_SAMPLES, scaled, _np.random.default_rng(seed)))
+        except Exception:
+            return False
+        if not abs(theirs - got) <= 1e-9 * abs(got):
+            return False
+    return True
+
+
+def _diagnose(results, typical=True):
+    """The diagnosis of the catalogued bug whose typical value every result of ``results`` {(d_k, scaled, seed):
+    value} agrees with (``typical``: tried first, it costs nothing), or that gives exactly those results for the
+    same seeds; else None."""
+    from autograder.bugs import for_function
+
+    for bug_id, value in _TYPICAL.items() if typical else ():
+        if all(abs(got / value(d_k, scaled)[0] - 1) <= value(d_k, scaled)[1]
+               for (d_k, scaled, _), got in results.items()):
             b = by_id(bug_id)
             return f"{b.diagnosis} [{b.id}]"
-    if scaled and abs(got / math.sqrt(d_k) - 1) <= _REL_TOL:
-        return ("with scaled=True the dot products are not divided by sqrt(d_k): the std still grows like "
-                "sqrt(d_k) instead of staying near 1")
-    if abs(ratio * math.sqrt(3) - 1) <= _REL_TOL or abs(ratio * 3 - 1) <= _REL_TOL:
-        return ("the entries of q and k do not have variance 1 (uniform numbers on [-1, 1] have variance "
-                "1/3): draw them with rng.standard_normal")
-    return "the measured standard deviation is not what q.k of unit-variance vectors gives"
+    for b in for_function("dot_product_std"):
+        if _same_as_bug(b, results):
+            return f"{b.diagnosis} [{b.id}]"
+    return None
+
+
+def _table(results):
+    return "; ".join(f"d_k={d_k}, scaled={scaled}: got {got:.4g}, expected about "
+                     f"{1.0 if scaled else math.sqrt(d_k):.4g}" for (d_k, scaled, _), got in results.items())
 
 
 @hidden_test(uses=('dot_product_std',), visible_check='check_dot_product_std')
 def std_experiment(dot_product_std):
-    """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; and the same seed
-    twice gives the same value (the experiment draws from the rng it is given)."""
+    """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; the n_samples pairs
+    are independent (a dozen seeds at d_k = 2 all land within 10%); and the same seed twice gives the same value
+    (the experiment draws from the rng it is given)."""
     if not callable(dot_product_std):
         raise WrongAnswer(f"dot_product_std should be a function, got {type(dot_product_std).__name__}")
     seed = int(_rng("std_experiment").integers(1, 2**31))
-    for d_k in _D_KS:
-        for scaled in (False, True):
-            got = _value(dot_product_std, d_k, scaled, seed + d_k)
-            expected = 1.0 if scaled else math.sqrt(d_k)
-            if not abs(got / expected - 1) <= _REL_TOL:
-                raise WrongAnswer(f"{_diagnose(d_k, scaled, got, expected)} (d_k={d_k}, n_samples={_N_SAMPLES}, "
-                                  f"scaled={scaled}: got {got:.4g}, expected about {expected:.4g}, within "
-                                  f"{_REL_TOL:.0%})")
+    results = {(d_k, scaled, seed + d_k): _value(dot_product_std, d_k, scaled, seed + d_k)
+               for d_k in _D_KS for scaled in (False, True)}
+    wrong = {key: got for key, got in results.items()
+             if not abs(got / (1.0 if key[1] else math.sqrt(key[0])) - 1) <= _REL_TOL}
+    if wrong:
+        what = _diagnose(results) or ("the measured standard deviation is not what q.k of independent unit-variance "
+                                      "vectors gives: check how q and k are drawn, the sum over the d_k axis, "
+                                      "the scale and the statistic returned")
+        raise WrongAnswer(f"{what} (n_samples={_N_SAMPLES}: {_table(wrong)}, within {_REL_TOL:.0%})")
+    spread = {(_D_K_SPREAD, False, seed + i): _value(dot_product_std, _D_K_SPREAD, False, seed + i)
+              for i in range(_N_SEEDS)}
+    expected = math.sqrt(_D_K_SPREAD)
+    if any(not abs(got / expected - 1) <= _REL_TOL for got in spread.values()):
+        values = ", ".join(f"{got:.3g}" for got in spread.values())
+        what = _diagnose(spread, typical=False) or (
+                "the result scatters from seed to seed far more than the sampling error of "
+                f"{_N_SAMPLES} independent pairs allows: check that every pair has its own q and its own k")
+        raise WrongAnswer(f"{what} (d_k={_D_K_SPREAD}, n_samples={_N_SAMPLES}, {_N_SEEDS} seeds: got {values}; "
+                          f"each should be within {_REL_TOL:.0%} of {expected:.4g})")
     again = [_value(dot_product_std, _D_KS[0], False, seed) for _ in range(2)]
     if again[0] != again[1]:
         b = by_id("std_experiment_global_rng")

@@ -231,6 +231,10 @@ def _gc_cases(rng):
     wrong = [g.copy() for g in good]
     wrong[2][0, 1] += 0.4
     add("third input's gradient off at one entry", [x, y, z], wrong)
+    wrong = [g.copy() for g in good]
+    small = int(np.argmin(np.abs(wrong[1])))  # off at its smallest entry, towards 0: relative to that entry the
+    wrong[1][small] -= np.sign(wrong[1][small]) * 0.05 * float(np.abs(wrong[1]).max())  # error exceeds 0.05
+    add("second input's gradient off at its smallest entry", [x, y, z], wrong)
     big = [g * 1000.0 for g in good]
     big[1] = big[1].copy()
     big[1][3] += 500.0

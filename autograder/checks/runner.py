@@ -118,8 +118,21 @@ def _call(fn, case: Case, name: str):
         raise
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
-        hint = f" {bug.diagnosis} [{bug.id}]" if bug else ""
+        hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(exc)
         raise learner_error(name, exc, case.describe(), hint, bug) from None
+
+
+_SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
+
+
+def shape_hint(exc: Exception) -> str:
+    """What numpy's shape error usually means in this course, or "" for any other error."""
+    if not any(s in str(exc) for s in _SHAPE_ERRORS):
+        return ""
+    return (" Two arrays in one product, broadcast or reshape do not fit. When a function works on one sequence "
+            "but fails on a batch, an axis is counted from the front: .T reverses *all* axes and transpose(0, 2, 1) "
+            "names fixed ones, so a leading batch axis moves. Count axes from the end (-1, -2, ...) so any leading "
+            "axes pass through.")
 
 
 def call_measuring_memory(fn, case: Case, name: str):
@@ -201,37 +214,87 @@ def _fresh(a):
     return compare.snapshot(a) if compare.is_array(a) else a
 
 
-def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None):
+def matching_bug(name: str, observed, labels, *, rtol, atol):
+    """The one catalog bug of ``name`` that reproduces *every* observation, or None.
+
+    ``observed``: [(case, the learner's outputs, index of the input it changed in place or None)], every case
+    the learner's function was run on. A bug is named only when it gives the learner's results on all of them
+    (and changes the same input): two bugs that agree on one input rarely agree on several inputs of different
+    sizes. When two bugs with different diagnoses still fit every observation, none is named.
+    """
+    from autograder import bugs as bug_catalog  # only when a result is wrong: it builds every bug
+
+    fits = []
+    for bug in bug_catalog.for_function(name):
+        for case, got, modified in observed:
+            args = [_fresh(a) for a in case.args]
+            try:
+                with np.errstate(all="ignore"):
+                    wrong = _outputs(bug.make()(*args, **case.kwargs), labels)
+            except Exception:
+                break
+            if modified is not None and compare.unchanged(case.args[modified], args[modified]):
+                break
+            if not all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
+                break
+        else:
+            fits.append(bug)
+    return fits[0] if len({bug.diagnosis for bug in fits}) == 1 else None
+
+
+def _changed_input(before, case):
+    for i, snap in enumerate(before):
+        if snap is not None and not compare.unchanged(snap, case.args[i]):
+            return i
+    return None
+
+
+def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
     """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
 
     ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
-    reference helpers used while ``fn`` runs.
+    reference helpers used while ``fn`` runs. After the first wrong result the remaining cases still run, as
+    evidence: a catalogued bug is named only when it reproduces the learner's results on all of them; otherwise
+    the message says what differs, on which input, and (``inspect``) what to look at.
     """
     if not callable(fn):
         raise WrongAnswer(f"{name} should be a function, got {type(fn).__name__}")
     ref = ref or getattr(reference, name)
+    observed, problem = [], None
     for case in cases:
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
-        with bound(fn, bind or {}), np.errstate(all="ignore"):
-            got = _outputs(_call(fn, case, name), outputs)
-        for i, snap in enumerate(before):
-            if snap is not None and not compare.unchanged(snap, case.args[i]):
-                pristine = Case(tuple(before[j] if before[j] is not None else a for j, a in enumerate(case.args)),
-                                case.kwargs, case.label)
-                bug = known_bug(name, pristine, got, outputs, rtol=rtol, atol=atol, modified=i)
-                if bug is not None:
-                    raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
-                raise WrongAnswer(f"{name} modified its input argument {i + 1} in place on {case.describe()}; "
-                                  "work on new arrays (e.g. `x = x / s`, not `x /= s`)", uncatalogued=True)
+        if problem is None:
+            with bound(fn, bind or {}), np.errstate(all="ignore"):
+                got = _outputs(_call(fn, case, name), outputs)
+        else:  # more evidence for naming the bug; a failure here ends the evidence, not the verdict
+            try:
+                with bound(fn, bind or {}), np.errstate(all="ignore"):
+                    got = _outputs(fn(*case.args, **case.kwargs), outputs)
+            except Exception:
+                break
+        modified = _changed_input(before, case)
+        pristine = case if modified is None else Case(
+            tuple(before[j] if before[j] is not None else a for j, a in enumerate(case.args)), case.kwargs,
+            case.label)
+        observed.append((pristine, got, modified))
+        if problem is not None:
+            continue
+        if modified is not None:
+            problem = (case, f"{name} modified its input argument {modified + 1} in place on {case.describe()}; "
+                             "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
+            continue
         expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
         for label, g, e in zip(outputs, got, expected):
             why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
-            if why is None:
-                continue
-            bug = known_bug(name, case, got, outputs, rtol=rtol, atol=atol)
-            if bug is not None:
-                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
-            raise WrongAnswer(f"{why} on input {case.describe()}", uncatalogued=True)
+            if why is not None:
+                problem = (case, f"{why} on input {case.describe()}")
+                break
+    if problem is not None:
+        case, why = problem
+        bug = matching_bug(name, observed, outputs, rtol=rtol, atol=atol)
+        if bug is not None:
+            raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
+        raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
 
 
 def rng_for(test_id: str):

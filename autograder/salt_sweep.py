@@ -1,0 +1,167 @@
+"""Every catalogued bug against each hidden test it must fail, over many grading salts, without a kernel.
+
+    python -m autograder.salt_sweep [--salts 200] [--lessons 01 04 ...]
+
+A hidden test draws its inputs from ``rng_for(test_id)``, seeded by the grading salt that each grading run draws
+afresh; a test that catches a bug for one salt may pass it for another. The sweep calls each hidden test's
+function directly, in this process, with the model answers of the lesson and the one catalogued bug in place of
+its function, once per salt, and counts for each (bug, test) pair how often the test failed (detection) and how
+often its message gave that bug's diagnosis (its id, or the id of a bug sharing its diagnosis).
+``tests/test_salt_sweep.py`` asks for 100 % of both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autograder import bugs as catalog
+from autograder import answers, course, reference
+from autograder.checks import registry
+
+SALT_VARIABLE = "MHA_GRADING_SALT"
+
+
+@dataclass
+class Rate:
+    """How one hidden test fared against one catalogued bug over ``salts`` grading salts."""
+
+    bug: catalog.Bug
+    test: str
+    salts: int = 0
+    detected: int = 0
+    named: int = 0
+    examples: list = field(default_factory=list)  # (salt, what happened) for the first few misses
+
+    @property
+    def perfect(self) -> bool:
+        return self.detected == self.named == self.salts
+
+    def line(self) -> str:
+        return (f"{self.bug.id:38} {self.test:26} detected {self.detected}/{self.salts}, "
+                f"named {self.named}/{self.salts}")
+
+
+def lesson_name(number: str) -> str:
+    return next(name for name in course.lesson_names() if name.startswith(number + "_"))
+
+
+def model_namespace(lesson: str) -> dict:
+    """Every name the lesson's model answers define (functions and values), as a completed notebook has them,
+    with the names its setup cell imports from the lesson's self-check module."""
+    return dict(_model_namespace(lesson))
+
+
+@functools.lru_cache(maxsize=None)
+def _model_namespace(lesson: str) -> dict:
+    namespace = {"np": np, "math": math, "__name__": "__model__"}
+    namespace.update({n: getattr(reference, n) for n in reference.__all__})
+    selfcheck = course.import_helper(course.selfcheck_module(lesson))
+    namespace.update({n: getattr(selfcheck, n) for n in getattr(selfcheck, "__all__", ())})
+    for grade_id, source in answers.model_answers(lesson).items():
+        try:
+            code = compile(source, f"<model answer {grade_id}>", "exec")
+        except SyntaxError:  # a written answer (markdown), not code
+            continue
+        exec(code, namespace)
+    return namespace
+
+
+@contextlib.contextmanager
+def grading_salt(salt: int):
+    saved = os.environ.get(SALT_VARIABLE)
+    os.environ[SALT_VARIABLE] = str(salt)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(SALT_VARIABLE, None)
+        else:
+            os.environ[SALT_VARIABLE] = saved
+
+
+class _Shell:
+    def __init__(self, user_ns):
+        self.user_ns = user_ns
+
+
+@contextlib.contextmanager
+def notebook_namespace(values: dict):
+    """A self-check probe that reads the notebook's names through ``get_ipython().user_ns`` reads ``values``."""
+    import IPython
+
+    saved = IPython.get_ipython
+    IPython.get_ipython = lambda: _Shell(values)
+    try:
+        yield
+    finally:
+        IPython.get_ipython = saved
+
+
+def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
+    """One ``Rate`` per (catalogued bug, hidden test it must fail)."""
+    bug_list = [b for b in (bug_list or catalog.CATALOG) if not lessons or b.lesson in lessons]
+    namespaces, rates = {}, []
+    for b in bug_list:
+        lesson = lesson_name(b.lesson)
+        if lesson not in namespaces:
+            namespaces[lesson] = model_namespace(lesson)
+        values = dict(namespaces[lesson])
+        values[b.function] = b.make()
+        for test_id in b.tests:
+            test = registry.find(registry.lesson_module(lesson), test_id)
+            if test is None:
+                raise LookupError(f"bug {b.id} names the test {test_id!r}, which {lesson} does not register")
+            rate = Rate(b, test_id)
+            notebook = {n: values[n] for n in test.names}
+            # the bug's own id, or the id of a bug that shares its diagnosis (two ways to one wrong result)
+            names = [f"[{o.id}]" for o in catalog.CATALOG if o.function == b.function and o.diagnosis == b.diagnosis]
+            for salt in salts:
+                rate.salts += 1
+                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
+                        notebook_namespace(values):
+                    try:
+                        test(notebook)
+                        outcome = "passed"
+                    except AssertionError as exc:
+                        outcome = str(exc)
+                if outcome != "passed":
+                    rate.detected += 1
+                if any(name in outcome for name in names):
+                    rate.named += 1
+                elif len(rate.examples) < 3:
+                    rate.examples.append((salt, outcome[:300]))
+            rates.append(rate)
+    return rates
+
+
+def report(rates, seconds) -> str:
+    lines = [r.line() + ("" if r.perfect else f"  <- e.g. salt {r.examples[0][0]}: {r.examples[0][1]}")
+             for r in rates]
+    perfect = sum(r.perfect for r in rates)
+    lines.append(f"{perfect}/{len(rates)} (bug, test) pairs detected and named for every salt, "
+                 f"{len({r.bug.id for r in rates})} bugs, in {seconds:.1f} s")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--salts", type=int, default=200, help="grading salts 0 .. N-1")
+    parser.add_argument("--lessons", nargs="*", help="lesson numbers (01, 02, ...); default: all")
+    args = parser.parse_args(argv)
+    t0 = time.perf_counter()
+    rates = sweep(salts=range(args.salts), lessons=args.lessons)
+    print(report(rates, time.perf_counter() - t0))
+    return 0 if all(r.perfect for r in rates) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
