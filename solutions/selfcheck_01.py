@@ -145,7 +145,7 @@ def _check_attention_batch(scaled_dot_product_attention, Q, K, V):
     stays float32 and float64 float64."""
     name = "scaled_dot_product_attention"
     out1, w1 = call(scaled_dot_product_attention, name, Q, K, V)
-    Qb, Kb, Vb = (np.stack([a[::-1], a]) for a in (Q, K, V))  # (2, T, width): the example is batch element 1
+    Qb, Kb, Vb = (np.stack([a[::-1], a]) for a in (Q, K, V))  # (B=2, T, d_k), (2, T, d_k), (2, T, d_v): the example is batch element 1
     outb, wb = call(scaled_dot_product_attention, name, Qb, Kb, Vb)
     if np.shape(wb) != (2, 2, 3) or np.shape(outb) != (2, 2, 5):
         fail(f"on a batch, Q {Qb.shape}, K {Kb.shape}, V {Vb.shape}, the weights should be (B, T_q, T_k) = "
