@@ -90,9 +90,11 @@ from selfcheck_05 import (check_attention_layer, check_choice, check_head_weight
 def softmax(x, axis=-1):
     """Softmax of x along `axis`, stable for large scores (your lesson 01 version)."""
     ### BEGIN SOLUTION
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
+    e = np.exp(x - row_max)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1)  # an all-zero row stays 0 instead of 0/0
     ### END SOLUTION
 
 

@@ -66,15 +66,19 @@ from selfcheck_06 import (check_causal_masks, check_causal_self_attention, check
 def softmax(x, axis=-1):
     """Numerically stable softmax along `axis` (your lesson-01 version)."""
     ### BEGIN SOLUTION
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
+    e = np.exp(x - row_max)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1)  # an all-zero row stays 0 instead of 0/0
     ### END SOLUTION
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):
     """softmax(Q K^T / sqrt(d_k)) V; mask True = blocked. Returns (out, weights)."""
     ### BEGIN SOLUTION
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
+    d_k = Q.shape[-1]
+    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T_q, T_k)
     if mask is not None:
         scores = np.where(mask, -np.inf, scores)
     weights = softmax(scores, axis=-1)  # (..., T_q, T_k)
@@ -88,8 +92,8 @@ def split_heads(x, n_heads):
     *lead, T, d_model = x.shape
     if d_model % n_heads != 0:
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
-    x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
-    return np.swapaxes(x, -3, -2)  # (..., n_heads, T, d_head)
+    pieces = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
+    return np.swapaxes(pieces, -3, -2)  # (..., n_heads, T, d_head)
     ### END SOLUTION
 
 
@@ -97,7 +101,8 @@ def concat_heads(x):
     """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head)."""
     ### BEGIN SOLUTION
     *lead, n_heads, T, d_head = x.shape
-    return np.swapaxes(x, -3, -2).reshape(*lead, T, n_heads * d_head)  # (..., T, d_model)
+    tokens_first = np.swapaxes(x, -3, -2)  # (..., T, n_heads, d_head)
+    return tokens_first.reshape(*lead, T, n_heads * d_head)  # (..., T, d_model)
     ### END SOLUTION
 
 

@@ -1,7 +1,8 @@
 """No message a learner can read hands out a complete line of the model solution.
 
 Answer lines: every code line of every solution cell in ``solutions/`` (the model answers), with its comment
-removed, and, for ``return EXPR`` and ``name = EXPR`` lines, EXPR alone. Messages: every catalogued bug's
+removed, and, for ``return EXPR`` and ``name = EXPR`` lines, EXPR alone; a line the student notebook already hands
+out (the starting code of a find-the-bug exercise, autograder/given_code.py) is no answer. Messages: every catalogued bug's
 diagnosis, and every string the hidden checks (``autograder/checks/``) and the visible self-checks
 (``solutions/selfcheck_*.py``) can show. A message names the mistake and the idea to revisit, never the line.
 """
@@ -12,7 +13,7 @@ import re
 
 import pytest
 
-from autograder import answers, bugs, course
+from autograder import answers, bugs, course, given_code
 
 MIN_LENGTH = 15  # shorter pieces (`d_k`, `weights @ V`) are vocabulary, not an answer; so is a bare list of names
 
@@ -26,6 +27,8 @@ def answer_lines() -> dict:
     """{squashed answer line: (lesson, the line as written)}."""
     found = {}
     for lesson in course.lesson_names():
+        handed_out = {_squash(line.split("  #")[0]) for b in given_code.given_bugs(lesson)
+                      for line in b.source.splitlines()}
         for source in answers.model_answers(lesson).values():
             try:
                 ast.parse(source)
@@ -39,6 +42,8 @@ def answer_lines() -> dict:
                 m = re.match(r"^(?:return\s+|[\w, \[\]\.]+?\s*[-+*/]?=\s*)(.+)$", line)
                 if m:
                     pieces.add(m.group(1))
+                if _squash(line) in handed_out:
+                    continue
                 for piece in pieces:
                     if len(_squash(piece)) >= MIN_LENGTH and re.search(r"[(\[@*/+-]", piece):
                         found[_squash(piece)] = (lesson, line)
@@ -73,6 +78,8 @@ def test_the_answer_lines_are_found():
     lines = answer_lines()
     assert _squash("np.swapaxes(pieces, -3, -2)") in lines  # lesson 02's split_heads, its expression
     assert _squash("joined @ W_O") not in lines  # too short to give anything away
+    assert _squash("Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)") in lines  # lesson 04's multi_head_scores
+    assert _squash("d_model // n_heads") not in lines  # lesson 05 hands it out in attention_layer's given code
     assert len(lines) > 40
 
 

@@ -21,7 +21,20 @@ from autograder.grading.settings import COURSE_ID
 from run_once import once
 
 LESSON = "05_exercises"
-MANUAL = {"explain_reshape": 3.0, "explain_w_o": 1.0, "explain_scale": 2.0}
+# The scores the instructor gives alice: full marks but one point short on explain_w_o (2 points).
+MANUAL = {"explain_reshape": 3.0, "explain_w_o": 1.0, "explain_scale": 2.0, "symptom_masked_attention": 1.0,
+          "symptom_attention_layer": 1.0}
+
+
+def _points():
+    """(autograded points, manually graded points) of the lesson, read from its source."""
+    cells = [c.metadata.get("nbgrader", {}) for c in course.read_source(course.SOLUTIONS / f"{LESSON}.py").cells]
+    manual = {m["grade_id"]: m["points"] for m in cells if m.get("grade") and m.get("solution")}
+    auto = sum(m["points"] for m in cells if m.get("grade") and not m.get("solution"))
+    return auto, manual
+
+
+AUTO, MANUAL_MAX = _points()
 COMMENT = "Say what kind of map W_O is: a learned linear map."
 pytestmark = pytest.mark.grading
 
@@ -72,8 +85,9 @@ def test_written_answers_await_the_instructor_instead_of_scoring_zero(runs):
     for student in ("alice", "bob"):
         row = first["rows"][student]
         assert (row[f"{LESSON} status"], row[f"{LESSON} score"], row[f"{LESSON} max"],
-                row[f"{LESSON} pending"]) == ("pending manual", "13", "20", "7")
-        assert row["percent"] == "100.0"  # 13 of the 13 marked points; pending ones left out
+                row[f"{LESSON} pending"]) == ("pending manual", f"{AUTO}", f"{AUTO + sum(MANUAL_MAX.values())}",
+                                              f"{sum(MANUAL_MAX.values())}")
+        assert row["percent"] == "100.0"  # every marked point; pending ones left out
     assert "awaiting the instructor" in first["report"] and "make formgrader" in first["report"]
 
 
@@ -82,22 +96,27 @@ def test_the_next_run_folds_in_manual_scores_and_regenerates_only_changed_feedba
     assert manual["rc"] == 0 and "graded 0 notebooks" in manual["stdout"]
     assert "feedback regenerated for 1 notebooks" in manual["stdout"]
     alice = manual["rows"]["alice"]
+    given, top = sum(MANUAL.values()), AUTO + sum(MANUAL_MAX.values())
+    assert set(MANUAL) == set(MANUAL_MAX) and given == sum(MANUAL_MAX.values()) - 1
     assert (alice[f"{LESSON} status"], alice[f"{LESSON} score"], alice[f"{LESSON} autograded"],
             alice[f"{LESSON} manual"], alice[f"{LESSON} pending"], alice["total"]) == \
-        ("graded", "19", "13", "6", "0", "19")
-    assert "19 / 20 (13 autograded + 6 manual)" in manual["report"]
+        ("graded", f"{AUTO + given:g}", f"{AUTO}", f"{given:g}", "0", f"{AUTO + given:g}")
+    assert f"{AUTO + given:g} / {top} ({AUTO} autograded + {given:g} manual)" in manual["report"]
     assert COMMENT in manual["feedback"]["alice"] and COMMENT not in first["feedback"]["alice"]
-    assert "19.0 / 20.0" in manual["feedback"]["alice"] and "19.0 / 20.0" not in first["feedback"]["alice"]
+    page_total = f"{AUTO + given:.1f} / {top:.1f}"
+    assert page_total in manual["feedback"]["alice"] and page_total not in first["feedback"]["alice"]
     assert _digest(manual["feedback"]["bob"]) == _digest(first["feedback"]["bob"])  # bob's grades did not change
-    assert manual["rows"]["bob"][f"{LESSON} pending"] == "7"
+    assert manual["rows"]["bob"][f"{LESSON} pending"] == f"{sum(MANUAL_MAX.values())}"
 
 
 def test_a_resubmission_keeps_unchanged_manual_grades_and_reopens_changed_answers(runs):
     again = runs["resubmitted"]
     assert again["rc"] == 0 and "graded 1 notebooks" in again["stdout"]
     alice = again["rows"]["alice"]
-    # explain_reshape (3) and explain_scale (2) unchanged: kept; explain_w_o changed: its 2 points await regrading
+    # every other written answer unchanged: kept; explain_w_o changed: its points await regrading
+    kept = sum(MANUAL.values()) - MANUAL["explain_w_o"]
     assert (alice[f"{LESSON} score"], alice[f"{LESSON} manual"], alice[f"{LESSON} pending"],
-            alice[f"{LESSON} status"]) == ("18", "5", "2", "pending manual")
+            alice[f"{LESSON} status"]) == (f"{AUTO + kept:g}", f"{kept:g}", f"{MANUAL_MAX['explain_w_o']}",
+                                           "pending manual")
     assert "resubmitted after manual grading: written answers need regrading (explain_w_o)" in alice["flags"]
     assert "resubmitted after manual grading" in again["report"]

@@ -14,6 +14,26 @@ import pytest
 from autograder import course
 
 PASTE_LESSONS = {"02_multi_head": "01", "05_exercises": "01", "06_going_further": "01"}
+# Pasted functions whose model answer may differ from their lesson's: lesson 06 pastes no output_projection, so
+# its multi_head_attention ends in concat_heads(heads) @ W_O instead.
+OWN_MODEL_ANSWER = {("06_going_further", "multi_head_attention")}
+
+
+def model_answers(lesson):
+    """{function name: the lines between BEGIN and END SOLUTION} for every function the lesson's solution defines."""
+    answers = {}
+    for cell in course.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
+        if cell.cell_type != "code" or "### BEGIN SOLUTION" not in cell.source:
+            continue
+        lines = cell.source.splitlines()
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.FunctionDef):
+                body = lines[node.lineno - 1:]  # the closing comment lies after the function's last statement
+                begin = [i for i, line in enumerate(body) if line.strip() == "### BEGIN SOLUTION"]
+                end = [i for i, line in enumerate(body) if line.strip() == "### END SOLUTION"]
+                if begin and end and begin[0] < node.end_lineno - node.lineno + 1:
+                    answers[node.name] = body[begin[0] + 1:end[0]]
+    return answers
 
 
 def wrong_softmax(x, axis=-1):
@@ -45,6 +65,22 @@ def test_one_paste_cell_checked_right_after_it(lesson):
     assert len(calls) == 1 and [k.arg for k in calls[0].keywords] == defined, \
         f"the cell after {lesson}'s paste cell must run check_pasted on every function it holds: {defined}"
     assert "paste cell" in cells[paste[0] - 1].source.lower(), "the markdown before it names the paste cell"
+
+
+@pytest.mark.parametrize("lesson", sorted(PASTE_LESSONS))
+def test_a_paste_cells_model_answer_is_the_earlier_lessons_model_answer(lesson):
+    """The solution notebook pastes what a learner who finished the earlier lessons has: their model answers, line
+    for line (a weaker pasted softmax fails lesson 01's self-check in the paste cell's check)."""
+    cells = course.read_source(course.SOLUTIONS / f"{lesson}.py").cells
+    paste = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("# PASTE CELL:"))
+    pasted = [f.name for f in ast.parse(paste).body if isinstance(f, ast.FunctionDef)]
+    earlier = {**model_answers("01_warmup"), **model_answers("02_multi_head")} if lesson != "02_multi_head" \
+        else model_answers("01_warmup")
+    here = model_answers(lesson)
+    compared = [name for name in pasted if (lesson, name) not in OWN_MODEL_ANSWER]
+    assert compared, f"{lesson}'s paste cell defines no function"
+    for name in compared:
+        assert here[name] == earlier[name], f"{lesson}'s pasted {name} differs from its earlier lesson's model answer"
 
 
 @pytest.mark.parametrize("module, lesson", [("selfcheck_02", "01"), ("selfcheck_05", "01"), ("selfcheck_06", "01")])

@@ -47,9 +47,12 @@ def run_menu(page, label):
 
 
 def prompts(page):
-    """For every cell on screen, in order: its type ('code', 'markdown', 'raw') and its input prompt text."""
+    """For every cell on screen, in order: its type ('code', 'markdown', 'raw', or 'hidden code' for a code cell
+    whose input is collapsed, such as the self-check files cell: its placeholder never shows an execution count,
+    so whether it ran is read from the saved notebook) and its input prompt text."""
     return page.evaluate(f"""() => ({_CELLS_JS})().map(c => [
-        c.classList.contains('jp-CodeCell') ? 'code' : (c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw'),
+        c.classList.contains('jp-CodeCell') ? (c.querySelector('.jp-InputPlaceholder') ? 'hidden code' : 'code')
+            : (c.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw'),
         (c.querySelector('.jp-InputPrompt') || {{textContent: ''}}).textContent.trim()])""")
 
 
@@ -108,12 +111,13 @@ def run_everything(page, timeout_s):
 
 
 def save_and_read(page, path, state, timeout_s=30):
-    """File → Save (Ctrl+S), wait until the file on disk holds the execution counts on screen, read it."""
+    """File → Save (Ctrl+S), wait until the file on disk holds the execution counts on screen and one for every
+    collapsed code cell (so a collapsed cell that did not run times out here), read it."""
     path = Path(path)
     page.locator(".jp-NotebookPanel .jp-Notebook").first.focus()
     page.keyboard.press("Escape")
     page.keyboard.press("Control+s")
-    want = sum(1 for kind, p in state if kind == "code" and _executed(p))
+    want = sum(1 for kind, p in state if (kind == "code" and _executed(p)) or kind == "hidden code")
     deadline = time.monotonic() + timeout_s
     while True:
         try:

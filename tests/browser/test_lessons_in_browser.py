@@ -3,7 +3,7 @@
 Completed (the stubs filled with the model answers): Run → Run All Cells runs every cell with no error and no
 red output box, every figure is drawn, every widget is drawn and moving each of its controls changes what it
 shows. Untouched: the only errors are the stubs' NotImplementedError, and each self-check says plainly
-"not implemented yet". Parametrised over ``autograder.course.lesson_names()``, so a new lesson is covered as
+"not implemented yet", but for the self-checks of a find-the-bug exercise's given code, which fail. Parametrised over ``autograder.course.lesson_names()``, so a new lesson is covered as
 soon as its source exists. A passing completed run leaves a screenshot in ``build/screenshots/<lesson>.png``.
 """
 
@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 import labdriver as lab
-from autograder import course, answers
+from autograder import answers, course, given_code
 from labserver import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
@@ -75,6 +75,12 @@ def test_untouched_lesson_shows_only_not_implemented(lesson, lab_server, folders
     state = lab.run_everything(page, RUN_TIMEOUT_S)
     nb = lab.save_and_read(page, path, state)
     found = lab.saved_errors(nb)
+    # A find-the-bug exercise hands out working code with one bug: its self-check fails with the bug's symptom.
+    given = given_code.expected_failures(lesson)
+    from_given = [(i, gid, ename) for i, gid, ename, _, _ in found if gid in given]
+    assert {gid for _, gid, _ in from_given} == given and {e for _, _, e in from_given} <= {"SelfCheckFailed"}, \
+        f"{lesson}: the self-checks of the given buggy code must fail with SelfCheckFailed: {from_given}"
+    found = [f for f in found if f[1] not in given]
     assert found, f"{lesson}: an untouched notebook must show which functions are still to be written"
     assert {ename for _, _, ename, _, _ in found} == {"NotImplementedError"}, found
     self_checks = [(i, gid, msg) for i, gid, _, msg, graded in found if graded]
@@ -89,5 +95,7 @@ def test_untouched_lesson_shows_only_not_implemented(lesson, lab_server, folders
             f"{lesson}: the self-check {gid} (cell {i}) does not show its message on screen: {text[-400:]!r}"
     # Every red box, including one inside a widget whose function is still a stub, is a NotImplementedError
     # (a warning or any other error would be a red box without it).
-    other = [(i, text[-400:]) for i, text in lab.on_screen_errors(page) if "NotImplementedError" not in text]
+    given_cells = {i for i, _, _ in from_given}
+    other = [(i, text[-400:]) for i, text in lab.on_screen_errors(page)
+             if "NotImplementedError" not in text and i not in given_cells]
     assert other == [], f"{lesson}: red boxes on screen that are not NotImplementedError: {other}"

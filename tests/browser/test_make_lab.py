@@ -56,7 +56,8 @@ def test_make_lab_serves_lessons_and_opens_the_first_lesson(browser, tmp_path, n
 
         state = lab.prompts(page)
         # the self-check files cell (it finds lessons/' own modules and leaves them as they are), then the setup cell
-        helper, setup = [i for i, (kind, _) in enumerate(state) if kind == "code"][:2]
+        helper, setup = [i for i, (kind, _) in enumerate(state) if kind in ("hidden code", "code")][:2]
+        assert state[helper][0] == "hidden code", "the self-check files cell is collapsed"
         for cell in (helper, setup):
             lab.select_cell(page, cell)
             lab.run_menu(page, "Run Selected Cell")
