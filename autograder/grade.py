@@ -1,6 +1,7 @@
 """Grade a whole class in one command.
 
     python -m autograder.grade SUBMISSIONS [--out DIR] [--db URL] [--workers N] [--lessons 01_warmup ...]
+                               [--scheduler tcp://host:8786]
     make grade SUBMISSIONS=path
 
 ``SUBMISSIONS`` is a folder of per-student folders, a zip of one, or a course folder after ``nbgrader collect``
@@ -25,7 +26,8 @@ This module is the command line and ``run``, which calls the steps in order; eac
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
    pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
    says what broke;
-5. ``worker``: grade it over ``--workers`` processes, then regenerate the feedback whose grades changed;
+5. ``worker``: grade it over ``--workers`` processes (or on a Dask cluster: ``cluster``), then regenerate the
+   feedback whose grades changed;
 6. ``results``, ``report`` and ``insights``: read the grades back and write the files above.
 
 ``Settings`` and the exit statuses are in ``autograder/grading/settings.py``.
@@ -40,8 +42,8 @@ import time
 from pathlib import Path
 
 from autograder import course
-from autograder.grading import (canary, dburl, execute, feedback_page, insights, intake, report, results, worker,
-                                workspace)
+from autograder.grading import (canary, cluster, dburl, execute, feedback_page, insights, intake, report, results,
+                                worker, workspace)
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_SETUP, Settings, SetupError)
 
@@ -75,12 +77,13 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out)
     workspace.preflight(s)
+    cluster.check(s)
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log)
     todo = workspace.stage(s, roster)
     stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
-    with worker.Pool(s) as pool:
+    with worker.pool_for(s) as pool:
         # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
         try:
             checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
@@ -145,6 +148,10 @@ def main(argv=None) -> int:
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
     parser.add_argument("--notebook-timeout", type=int, default=300,
                         help="seconds a whole notebook may run before its kernel is stopped")
+    parser.add_argument("--scheduler", default=os.environ.get("MHA_SCHEDULER", ""),
+                        help="grade on a running Dask cluster, e.g. tcp://host:8786 (default: $MHA_SCHEDULER, else "
+                             "on this machine); needs a PostgreSQL --db and the course and OUT at the same paths on "
+                             "every worker (docs/grading.md)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.db and args.db != os.environ.get(dburl.ENV) and dburl.has_password(args.db):
@@ -154,7 +161,7 @@ def main(argv=None) -> int:
         return EXIT_LAYOUT
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
-                 max_output=args.max_output, notebook_timeout=args.notebook_timeout)
+                 max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler)
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
@@ -167,9 +174,13 @@ def main(argv=None) -> int:
     except canary.CanaryFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANARY
+    except cluster.ClusterLost as exc:
+        print(f"GRADING ERRORS: {exc}", file=sys.stderr)
+        return EXIT_GRADING_ERROR
     rows = result["rows"]
+    where = f"on the Dask cluster at {s.scheduler}" if s.scheduler else f"({s.workers} workers)"
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
-          f"({s.workers} workers); {len(rows)} students; {result['canary'].summary()}")
+          f"{where}; {len(rows)} students; {result['canary'].summary()}")
     if result["changed"]:
         print("graded in this run (old -> new score; - when not graded before):")
         print("\n".join(insights.change_lines(result["changed"])))

@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -21,3 +23,11 @@ _LONGEST_FIRST = ("test_mutations.py", "test_grade_command.py", "test_outcome.py
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A PostgreSQL server on loopback for this test process (tests/postgres_server.py)."""
+    import postgres_server as server
+
+    yield from server.start()

@@ -43,6 +43,8 @@ class Settings:
     max_output: int = 1_000_000
     notebook_timeout: int = 300
     isolation: str = field(default_factory=sandbox.isolation_level)
+    scheduler: str = ""  # a Dask scheduler's address (autograder/grading/cluster.py); where grading runs, not a grade
+
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)

@@ -1,7 +1,8 @@
 """The worker side of grading: nbgrader's steps for one (student, lesson) in a worker process, and the pool.
 
 ``run_tasks`` grades ``{student: {lesson: task}}`` over ``--workers`` processes (forked from a server process: every function a worker
-runs is a module-level function here), one student at a time in each. ``grade_one`` runs nbgrader's autograde
+runs is a module-level function here), one student at a time in each, or on the workers of a Dask cluster
+(``--scheduler``, ``autograder/grading/cluster.py``), which run the same functions. ``grade_one`` runs nbgrader's autograde
 through the one pipeline of ``autograder/nbgrader_config.py`` (sandboxed execute, re-verification of the hidden
 tests, nbgrader's own steps), then ``generate_feedback``, and records the result (``state``) whatever happens.
 
@@ -91,19 +92,15 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
 
     s = _W["settings"]
     root = s.course_root
-    flags = list(task["flags"])
     started = time.monotonic()
     execute.sandbox_events.clear()
     execute.hidden_outcomes.clear()
     result = _nbgrader_step(Autograde, student, lesson)
-    flags += [e for e in dict.fromkeys(execute.sandbox_events)]
     outcomes = dict(execute.hidden_outcomes)
     previous = state.read(s, student, lesson) or {}
-    record = {"student": student, "lesson": lesson, "hash": task["hash"],
-              "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
-              "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": flags, "seconds": 0.0,
-              "graded_answers": previous.get("graded_answers", {}),
-              "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
+    record = _new_record(s, student, lesson, task, previous)
+    record["flags"] += [e for e in dict.fromkeys(execute.sandbox_events)]
+    flags = record["flags"]
     autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
     try:
         if not (result.get("success") and autograded.exists()):
@@ -127,6 +124,31 @@ def grade_one(student: str, lesson: str, task: dict) -> dict:
     record["seconds"] = round(time.monotonic() - started, 2)
     state.write(s, student, lesson, record)
     return record
+
+
+def _new_record(s: Settings, student: str, lesson: str, task: dict, previous: dict) -> dict:
+    """A notebook's record before it is graded: a grading error until grading succeeds."""
+    return {"student": student, "lesson": lesson, "hash": task["hash"],
+            "key": json.loads((Path(s.out) / "course.json").read_text())["key"], "graded": False,
+            "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": list(task["flags"]),
+            "seconds": 0.0, "graded_answers": previous.get("graded_answers", {}),
+            "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
+
+
+def grader_failed(student: str, tasks: dict, *, reason: str) -> list:
+    """Record every notebook of ``tasks`` as a grading error with ``reason`` (the grader could not grade here)."""
+    s = _W["settings"]
+    records = []
+    for lesson, task in sorted(tasks.items()):
+        previous = state.read(s, student, lesson) or {}
+        if task.get("refresh"):  # graded already: only its feedback waits, and keeps waiting
+            records.append(previous)
+            continue
+        record = _new_record(s, student, lesson, task, previous)
+        record["reason"] = reason[:500]
+        state.write(s, student, lesson, record)
+        records.append(record)
+    return records
 
 
 def _write_feedback(s: Settings, student: str, lesson: str, record: dict, graded_answers: dict) -> None:
@@ -195,6 +217,15 @@ def _forkserver():
     return ctx
 
 
+def pool_for(s: Settings):
+    """Where the run grades: this machine's worker processes, or the Dask cluster of ``--scheduler``."""
+    if s.scheduler:
+        from autograder.grading import cluster
+
+        return cluster.ClusterPool(s)
+    return Pool(s)
+
+
 class Pool:
     """The worker processes of one run: started once, when first needed (each pays nbgrader's imports once), and
     shared by the canary, the students and the feedback refresh. A pool broken by a dying worker is replaced."""
@@ -220,6 +251,13 @@ class Pool:
                                                  initargs=(asdict(self.s), dict(os.environ), os.getcwd()))
         return self._executor
 
+    def completed(self, name: str, jobs: list):
+        """Run ``<name>(*job)`` (a function of this module) for every job; yield the results as they finish."""
+        executor = self.executor()
+        function = globals()[name]
+        for future in as_completed([executor.submit(function, *job) for job in jobs]):
+            yield future.result()
+
 
 def run_tasks(s: Settings, todo: dict, *, progress=True, pool: Pool | None = None) -> int:
     """Grade {student: [lessons]} over ``s.workers`` processes (``pool``'s, or a pool of this call's own); returns
@@ -232,17 +270,15 @@ def run_tasks(s: Settings, todo: dict, *, progress=True, pool: Pool | None = Non
     bar = tqdm(total=len(students), unit="student", desc="grading", disable=not progress, file=sys.stderr,
                dynamic_ncols=True)
     done = 0
-    if s.workers <= 1:
+    if s.workers <= 1 and not s.scheduler:
         _init_worker(asdict(s))
         for student in students:
             done += len(grade_student(student, todo[student]))
             bar.update()
     else:
-        with Pool(s) if pool is None else contextlib.nullcontext(pool) as lent:
-            executor = lent.executor()
-            futures = {executor.submit(grade_student, student, todo[student]): student for student in students}
-            for future in as_completed(futures):
-                done += len(future.result())
+        with pool_for(s) if pool is None else contextlib.nullcontext(pool) as lent:
+            for records in lent.completed("grade_student", [(student, todo[student]) for student in students]):
+                done += len(records)
                 bar.update()
     bar.close()
     return done

@@ -1,0 +1,170 @@
+"""Grading on a Dask cluster (``--scheduler``, autograder/grading/cluster.py), for real: a ``dask scheduler`` and two
+``dask worker`` processes on 127.0.0.1 and the PostgreSQL server of tests/postgres_server.py. One worker is killed
+while it grades a notebook; the class still ends with the grades of a local run, and the originals are untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import answers, bugs, course, grade
+from autograder.grading import intake
+from postgres_server import free_port
+
+LESSON = "01_warmup"
+pytestmark = pytest.mark.grading
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the cluster's workers grade in the uid sandbox (root)")
+BUGS = [b for b in bugs.CATALOG if b.lesson == "01" and not b.given][:6]
+COMPARED = (f"{LESSON} status", f"{LESSON} score", f"{LESSON} max", "total", "flags")
+
+
+def _class(root: Path) -> dict:
+    """Eight students: the model answers, an untouched notebook and six catalogued bugs (different scores)."""
+    nbs = {"s0_full": answers.fill(LESSON), "s1_untouched": answers.student_notebook(LESSON)}
+    nbs.update({f"s{i + 2}_{b.id}": answers.fill(LESSON, {b.function: b.source}) for i, b in enumerate(BUGS)})
+    for student, nb in nbs.items():
+        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+    return nbs
+
+
+def _grades(out: Path) -> dict:
+    if not (out / "grades.csv").exists():
+        return {}
+    with (out / "grades.csv").open(newline="") as fh:
+        return {r["student"]: tuple(r[c] for c in COMPARED) for r in csv.DictReader(fh)}
+
+
+def _descendants(pid: int) -> list:
+    """(pid, command line) of every process below ``pid``."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parent = int(stat.rsplit(")", 1)[1].split()[1])
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append((int(entry), cmd))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child[0])
+    return found
+
+
+class Cluster:
+    """A scheduler and two workers, each a process group of its own (a worker and its nanny)."""
+
+    def __init__(self, folder: Path):
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        dask = str(Path(sys.executable).parent / "dask")
+        env = course.nbgrader_env()
+        self.logs = folder
+        self.scheduler = self._start([dask, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                                      "--no-dashboard"], env, "scheduler")
+        self.workers = [self._start([dask, "worker", self.address, "--nworkers", "1", "--nthreads", "1",
+                                     "--no-dashboard", "--name", f"w{i}"], env, f"worker{i}") for i in range(2)]
+        from distributed import Client
+
+        with Client(self.address, timeout="60s") as client:
+            client.wait_for_workers(2, timeout=120)
+
+    def _start(self, cmd, env, name):
+        log = (self.logs / f"{name}.log").open("w")
+        return subprocess.Popen(cmd, cwd=course.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def stop(self):
+        for proc in [*self.workers, self.scheduler]:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, postgres_server):
+    base = tmp_path_factory.mktemp("cluster")
+    root = base / "class"
+    _class(root)
+    before = intake.tree_hashes(root)
+    local = grade.Settings(out=str(base / "local"), lessons=[LESSON], workers=2, timeout=60)
+    grade.run(root, local, progress=False, log=lambda *a: None)
+
+    cluster = Cluster(base)
+    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("cluster")}
+    out = base / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
+                             LESSON, "--timeout", "60", "--scheduler", cluster.address, "--quiet"],
+                            cwd=course.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = None
+    try:
+        deadline = time.monotonic() + 600
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            graded_so_far = list((out / "state").glob(f"s*/{LESSON}.json")) if (out / "state").exists() else []
+            victim = cluster.workers[0]
+            kernel = [c for _, c in _descendants(victim.pid) if "bwrap" in c and "autograder.sandbox" in c]
+            if len(graded_so_far) >= 2 and kernel:  # halfway, and this worker is grading a notebook right now
+                os.killpg(victim.pid, signal.SIGKILL)
+                victim.wait()
+                killed = len(graded_so_far)
+            time.sleep(0.05)
+        stdout, _ = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster.stop()
+    return {"rc": proc.returncode, "stdout": stdout, "killed_after": killed, "local": _grades(base / "local"),
+            "cluster": _grades(out), "unchanged": intake.tree_hashes(root) == before, "out": out, "base": base}
+
+
+@needs_root
+def test_a_worker_killed_mid_notebook_leaves_the_grades_of_a_local_run(graded):
+    assert graded["rc"] == 0, graded["stdout"][-3000:]
+    assert graded["killed_after"] is not None, "the worker was never caught grading a notebook"
+    assert graded["killed_after"] < len(graded["local"]), "the worker was killed after the class was done"
+    assert graded["cluster"] == graded["local"]
+    assert len({score for _, score, *_ in graded["local"].values()}) >= 3  # the class has different scores
+    assert graded["unchanged"]
+    assert "on the Dask cluster at tcp://127.0.0.1:" in graded["stdout"]
+
+
+@needs_root
+def test_the_cluster_grades_into_postgresql_and_each_notebook_once(graded):
+    assert not (graded["out"] / "course" / "gradebook.db").exists()
+    records = [p for p in (graded["out"] / "state").glob(f"*/{LESSON}.json")]
+    assert sorted(p.parent.name for p in records) == sorted(graded["local"])
+
+
+def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):
+    root = tmp_path / "class"
+    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(tmp_path / "out"),
+                           "--lessons", LESSON, "--scheduler", "tcp://127.0.0.1:9", "--quiet"],
+                          cwd=course.ROOT, env=course.nbgrader_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
+    assert "cannot share the SQLite gradebook" in proc.stderr and "--db postgresql://" in proc.stderr
+    assert not (tmp_path / "out" / "state").exists()
+
+
+def test_an_unreachable_scheduler_is_a_setup_error(tmp_path, postgres_server):
+    root = tmp_path / "class"
+    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("unreachable")}
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(tmp_path / "out"),
+                           "--lessons", LESSON, "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--quiet"],
+                          cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
+    assert "cannot reach the Dask scheduler" in proc.stderr
