@@ -37,8 +37,8 @@ lab: venv ## open the lessons in JupyterLab
 	$(if $(AS_ROOT),@echo "$(ROOT_NOTE)")
 	cd lessons && env -u MPLBACKEND ../$(BIN)/jupyter lab $(if $(AS_ROOT),--allow-root) $(LAB_ARGS)
 
-test: venv ## run the whole test suite (what CI runs)
-	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+test: venv ## run the whole test suite (what CI runs); prints the 15 slowest tests
+	$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 test-fast: venv ## the tests that do not run nbgrader or notebooks
 	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser and not slow" $(PYTEST_ARGS)

@@ -16,7 +16,7 @@ os.environ["MHA_SHORT_TRAINING"] = "1"
 
 # The modules whose graded batches take longest run first, so that under `pytest -n 2 --dist loadfile` no long
 # batch starts last and leaves one core idle at the end (measured with --durations; order only, no test changes).
-_LONGEST_FIRST = ("test_mutations.py", "test_grade_command.py", "test_outcome.py", "test_hostile.py",
+_LONGEST_FIRST = ("test_mutations.py", "test_grade_command.py", "test_cluster.py", "test_outcome.py", "test_hostile.py",
                   "test_marks.py", "test_feedback_page.py", "test_tamper.py", "test_sandbox.py")
 
 

@@ -168,3 +168,28 @@ def test_an_unreachable_scheduler_is_a_setup_error(tmp_path, postgres_server):
                           cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
     assert "cannot reach the Dask scheduler" in proc.stderr
+
+
+@needs_root
+def test_a_worker_that_cannot_sandbox_as_the_run_does_grades_nothing(tmp_path, postgres_server, monkeypatch):
+    """A worker in this process whose machine, as far as it can tell, has neither root nor bubblewrap: the canary,
+    graded there first, becomes a grading error that names the worker, and no student is graded."""
+    from distributed import LocalCluster
+
+    from autograder import sandbox
+    from autograder.grading import canary
+
+    root = tmp_path / "class"
+    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    monkeypatch.setattr(sandbox, "isolation_level", lambda: "none")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    try:
+        with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None) as local:
+            s = grade.Settings(out=str(tmp_path / "out"), lessons=[LESSON], isolation="uid",
+                               db_url=postgres_server.database("unfit"), scheduler=local.scheduler_address)
+            with pytest.raises(canary.CanaryFailed, match=r"can isolate kernels only as 'none', not 'uid'"):
+                grade.run(root, s, progress=False, log=lambda *a: None)
+    finally:
+        os.umask(umask)  # the worker ran in this process
+    assert not (tmp_path / "out" / "state" / "alice").exists()
