@@ -23,8 +23,10 @@ def tiled_attention(Q, K, V, block_size, causal=False):
 # The paste cell with lesson-02 split_heads that gives head i every n_heads-th column: cross_attention (and the
 # other functions) call it, yet no graded cell may lose a point, because grading puts the course's tools in place.
 WRONG_TOOLS = answers.model_answers(LESSON)["tools"].replace(
-    "x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)\n    return np.swapaxes(x, -3, -2)",
-    "x = x.reshape(*lead, T, d_model // n_heads, n_heads)  # strided heads\n    return np.moveaxis(x, -1, -3)")
+    "pieces = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)\n"
+    "    return np.swapaxes(pieces, -3, -2)",
+    "pieces = x.reshape(*lead, T, d_model // n_heads, n_heads)  # strided heads\n"
+    "    return np.moveaxis(pieces, -1, -3)")
 
 
 def points():
