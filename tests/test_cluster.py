@@ -168,6 +168,7 @@ def test_an_unreachable_scheduler_is_a_setup_error(tmp_path, postgres_server):
                           cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
     assert "cannot reach the Dask scheduler" in proc.stderr
+    assert not (tmp_path / "out" / "state").exists()
 
 
 @needs_root
@@ -193,3 +194,46 @@ def test_a_worker_that_cannot_sandbox_as_the_run_does_grades_nothing(tmp_path, p
     finally:
         os.umask(umask)  # the worker ran in this process
     assert not (tmp_path / "out" / "state" / "alice").exists()
+
+
+@needs_root
+def test_a_scheduler_lost_mid_run_stops_the_command_and_the_next_run_resumes(graded, tmp_path, postgres_server):
+    """The scheduler is killed after the first graded record: the command stops with status 4 and keeps what was
+    graded; run again against a new cluster, it grades only the rest and ends with every grade of a local run (the
+    same class as above)."""
+    root, local = graded["base"] / "class", graded["local"]
+    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("restarted")}
+    out = tmp_path / "out"
+
+    def command(address):
+        return subprocess.Popen([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
+                                 LESSON, "--timeout", "60", "--scheduler", address, "--quiet"], cwd=course.ROOT,
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    first = Cluster(tmp_path)
+    proc = command(first.address)
+    try:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            if len(list(out.glob(f"state/s*/{LESSON}.json"))) >= 1:
+                os.killpg(first.scheduler.pid, signal.SIGKILL)
+                break
+            time.sleep(0.05)
+        stopped, _ = proc.communicate(timeout=600)
+    finally:
+        first.stop()
+    kept = {p.parent.name for p in out.glob(f"state/s*/{LESSON}.json")}
+    assert proc.returncode == grade.EXIT_GRADING_ERROR, stopped[-3000:]
+    assert "went away after" in stopped and "run the same command again" in stopped
+    assert 1 <= len(kept) < len(local)
+
+    second = Cluster(tmp_path)
+    try:
+        again = command(second.address)
+        resumed, _ = again.communicate(timeout=900)
+    finally:
+        second.stop()
+    assert again.returncode == 0, resumed[-3000:]
+    graded_now = int(resumed.split("graded ", 1)[1].split()[0])
+    assert graded_now == len(local) - len(kept)  # only the rest: a record is written once its notebook is done
+    assert _grades(out) == local

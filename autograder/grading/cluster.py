@@ -49,6 +49,12 @@ def check(s) -> None:
         import distributed  # noqa: F401
     except ImportError:
         raise SetupError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
+    host, _, port = s.scheduler.split("://", 1)[-1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"cannot reach the Dask scheduler at {s.scheduler} ({exc}); start it (dask scheduler) "
+                         "and its workers, or check the address (tcp://host:8786)") from None
 
 
 def _init_and_run(name: str, settings: dict, environ: dict, cwd: str, *args):
