@@ -14,6 +14,8 @@ each also as achieved GFLOP/s and as a fraction of this machine's matmul peak, m
 large square matmul of the same dtype. It then prints how the reference compares with the best variant on the
 two large shapes (the course keeps it within 1.5x), and the peak memory of naive attention (which holds the
 (n_heads, T, T) weights) against tiled attention (one (T, block) block at a time), measured with tracemalloc.
+Last, the attention core alone in float32: plain, tiled, and tiled with its query blocks on threads (lesson 06),
+against PyTorch's ``F.scaled_dot_product_attention`` when PyTorch is installed (``requirements-bench.txt``).
 These are figures to read, not a timed test. On a shared machine other processes disturb them: the script prints
 the load average, and ``--threads 1`` keeps BLAS threads from waiting for each other when the CPUs are busy.
 """
@@ -26,6 +28,7 @@ import os
 import sys
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 if "--threads" in sys.argv:  # must be set before numpy loads its BLAS
     _n = sys.argv[sys.argv.index("--threads") + 1]
@@ -44,6 +47,7 @@ SHAPES = [  # (label, B, T, d_model, n_heads)
 ]
 LARGE = SHAPES[1:]
 MAX_RATIO = 1.5
+SDPA_TARGET = 1.3  # numpy tiled attention on threads against PyTorch's SDPA, float32, the large shapes
 
 
 def softmax(x):
@@ -193,6 +197,66 @@ def memory_table(n_heads=8, d_head=16, block_size=64, Ts=(256, 512, 1024, 2048))
               f"{naive / tiled:>11.1f}x")
 
 
+def attention_on_threads(Q, K, V, block_size, n_threads):
+    """reference.tiled_attention with the queries cut into n_threads blocks of rows, one per thread (lesson 06,
+    section 4): numpy releases the GIL inside its array operations, so the blocks run on separate cores."""
+    edges = np.linspace(0, Q.shape[-2], n_threads + 1).astype(int)
+    query_blocks = [Q[..., start:stop, :] for start, stop in zip(edges[:-1], edges[1:])]
+    with ThreadPoolExecutor(n_threads) as pool:
+        outputs = list(pool.map(lambda q: reference.tiled_attention(q, K, V, block_size), query_blocks))
+    return np.concatenate(outputs, axis=-2)  # (..., T_q, d_v)
+
+
+def torch_sdpa():
+    """PyTorch's F.scaled_dot_product_attention on numpy arrays, or None when PyTorch is not installed
+    (requirements-bench.txt: the course itself never needs it)."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+
+    def sdpa(Q, K, V):
+        with torch.inference_mode():
+            return F.scaled_dot_product_attention(torch.from_numpy(Q), torch.from_numpy(K),
+                                                  torch.from_numpy(V)).numpy()
+    return sdpa
+
+
+def library_table(repeat, block_size=512):
+    """The attention core alone, float32, on the two large shapes: numpy plain, tiled, tiled on threads, and
+    PyTorch's SDPA when it is installed; the threaded tiled version against SDPA is what lesson 06 aims at."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    sdpa = torch_sdpa()
+    print(f"\nAttention core (Q, K, V) -> out, float32, {cores} core(s); tiled block_size={block_size}:")
+    print(f"  {'shape':<30} {'variant':<22} {'time':>10} {'/ SDPA':>7}")
+    rng = np.random.default_rng(3)
+    worst = None
+    for label, B, T, d_model, n_heads in LARGE:
+        Q, K, V = rng.normal(size=(3, B, n_heads, T, d_model // n_heads)).astype(np.float32)  # (B, n_heads, T, d_head)
+        runs = {"numpy plain": (lambda *a: reference.scaled_dot_product_attention(*a)[0], (Q, K, V)),
+                "numpy tiled": (reference.tiled_attention, (Q, K, V, block_size)),
+                f"numpy tiled, {cores} threads": (attention_on_threads, (Q, K, V, block_size, cores))}
+        if sdpa is not None:
+            runs["PyTorch SDPA"] = (sdpa, (Q, K, V))
+        expected = runs["numpy plain"][0](Q, K, V)
+        for name, (fn, args) in runs.items():
+            err = float(np.max(np.abs(fn(*args) - expected)))
+            assert err < 1e-4, f"{name} disagrees with plain attention by {err:.3g}"
+        times = best_times(runs, rounds=repeat, budget=20)
+        for name, t in times.items():
+            versus = f"{t / times['PyTorch SDPA']:>6.2f}x" if sdpa is not None else "      -"
+            print(f"  {label:<30} {name:<22} {t * 1e3:>8.1f} ms {versus}")
+        if sdpa is not None:
+            ratio = times[f"numpy tiled, {cores} threads"] / times["PyTorch SDPA"]
+            worst = ratio if worst is None else max(worst, ratio)
+    if sdpa is None:
+        print("  PyTorch is not installed: pip install -r requirements-bench.txt for the SDPA comparison")
+    else:
+        print(f"  numpy tiled on threads / PyTorch SDPA, worst of the two shapes: {worst:.2f} (target "
+              f"{SDPA_TARGET})")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats (for a smoke run)")
@@ -225,6 +289,7 @@ def main(argv=None):
             if shape in LARGE:
                 ratios.append((name, label, ratio))
     memory_table()
+    library_table(repeat)
     worst = max(r for _, _, r in ratios)
     print(f"\nreference multi_head_attention vs the best variant on the large shapes: worst ratio {worst:.2f} "
           f"(limit {MAX_RATIO})")

@@ -49,7 +49,10 @@ def check(s) -> None:
         import distributed  # noqa: F401
     except ImportError:
         raise SetupError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
-    host, _, port = s.scheduler.split("://", 1)[-1].rpartition(":")
+    scheme, _, address = s.scheduler.rpartition("://")
+    if scheme not in ("", "tcp", "tls"):  # inproc:// (a cluster in this process), ucx://: Dask's own connect decides
+        return
+    host, _, port = address.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
