@@ -220,15 +220,30 @@ def tiled_in_place(Q, K, V, block_size):
     return acc
 
 
-def attention_on_threads(Q, K, V, block_size, n_threads, tiled=reference.tiled_attention, query_rows=None):
-    """``tiled`` with the queries cut into blocks of at most ``query_rows`` rows, at least one per thread, the blocks
-    spread over ``n_threads`` threads (lesson 06, section 4): numpy releases the GIL inside its array operations,
-    so the blocks run on separate cores. Memory: one (..., rows, block_size) score block per thread."""
-    rows = min(query_rows or Q.shape[-2], -(-Q.shape[-2] // n_threads))  # at least one block per thread
-    query_blocks = [Q[..., start:start + rows, :] for start in range(0, Q.shape[-2], rows)]
-    with ThreadPoolExecutor(n_threads) as pool:
-        outputs = list(pool.map(lambda q: tiled(q, K, V, block_size), query_blocks))
-    return np.concatenate(outputs, axis=-2)  # (..., T_q, d_v)
+def attention_on_threads(Q, K, V, block_size, n_threads, tiled=reference.tiled_attention, query_rows=512):
+    """``tiled`` on every (head, block of ``query_rows`` queries) pair (several heads together when T_q is shorter
+    than ``query_rows``), spread over ``n_threads`` threads: the work split of FlashAttention-2 (lesson 06,
+    section 4 splits only the query axis). numpy releases the GIL inside its array operations, so the tasks run on
+    separate cores, and each works on one head's (query_rows, block_size) scores, small enough to stay in the
+    core's cache. Memory: one such block per thread."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    T_q, T_k = Q.shape[-2], K.shape[-2]
+    Q_flat = np.broadcast_to(Q, (*lead, *Q.shape[-2:])).reshape(-1, T_q, Q.shape[-1])  # (heads, T_q, d_k)
+    K_flat = np.broadcast_to(K, (*lead, *K.shape[-2:])).reshape(-1, T_k, K.shape[-1])  # (heads, T_k, d_k)
+    V_flat = np.broadcast_to(V, (*lead, *V.shape[-2:])).reshape(-1, T_k, V.shape[-1])  # (heads, T_k, d_v)
+    out = np.empty((Q_flat.shape[0], T_q, V.shape[-1]), dtype=np.result_type(Q, K, V))  # (heads, T_q, d_v)
+
+    group = max(1, query_rows // T_q)  # short sequences: several heads per task, so that no task is tiny
+    tasks = [(slice(h, h + group), slice(start, start + query_rows))
+             for h in range(0, Q_flat.shape[0], group) for start in range(0, T_q, query_rows)]
+
+    def one(task):
+        heads, rows = task
+        out[heads, rows] = tiled(Q_flat[heads, rows], K_flat[heads], V_flat[heads], block_size)
+
+    with ThreadPoolExecutor(n_threads) as pool:  # list(): wait for every task, raise what a task raised
+        list(pool.map(one, tasks))
+    return out.reshape(*lead, T_q, V.shape[-1])  # (..., T_q, d_v)
 
 
 def torch_sdpa():
@@ -250,7 +265,7 @@ def torch_sdpa():
     return sdpa
 
 
-def library_table(repeat, block_size=512, query_rows=512):
+def library_table(repeat, block_size=1024, query_rows=512):
     """The attention core alone, float32, on the two large shapes: numpy plain, tiled (the course's reference),
     both tiled versions on threads, and PyTorch's SDPA when it is installed. Run with one BLAS thread (``main``
     starts it in a child process with ``--threads 1``): BLAS threads inside each Python thread would
@@ -260,7 +275,7 @@ def library_table(repeat, block_size=512, query_rows=512):
     threads = os.environ.get("OPENBLAS_NUM_THREADS", "numpy default")
     torch_threads = f", PyTorch threads: {__import__('torch').get_num_threads()}" if sdpa is not None else ""
     print(f"\nAttention core (Q, K, V) -> out, float32, {cores} core(s), BLAS threads: {threads}{torch_threads}; "
-          f"key blocks of {block_size}, query blocks of at most {query_rows} rows on {cores} threads:")
+          f"key blocks of {block_size}; on threads: (head, {query_rows} queries) pairs over {cores} threads:")
     print(f"  {'shape':<30} {'variant':<28} {'time':>10} {'/ SDPA':>7}")
     rng = np.random.default_rng(3)
     ratios = []

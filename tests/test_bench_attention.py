@@ -14,7 +14,7 @@ import attention_speed as bench  # noqa: E402
 
 
 @pytest.mark.parametrize("T_q, T_k, block_size, n_threads, query_rows", [
-    (37, 53, 8, 3, None), (128, 128, 512, 2, 512), (5, 70, 16, 8, 2), (64, 9, 4, 2, 7)])
+    (37, 53, 8, 3, 10), (128, 128, 512, 2, 512), (5, 70, 16, 8, 2), (64, 9, 4, 2, 7), (6, 20, 4, 2, 13)])
 def test_tiled_variants_on_threads_agree_with_plain_attention(T_q, T_k, block_size, n_threads, query_rows):
     rng = np.random.default_rng(T_q * 1000 + T_k)
     Q = rng.normal(size=(2, 3, T_q, 16)).astype(np.float32)  # (B, n_heads, T_q, d_head)
