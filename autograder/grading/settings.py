@@ -45,7 +45,6 @@ class Settings:
     isolation: str = field(default_factory=sandbox.isolation_level)
     scheduler: str = ""  # a Dask scheduler's address (autograder/grading/cluster.py); where grading runs, not a grade
 
-
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
 
