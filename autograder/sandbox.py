@@ -109,27 +109,27 @@ def cgroup_name(uid: int) -> str:
     return f"uid-{uid}"
 
 
-def _libc():
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
-    return libc
+def libc():
+    lib = ctypes.CDLL(None, use_errno=True)
+    lib.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
+    return lib
 
 
-def _mount(libc, source, target, fstype, flags, data=None):
+def mount(lib, source, target, fstype, flags, data=None):
     enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
-    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+    if lib.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
 def _private_tmpfs(target: str, *, size_mb: int, inodes: int) -> None:
     """A tmpfs at ``target`` seen only by this process and its children (a private mount namespace)."""
-    libc = _libc()
-    if libc.unshare(_CLONE_NEWNS) != 0:
+    lib = libc()
+    if lib.unshare(_CLONE_NEWNS) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
-    _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
-    _mount(libc, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0755,size={size_mb}m,nr_inodes={inodes}")
+    mount(lib, None, "/", None, _MS_REC | _MS_PRIVATE)
+    mount(lib, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0755,size={size_mb}m,nr_inodes={inodes}")
 
 
 def python_paths() -> list:
@@ -156,8 +156,9 @@ def kernel_python() -> str:
     return os.path.join(os.path.realpath(sys.prefix), "bin", os.path.basename(sys.executable))
 
 
-def bwrap_command(*, library: str, scratch: str, channel: str, isolation: str) -> list:
-    """bubblewrap's arguments: the namespaces, then the file system, built up from read-only binds."""
+def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation: str) -> list:
+    """bubblewrap's arguments: the namespaces, then the file system, built up from read-only binds. ``scratch``:
+    the launcher's tmpfs (``uid``), or None for the warm kernel server, whose kernels mount their own."""
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
            "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
     if isolation == "userns":
@@ -175,7 +176,9 @@ def bwrap_command(*, library: str, scratch: str, channel: str, isolation: str) -
             cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     # The writable places first: what is bound below may live under /tmp (a course cloned there, its venv).
-    if isolation == "uid":  # the limited tmpfs the launcher mounted
+    if scratch is None:  # the warm kernel server (autograder/warm_kernels.py): each kernel mounts its own
+        cmd += ["--dir", "/tmp", "--dir", "/var/tmp"]
+    elif isolation == "uid":  # the limited tmpfs the launcher mounted
         for place in ("/tmp", "/var/tmp", "/dev/shm"):
             cmd += ["--bind", f"{scratch}/tmp", place]
         cmd += ["--bind", f"{scratch}/home", HOME]
@@ -257,10 +260,11 @@ def output_cap_line(limit: int) -> str:
     return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
 
 
-def _font_caches() -> dict:
-    """matplotlib's font list cache of the user starting the kernel ({file name: bytes}), to seed the kernel's."""
-    places = [os.environ.get("MPLCONFIGDIR"), os.path.expanduser("~/.cache/matplotlib"),
-              os.path.expanduser("~/.matplotlib")]
+def font_caches(places=None) -> dict:
+    """matplotlib's font list cache ({file name: bytes}) in ``places``, by default the folders of the user starting
+    the kernel, to seed the kernel's."""
+    places = places or [os.environ.get("MPLCONFIGDIR"), os.path.expanduser("~/.cache/matplotlib"),
+                        os.path.expanduser("~/.matplotlib")]
     found = {}
     for place in filter(None, places):
         for path in Path(place).glob("fontlist-*.json"):
@@ -268,7 +272,7 @@ def _font_caches() -> dict:
     return found
 
 
-def _clean_env(home: str, library: str) -> dict:
+def clean_env(home: str, library: str) -> dict:
     # not JPY_PARENT_PID: inside a PID namespace the kernel's parent is pid 1, which ipykernel takes for "the
     # parent exited" when told to watch a parent pid
     env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV or (k.startswith("JPY_") and k != "JPY_PARENT_PID")}
@@ -278,17 +282,17 @@ def _clean_env(home: str, library: str) -> dict:
     return env
 
 
-def _kernel_argv(python: str, connection_file: str, max_output: int, kernel_args) -> list:
+def kernel_argv(python: str, connection_file: str, max_output: int, kernel_args) -> list:
     if max_output:
         kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(max_output)]
     return [python, "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
 
 
-def _seed_home(home: Path, uid: int | None) -> None:
-    """The kernel's home: a work folder and matplotlib's font cache (without it: seconds per kernel)."""
+def seed_home(home: Path, uid: int | None, fonts: dict) -> None:
+    """The kernel's home: a work folder and matplotlib's font cache ``fonts`` (without it: seconds per kernel)."""
     for sub in ("work", ".matplotlib"):
         (home / sub).mkdir(parents=True, mode=0o700, exist_ok=True)
-    for name, data in _font_caches().items():
+    for name, data in fonts.items():
         (home / ".matplotlib" / name).write_bytes(data)
     if uid is not None:
         for path in (home, *home.rglob("*")):
@@ -304,6 +308,8 @@ def _launch_isolated(args, kernel_args) -> None:
     scratch = os.path.join(os.path.dirname(channel), "scratch")
     for path in (channel, conn):
         os.chown(path, uid, uid)
+    if os.environ.get("MHA_WARM_KERNELS"):
+        _launch_warm(args, kernel_args, os.environ["MHA_WARM_KERNELS"])  # returns only when the server is gone
     try:
         cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
         cgroups.join(cgroup_name(uid), os.getpid())
@@ -312,13 +318,36 @@ def _launch_isolated(args, kernel_args) -> None:
     _private_tmpfs(scratch, size_mb=args.tmp_mb, inodes=TMP_INODES)
     os.makedirs(f"{scratch}/tmp", mode=0o1777)
     os.chmod(f"{scratch}/tmp", 0o1777)
-    _seed_home(Path(scratch) / "home", uid)
+    seed_home(Path(scratch) / "home", uid, font_caches())
     cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="uid")
     python = kernel_python()
     cmd += ["--", python, "-m", "autograder.sandbox", "--drop-to", str(uid), "--memory-mb", str(args.memory_mb),
             "--max-output", str(args.max_output), "-f", conn, *kernel_args]
-    env = _clean_env(HOME, KERNEL_LIBRARY)
+    env = clean_env(HOME, KERNEL_LIBRARY)
     os.execve(cmd[0], cmd, env)
+
+
+def _launch_warm(args, kernel_args, server: str) -> None:
+    """Root: the kernel from the warm kernel server (``autograder/warm_kernels.py``); exits with the kernel's
+    status. Returns only when the server cannot be reached (the kernel then starts cold)."""
+    from autograder import warm_kernels
+
+    conn = os.path.abspath(args.connection_file)
+    request = {"uid": args.uid, "memory_mb": args.memory_mb, "max_output": args.max_output, "tmp_mb": args.tmp_mb,
+               "connection_file": conn, "channel": os.path.dirname(conn),
+               "channels": os.path.dirname(os.path.dirname(os.path.dirname(conn))), "kernel_args": kernel_args,
+               "env": clean_env(HOME, KERNEL_LIBRARY), "umask": _umask()}
+    try:
+        sock = warm_kernels.connect(server)
+    except OSError:
+        return
+    sys.exit(warm_kernels.launch(sock, request))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _drop_and_start(args, kernel_args) -> None:
@@ -330,7 +359,7 @@ def _drop_and_start(args, kernel_args) -> None:
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
         raise SystemExit("could not drop privileges")
-    _exec_kernel(_kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args), dict(os.environ))
+    _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args), dict(os.environ))
 
 
 def _exec_kernel(argv: list, env: dict) -> None:
@@ -342,7 +371,7 @@ def _exec_kernel(argv: list, env: dict) -> None:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-f", dest="connection_file", required=True)
+    parser.add_argument("-f", dest="connection_file")
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--max-output", type=int, default=0, help="bytes of output kept per cell (0: no cap)")
     parser.add_argument("--tmp-mb", type=int, default=64, help="size of the kernel's tmpfs")
@@ -350,7 +379,15 @@ def main(argv=None):
     parser.add_argument("--isolation", choices=("uid", "userns", "none"), default="none")
     parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--warm-server", default=None, help=argparse.SUPPRESS)  # its socket
+    parser.add_argument("--lifeline", type=int, default=None, help=argparse.SUPPRESS)
     args, kernel_args = parser.parse_known_args(argv)
+    if args.warm_server is not None:  # inside the server's bubblewrap (autograder/warm_kernels.py)
+        from autograder import warm_kernels
+
+        return warm_kernels.serve(args.warm_server, args.lifeline)
+    if args.connection_file is None:
+        parser.error("the kernel's connection file (-f) is required")
     if args.drop_to is not None:
         return _drop_and_start(args, kernel_args)
     if args.isolation == "uid":
@@ -361,12 +398,12 @@ def main(argv=None):
         conn = os.path.abspath(args.connection_file)
         cmd = bwrap_command(library=args.library, scratch="", channel=os.path.dirname(conn), isolation="userns")
         set_limits(args.memory_mb)
-        cmd += ["--", *_kernel_argv(kernel_python(), conn, args.max_output, kernel_args)]
-        return _exec_kernel(cmd, _clean_env(HOME, KERNEL_LIBRARY))
+        cmd += ["--", *kernel_argv(kernel_python(), conn, args.max_output, kernel_args)]
+        return _exec_kernel(cmd, clean_env(HOME, KERNEL_LIBRARY))
     set_limits(args.memory_mb)
     home = os.environ.get("HOME", "/tmp")
-    return _exec_kernel(_kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args),
-                        _clean_env(home, args.library or ""))
+    return _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args),
+                        clean_env(home, args.library or ""))
 
 
 if __name__ == "__main__":

@@ -40,9 +40,9 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Enum, Integer
+from traitlets import Bool, Enum, Integer, Unicode
 
-from autograder import sandbox
+from autograder import sandbox, warm_kernels
 from autograder.checks import registry
 from autograder.grading import cgroups, hidden_tests, uids
 from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
@@ -115,6 +115,9 @@ class SafeExecute(Execute):
         config=True)
     notebook_timeout = Integer(600, help="Seconds a whole notebook may run before its kernel is killed.").tag(
         config=True)
+    warm_kernels = Bool(True, help="With isolation 'uid', fork kernels from a warm server (autograder/warm_kernels.py)"
+                                   " instead of starting each cold.").tag(config=True)
+    kernel_library = Unicode("", help="The kernel library the kernelspec binds (for the warm server).").tag(config=True)
 
     _hidden: dict = {}
 
@@ -137,7 +140,8 @@ class SafeExecute(Execute):
     async def async_start_new_kernel(self, **kwargs):
         # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py) and trains
         # lesson 07's model for a few steps only (training is never graded)
-        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader", "MHA_SHORT_TRAINING": "1"}
+        kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader", "MHA_SHORT_TRAINING": "1",
+                         **(self._warm.env() if self._warm is not None else {})}
         return await super().async_start_new_kernel(**kwargs)
 
     start_new_kernel = run_sync(async_start_new_kernel)  # nbclient binds the name to its own coroutine
@@ -146,7 +150,9 @@ class SafeExecute(Execute):
         km = super().create_kernel_manager()
         if self.isolation == "none":
             return km
-        self._private = tempfile.mkdtemp(prefix="mha-kernel-")  # short: IPC socket paths have a length limit
+        self._warm = self._warm_server()
+        # short: IPC socket paths have a length limit
+        self._private = tempfile.mkdtemp(prefix="mha-kernel-", dir=self._warm.channels if self._warm else None)
         channel = os.path.join(self._private, "channel")
         os.mkdir(channel, 0o700)
         os.mkdir(os.path.join(self._private, "scratch"), 0o700)
@@ -161,6 +167,16 @@ class SafeExecute(Execute):
         self._deadline.daemon = True
         self._deadline.start()
         return km
+
+    def _warm_server(self):
+        """This process's warm kernel server, or None (not isolated by uid, switched off, or it cannot start)."""
+        if self.isolation != "uid" or not self.warm_kernels or not self.kernel_library:
+            return None
+        server = warm_kernels.Server.shared(library=self.kernel_library)
+        if not server.alive():
+            self.log.warning("warm kernels unavailable, starting kernels cold: %s", server.error)
+            return None
+        return server
 
     def _expire(self):
         """The whole notebook ran too long: kill its kernel and everything it started."""
@@ -200,6 +216,7 @@ class SafeExecute(Execute):
 
     def _reset_safety(self):
         self._uid, self._private, self._deadline, self._expired = None, None, None, False
+        self._warm = None
         self._cells_started = False
         self._stopped = None
         self._timed_out = False

@@ -44,6 +44,7 @@ class Settings:
     notebook_timeout: int = 300
     isolation: str = field(default_factory=sandbox.isolation_level)
     scheduler: str = ""  # a Dask scheduler's address (autograder/grading/cluster.py); where grading runs, not a grade
+    warm_kernels: bool = True  # kernels forked from a warm server (autograder/warm_kernels.py); how, not a grade
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)

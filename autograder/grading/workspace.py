@@ -28,7 +28,7 @@ from autograder import course, sandbox
 from autograder.grading import cgroups, dburl, findings, intake, scan, state
 from autograder.grading.settings import COURSE_ID, Settings, SetupError
 
-KERNEL_MODULES = ("__init__.py", "hidden_cell.py", "sandbox.py")
+KERNEL_MODULES = ("__init__.py", "hidden_cell.py", "sandbox.py", "warm_kernels.py")
 
 
 def config_lines(s: Settings) -> str:
@@ -41,6 +41,8 @@ def config_lines(s: Settings) -> str:
         f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
         f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
         f"c.SafeExecute.isolation = {s.isolation!r}",
+        f"c.SafeExecute.warm_kernels = {bool(s.warm_kernels)!r}",
+        f"c.SafeExecute.kernel_library = {str(Path(s.out).resolve() / 'kernel-library')!r}",
         f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
@@ -83,7 +85,7 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
         fh.write(config_lines(s))
     os.chmod(config, 0o600)
     sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
-                               library=write_kernel_library(out / "kernel-library"), isolation=s.isolation)
+                               library=write_kernel_library(out.resolve() / "kernel-library"), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
     # (while nbgrader releases the lessons)
     fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
