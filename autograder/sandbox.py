@@ -379,13 +379,19 @@ def main(argv=None):
     parser.add_argument("--isolation", choices=("uid", "userns", "none"), default="none")
     parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
+    # the warm kernel server (autograder/warm_kernels.py): started outside, then serving inside its bubblewrap
+    parser.add_argument("--start-warm-server", default=None, help=argparse.SUPPRESS)  # the server's folder
+    parser.add_argument("--channels", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--warm-server", default=None, help=argparse.SUPPRESS)  # its socket
     parser.add_argument("--lifeline", type=int, default=None, help=argparse.SUPPRESS)
     args, kernel_args = parser.parse_known_args(argv)
-    if args.warm_server is not None:  # inside the server's bubblewrap (autograder/warm_kernels.py)
+    if args.start_warm_server is not None or args.warm_server is not None:
         from autograder import warm_kernels
 
-        return warm_kernels.serve(args.warm_server, args.lifeline)
+        if args.warm_server is not None:
+            return warm_kernels.serve(args.warm_server, args.lifeline)
+        return warm_kernels.start(args.start_warm_server, channels=args.channels, library=args.library,
+                                  lifeline=args.lifeline)
     if args.connection_file is None:
         parser.error("the kernel's connection file (-f) is required")
     if args.drop_to is not None:

@@ -90,12 +90,12 @@ class Server:
             with open(os.path.join(self.folder, "fonts", name), "wb") as fh:
                 fh.write(data)
         read, self._lifeline = os.pipe()
-        cmd = server_command(library=library, channels=self.channels, folder=self.folder)
-        cmd += ["--", sandbox.kernel_python(), "-m", "autograder.sandbox", "--warm-server",
-                f"{SERVER_DIR}/server.sock", "--lifeline", str(read)]
-        env = sandbox.clean_env(sandbox.HOME, sandbox.KERNEL_LIBRARY)
-        self.process = subprocess.Popen(cmd, env=env, pass_fds=(read,), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # through the kernels' own launcher program, which builds the bubblewrap command in a fresh interpreter
+        # (the python paths to bind are its, not this process's) and then becomes the server (``start``)
+        cmd = [sys.executable, "-m", "autograder.sandbox", "--start-warm-server", self.folder, "--channels",
+               self.channels, "--library", library, "--lifeline", str(read)]
+        self.process = subprocess.Popen(cmd, pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE)
         os.close(read)
         self.error = self._wait_ready()
 
@@ -107,6 +107,14 @@ class Server:
             return ""
         self.close()
         return line or "the warm kernel server did not start"
+
+    def log(self) -> str:
+        """What the server and its keepers reported (errors only)."""
+        try:
+            with open(os.path.join(self.folder, "server.log"), encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
 
     def alive(self) -> bool:
         return not self.error and self.process.poll() is None
@@ -132,12 +140,16 @@ class Server:
             Server._current = None
 
 
-def server_command(*, library: str, channels: str, folder: str) -> list:
-    """bubblewrap for the warm server: the kernels' file system (``sandbox.bwrap_command``) without a notebook's
-    writable places, with every kernel's channel folder (``channels``) and the server's own folder writable."""
+def start(folder: str, *, channels: str, library: str, lifeline: int) -> None:
+    """Become the warm server (``python -m autograder.sandbox --start-warm-server``, root, outside): bubblewrap with
+    the kernels' file system (``sandbox.bwrap_command``) without a notebook's writable places, with every kernel's
+    channel folder (``channels``) and the server's own ``folder`` writable, running ``serve`` inside."""
     cmd = sandbox.bwrap_command(library=library, scratch=None, channel=channels, isolation="uid")
     cmd = cmd[:cmd.index("--chdir")]
-    return cmd + ["--bind", folder, SERVER_DIR, "--dir", STAGE, "--tmpfs", sandbox.HOME, "--chdir", "/"]
+    cmd += ["--bind", folder, SERVER_DIR, "--dir", STAGE, "--tmpfs", sandbox.HOME, "--chdir", "/"]
+    cmd += ["--", sandbox.kernel_python(), "-m", "autograder.sandbox", "--warm-server", f"{SERVER_DIR}/server.sock",
+            "--lifeline", str(lifeline)]
+    os.execve(cmd[0], cmd, sandbox.clean_env(sandbox.HOME, sandbox.KERNEL_LIBRARY))
 
 
 def connect(socket_path: str):
@@ -217,6 +229,10 @@ def serve(socket_path: str, lifeline: int) -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped as they end
     sys.stderr.write("ready\n")
     sys.stderr.flush()
+    log = os.open(os.path.join(os.path.dirname(socket_path), "server.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                  0o600)
+    os.dup2(log, 2)  # what goes wrong in a keeper, for the grader to read (``Server.log``)
+    os.close(log)
     while True:
         ready, _, _ = select.select([listener, lifeline], [], [])
         if lifeline in ready:
@@ -229,6 +245,10 @@ def serve(socket_path: str, lifeline: int) -> None:
                 os.close(lifeline)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 status = _keep(conn)
+            except BaseException:  # noqa: BLE001 - said in the log; the launcher sees the connection end
+                import traceback
+
+                traceback.print_exc()
             finally:
                 os._exit(status)
         conn.close()
@@ -254,20 +274,21 @@ def _keep(conn) -> int:
             code = _first_process(libc, request)
         finally:
             os._exit(code)
-    gone = threading.Event()
-
-    def watch_launcher():
+    # no thread here: after unshare(CLONE_NEWPID) this process cannot start one
+    ended = os.pidfd_open(first)
+    while True:
+        ready, _, _ = select.select([conn, ended], [], [])
+        if ended in ready:
+            break
         try:
-            while conn.recv(4096):
-                pass
+            still_there = conn.recv(4096)
         except OSError:
-            pass
-        if not gone.is_set():  # the launcher was stopped: the notebook's processes end with pid 1
+            still_there = b""
+        if not still_there:  # the launcher was stopped: the notebook's processes end with its pid 1
             os.kill(first, signal.SIGKILL)
-
-    threading.Thread(target=watch_launcher, daemon=True).start()
+            os.waitpid(first, 0)
+            return 0
     _, status = os.waitpid(first, 0)
-    gone.set()
     code = os.waitstatus_to_exitcode(status)
     try:
         _send(conn, {"status": code if code >= 0 else 128 - code})
@@ -279,6 +300,7 @@ def _keep(conn) -> int:
 def _first_process(libc, request: dict) -> int:
     """pid 1 of the notebook: its own /proc, then the kernel as a child; ends (and ends every process of the
     namespace) when the kernel ends."""
+    os.closerange(3, 65536)  # the keeper's socket: the launcher must see it close when the keeper ends
     sandbox.mount(libc, "proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
     kernel = os.fork()
     if kernel == 0:
@@ -316,7 +338,7 @@ def _become_kernel(request: dict) -> None:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request["env"], PWD=sandbox.HOME + "/work")  # PWD: as bubblewrap's --chdir sets it
     os.chdir(sandbox.HOME + "/work")
     import numpy
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from autograder import course, answers
+from autograder.grading import workspace
 from autograder.grading.settings import COURSE_ID
 
 PREFIX = "_canary-"
@@ -166,7 +167,7 @@ def diagnose(s, lesson: str, first: dict) -> str:
     missing = re.search(r"No module named '([\w.]+)'", text)
     if missing and missing.group(1).split(".")[0] in _COURSE_MODULES:
         return (f"Kernels cannot import the course's module {missing.group(1)}: the kernel library the command "
-                f"copies to {Path(s.out) / 'kernel-library'} lacks it or cannot be read; delete {s.out}/course.json "
+                f"copies to {workspace.kernel_library(s)} lacks it or cannot be read; delete {s.out}/course.json "
                 "so the next run rebuilds the grading course, and check that the course itself is complete "
                 "(make check-lessons).")
     if missing:

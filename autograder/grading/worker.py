@@ -56,7 +56,11 @@ def _init_worker(settings: dict, environ: dict | None = None, cwd: str | None = 
         logger.setLevel(logging.WARNING)
     from traitlets.config.loader import PyFileConfigLoader
 
-    _W["config"] = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
+    # how this run's kernels start, not what they score: set here, never kept in the course's config
+    config.SafeExecute.warm_kernels = s.warm_kernels
+    config.SafeExecute.kernel_library = str(workspace.kernel_library(s))
+    _W["config"] = config
 
 
 def _nbgrader_step(converter_cls, student: str, lesson: str) -> dict:

@@ -41,8 +41,6 @@ def config_lines(s: Settings) -> str:
         f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
         f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
         f"c.SafeExecute.isolation = {s.isolation!r}",
-        f"c.SafeExecute.warm_kernels = {bool(s.warm_kernels)!r}",
-        f"c.SafeExecute.kernel_library = {str(Path(s.out).resolve() / 'kernel-library')!r}",
         f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
@@ -67,6 +65,9 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     back (``restore``: the canary failed, so nothing of the earlier runs may be lost) or deletes them (``discard``).
     """
     out = Path(s.out)
+    # every run: the launcher and the modules kernels import are this checkout's, even when the course is reused
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
+                               library=write_kernel_library(kernel_library(s)), isolation=s.isolation)
     marker = out / "course.json"
     key = s.key()
     if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
@@ -84,8 +85,6 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     with config.open("a", encoding="utf-8") as fh:
         fh.write(config_lines(s))
     os.chmod(config, 0o600)
-    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
-                               library=write_kernel_library(out.resolve() / "kernel-library"), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
     # (while nbgrader releases the lessons)
     fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
@@ -213,6 +212,11 @@ def ensure_students(s: Settings, students) -> None:
     with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         for student in students:
             gb.update_or_create_student(student)
+
+
+def kernel_library(s: Settings) -> Path:
+    """Where the run's kernel library is written (``write_kernel_library``) and bound from."""
+    return Path(s.out).resolve() / "kernel-library"
 
 
 def write_kernel_library(dest: Path) -> Path:
