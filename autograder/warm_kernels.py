@@ -98,6 +98,9 @@ class Server:
                                         stderr=subprocess.PIPE)
         os.close(read)
         self.error = self._wait_ready()
+        import atexit
+
+        atexit.register(self.close)
 
     def _wait_ready(self, timeout: float = 60.0) -> str:
         """'' once the server listens (it writes one line when it does), else why it did not start."""
@@ -105,8 +108,10 @@ class Server:
         line = self.process.stderr.readline().decode(errors="replace").strip() if ready else ""
         if line == "ready":
             return ""
+        self.process.kill()
+        said = [x for x in (line + "\n" + self.process.stderr.read().decode(errors="replace")).splitlines() if x.strip()]
         self.close()
-        return line or "the warm kernel server did not start"
+        return said[-1] if said else f"the warm kernel server did not start within {timeout:.0f} s"
 
     def log(self) -> str:
         """What the server and its keepers reported (errors only)."""
@@ -117,7 +122,7 @@ class Server:
             return ""
 
     def alive(self) -> bool:
-        return not self.error and self.process.poll() is None
+        return not self.error and self.process is not None and self.process.poll() is None
 
     def env(self) -> dict:
         """What the launcher of a kernel needs to ask this server (nothing when it is not running)."""
@@ -126,6 +131,8 @@ class Server:
     def close(self) -> None:
         import shutil
 
+        if self.process is None:
+            return
         try:
             os.close(self._lifeline)
         except OSError:
@@ -136,8 +143,23 @@ class Server:
         self.process.stderr.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.channels, ignore_errors=True)
+        self.process = None
         if Server._current is self:
             Server._current = None
+
+
+def stale_folders() -> list:
+    """Folders of warm servers whose grader process is gone (it was killed before it could remove them)."""
+    import glob
+    import tempfile
+
+    found = []
+    for pattern in ("mha-warm-*-*", "mha-kernels-*-*"):
+        for folder in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
+            pid = os.path.basename(folder).split("-")[2]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                found.append(folder)
+    return found
 
 
 def start(folder: str, *, channels: str, library: str, lifeline: int) -> None:

@@ -160,3 +160,12 @@ def test_warm_and_cold_kernels_give_the_same_grades(runs):
     assert warm["items"] == cold["items"]
     scores = {score for _, score, _ in warm["scores"].values()}
     assert len(scores) >= 3, warm["scores"]  # full marks, a bug's loss and a blank notebook's zero
+
+
+def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
+    from autograder import warm_kernels
+
+    server = warm_kernels.Server(library=str(tmp_path / "no-such-library"))
+    assert not server.alive() and server.env() == {}
+    assert "no-such-library" in server.error  # bubblewrap's own words: the library to bind is not there
+    assert not os.path.exists(server.folder) and not os.path.exists(server.channels)  # nothing of it is left

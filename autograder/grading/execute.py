@@ -74,6 +74,9 @@ def remove_stale_sandboxes() -> int:
         if owner is not None and owner != 0 and not uids.is_held(owner):
             shutil.rmtree(folder, ignore_errors=True)
             removed += 1
+    for folder in warm_kernels.stale_folders():
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
     return removed
 
 
@@ -120,10 +123,12 @@ class SafeExecute(Execute):
     kernel_library = Unicode("", help="The kernel library the kernelspec binds (for the warm server).").tag(config=True)
 
     _hidden: dict = {}
+    _start_cold = False  # a warm start of this notebook's kernel failed: the next attempt starts cold
 
     def preprocess(self, nb, resources=None, km=None):
         notebook = ((resources or {}).get("nbgrader") or {}).get("notebook") or ""
         self._hidden = registry.tests_of(registry.lesson_module(notebook)) if notebook[:2].isdigit() else {}
+        self._start_cold = False
         for attempt in range(1, self.start_attempts + 1):
             self._reset_safety()
             hidden_outcomes.clear()
@@ -132,6 +137,10 @@ class SafeExecute(Execute):
             except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
                 if self._cells_started or attempt == self.start_attempts:
                     raise
+                if self._warm is not None:  # whatever broke, the next attempt does not depend on the warm server
+                    self._start_cold = True
+                    self.log.warning("warm kernel start failed; the warm server's log ends: %s",
+                                     self._warm.log()[-2000:])
                 self.log.warning("kernel start failed (%s: %s); retrying", type(exc).__name__, exc)
                 time.sleep(0.5 * attempt)
             finally:
@@ -170,7 +179,7 @@ class SafeExecute(Execute):
 
     def _warm_server(self):
         """This process's warm kernel server, or None (not isolated by uid, switched off, or it cannot start)."""
-        if self.isolation != "uid" or not self.warm_kernels or not self.kernel_library:
+        if self.isolation != "uid" or not self.warm_kernels or not self.kernel_library or self._start_cold:
             return None
         server = warm_kernels.Server.shared(library=self.kernel_library)
         if not server.alive():
