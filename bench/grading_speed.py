@@ -12,8 +12,9 @@ graded three ways, each in a fresh folder:
            report; once with warm kernels (forked from a server that imported ipykernel, numpy and matplotlib
            once: `autograder/warm_kernels.py`, the default as root) and once with every kernel started cold;
 * floor:   executing the same notebooks nbgrader executes (the serial run's autograded notebooks, outputs
-           cleared) with nbclient in N processes, with the grading kernels' short training of lesson 07: kernel
-           start-up and the code itself, no grading at all.
+           cleared) with nbclient in N processes: kernel start-up and the code itself, no grading at all.
+
+Every kernel of the three trains lesson 07's model for a few steps only, as grading kernels do.
 
 It prints the wall-clock times and the ratios, whatever they are, and stops with an error if the warm and the
 cold run gave different grades. Targets on 2 cores: command / floor <= 0.7 with warm kernels (<= 1.3 cold), and
@@ -76,7 +77,6 @@ def _execute_all(paths) -> int:
     from nbclient import NotebookClient
 
     os.environ.update(course.nbgrader_env())
-    os.environ["MHA_SHORT_TRAINING"] = "1"  # as for every grading kernel: lesson 07 trains a few steps only
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)  # the kernels' start-up warnings
     for path in paths:
@@ -117,6 +117,7 @@ def main(argv=None):
     parser.add_argument("--lessons", nargs="+", default=None)
     args = parser.parse_args(argv)
     os.environ.update(course.nbgrader_env())
+    os.environ["MHA_SHORT_TRAINING"] = "1"  # every kernel of all three, as grading kernels: lesson 07 trains briefly
     lessons = args.lessons or course.lesson_names()
     base = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     try:
