@@ -68,10 +68,13 @@ class Server:
 
     @classmethod
     def shared(cls, *, library: str) -> "Server":
+        """This process's server for ``library``. A server that died is replaced, and so is one whose library was
+        written again since it started (its bind would still show the old folder); one that could not start is not
+        tried again (kernels then start cold)."""
         with cls._lock:
             server = cls._current
-            # a server that died is replaced; one that could not start is not tried again (kernels start cold)
-            if server is None or server.library != library or (not server.error and not server.alive()):
+            if server is None or server.signature != library_signature(library) or (
+                    not server.error and not server.alive()):
                 if server is not None:
                     server.close()
                 server = cls._current = cls(library=library)
@@ -80,7 +83,7 @@ class Server:
     def __init__(self, *, library: str):
         import tempfile
 
-        self.library = library
+        self.library, self.signature = library, library_signature(library)
         # root's, 0700: no sandbox uid can reach the socket; named after this process (``stale_folders``)
         self.folder = tempfile.mkdtemp(prefix=f"mha-warm-{os.getpid()}-")
         self.channels = tempfile.mkdtemp(prefix=f"mha-kernels-{os.getpid()}-")  # every kernel's private folder
@@ -146,6 +149,16 @@ class Server:
         self.process = None
         if Server._current is self:
             Server._current = None
+
+
+def library_signature(library: str) -> tuple:
+    """What identifies the kernel library as a server bound it: its path, and every file's inode, size and time."""
+    found = [library]
+    for folder, _, files in os.walk(library):
+        for name in [folder, *(os.path.join(folder, f) for f in sorted(files))]:
+            st = os.stat(name)
+            found.append((name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(found)
 
 
 def stale_folders() -> list:

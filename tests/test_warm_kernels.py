@@ -169,3 +169,21 @@ def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
     assert not server.alive() and server.env() == {}
     assert "no-such-library" in server.error  # bubblewrap's own words: the library to bind is not there
     assert not os.path.exists(server.folder) and not os.path.exists(server.channels)  # nothing of it is left
+
+
+def test_a_kernel_library_written_again_gets_a_new_server(tmp_path):
+    """Each run writes the kernel library afresh; a server still bound to the old folder would show kernels an
+    empty one (the lesson's self-check modules missing), so the next kernel gets a new server."""
+    from autograder import warm_kernels
+    from autograder.grading import workspace
+
+    library = str(workspace.write_kernel_library(tmp_path / "kernel-library"))
+    first = warm_kernels.Server.shared(library=library)
+    assert first.alive(), first.error
+    assert warm_kernels.Server.shared(library=library) is first  # the same library: the same server
+    workspace.write_kernel_library(tmp_path / "kernel-library")
+    second = warm_kernels.Server.shared(library=library)
+    try:
+        assert second is not first and second.alive() and not first.alive()
+    finally:
+        second.close()
