@@ -26,6 +26,12 @@ other live process uses, a private folder holding the kernel's connection file a
    space ``--memory-mb``: a memory bomb raises ``MemoryError``; file size; processes; CPU time; no core dumps),
    replaces the environment by a short allow-list, and starts ``ipykernel``.
 
+With ``uid``, the grader usually sets ``MHA_WARM_KERNELS``: the launcher then asks the worker's warm kernel server
+(``autograder/warm_kernels.py``) for the kernel instead of steps 2-4. The server runs in this module's bubblewrap file
+system (``bwrap_command`` without a notebook's writable places) and builds the same namespaces, tmpfs, uid and limits
+for each notebook in a forked process that already imported ipykernel, numpy and matplotlib; the launcher still
+creates the control group and moves the notebook into it. When the server cannot be reached, the steps above run.
+
 ``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces and file system,
 without the separate uid and control group. ``none`` (neither): only the per-process limits; the kernel can read
 and write what the user running the grader can, and the report says so.
