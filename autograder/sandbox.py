@@ -314,7 +314,8 @@ def _launch_isolated(args, kernel_args) -> None:
     scratch = os.path.join(os.path.dirname(channel), "scratch")
     for path in (channel, conn):
         os.chown(path, uid, uid)
-    if os.environ.get("MHA_WARM_KERNELS"):
+    if os.environ.get("MHA_WARM_KERNELS") and \
+            os.environ.get("MHA_WARM_KERNELS_LIBRARY") == os.path.realpath(args.library or ""):
         _launch_warm(args, kernel_args, os.environ["MHA_WARM_KERNELS"])  # returns only when the server is gone
     try:
         cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)

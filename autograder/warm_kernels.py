@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -46,12 +47,14 @@ from pathlib import Path
 from autograder import sandbox
 
 ENV = "MHA_WARM_KERNELS"  # the warm server's socket, set for the launcher by the grader
+ENV_LIBRARY = "MHA_WARM_KERNELS_LIBRARY"  # the kernel library it binds: a kernelspec naming another one starts cold
 PRELOAD = ("numpy", "matplotlib", "matplotlib.pyplot", "ipywidgets", "ipykernel.kernelapp")
 SERVER_DIR = "/run/mha-warm"  # inside the server: its socket, and the font cache it starts from
 STAGE = "/run/mha-stage"  # inside a keeper: where the notebook's tmpfs is mounted before it is bound in place
 _CLONE = {"ns": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08000000, "pid": 0x20000000,
           "net": 0x40000000}
-_MS_BIND, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 4096, 2, 4, 8, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
 _MNT_DETACH = 2
 _PR_SET_NO_NEW_PRIVS = 38
 _FONTS: dict = {}  # matplotlib's font list cache, read once by the server; every kernel's home gets a copy
@@ -129,7 +132,7 @@ class Server:
 
     def env(self) -> dict:
         """What the launcher of a kernel needs to ask this server (nothing when it is not running)."""
-        return {ENV: self.socket} if self.alive() else {}
+        return {ENV: self.socket, ENV_LIBRARY: os.path.realpath(self.library)} if self.alive() else {}
 
     def close(self) -> None:
         import shutil
@@ -394,8 +397,13 @@ def _become_kernel(request: dict) -> None:
 
 
 def _mount_notebook_files(libc, request: dict) -> None:
-    """The notebook's writable places and its channel folder; the server's folder and other channels unseen."""
-    uid, channel = request["uid"], request["channel"]
+    """The notebook's writable places and its channel folder; the server's folder and other channels unseen.
+
+    The server's read-only binds that live under a writable place (a course cloned under /tmp, its venv) would
+    disappear under the notebook's tmpfs: they are set aside first and bound again on top of it, read-only, as
+    ``sandbox.bwrap_command`` binds them after the tmpfs."""
+    uid, channel, channels = request["uid"], request["channel"], request["channels"]
+    places = ("/tmp", "/var/tmp", "/dev/shm", sandbox.HOME)
     os.umask(0o022)  # the folders made here must be enterable by the notebook's uid (the grader's umask is 077)
     sandbox.mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE)
     sandbox.mount(libc, "tmpfs", STAGE, "tmpfs", _MS_NOSUID | _MS_NODEV,
@@ -407,13 +415,33 @@ def _mount_notebook_files(libc, request: dict) -> None:
     sandbox.seed_home(Path(f"{STAGE}/home"), uid, _FONTS)
     if libc.umount2(SERVER_DIR.encode(), _MNT_DETACH) != 0:
         raise OSError(ctypes.get_errno(), "could not hide the warm server's folder")
+    below = [m for m in _mount_points() if any(m.startswith(p + "/") for p in places)
+             and m != channels and not m.startswith(channels + "/")]
+    for i, path in enumerate(below):  # set aside, in mount order (a folder before what is bound inside it)
+        os.mkdir(f"{STAGE}/kept-{i}", 0o755)
+        sandbox.mount(libc, path, f"{STAGE}/kept-{i}", None, _MS_BIND)
     for place in ("/tmp", "/var/tmp", "/dev/shm"):
         sandbox.mount(libc, f"{STAGE}/tmp", place, None, _MS_BIND)
     sandbox.mount(libc, f"{STAGE}/home", sandbox.HOME, None, _MS_BIND)
-    if os.path.isdir(request["channels"]):  # not under the places above: hide every channel folder
-        sandbox.mount(libc, "tmpfs", request["channels"], "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+    for i, path in enumerate(below):
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        sandbox.mount(libc, f"{STAGE}/kept-{i}", path, None, _MS_BIND)
+        sandbox.mount(libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        libc.umount2(f"{STAGE}/kept-{i}".encode(), _MNT_DETACH)
+        os.rmdir(f"{STAGE}/kept-{i}")
+    if os.path.isdir(channels):  # not under the places above: hide every channel folder
+        sandbox.mount(libc, "tmpfs", channels, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
     os.makedirs(channel, mode=0o755, exist_ok=True)
     sandbox.mount(libc, f"{STAGE}/channel", channel, None, _MS_BIND)
+
+
+def _mount_points() -> list:
+    """This mount namespace's mount points, in mount order."""
+    def unescape(field):  # mountinfo writes a space as \040, and so on
+        return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        return [unescape(line.split()[4]) for line in fh]
 
 
 def _libc():

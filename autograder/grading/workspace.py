@@ -65,9 +65,6 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     back (``restore``: the canary failed, so nothing of the earlier runs may be lost) or deletes them (``discard``).
     """
     out = Path(s.out)
-    # every run: the launcher and the modules kernels import are this checkout's, even when the course is reused
-    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
-                               library=write_kernel_library(kernel_library(s)), isolation=s.isolation)
     marker = out / "course.json"
     key = s.key()
     if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
@@ -85,6 +82,8 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     with config.open("a", encoding="utf-8") as fh:
         fh.write(config_lines(s))
     os.chmod(config, 0o600)
+    sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
+                               library=write_kernel_library(kernel_library(s)), isolation=s.isolation)
     # build matplotlib's font cache once, as this user, so each sandboxed kernel can start from a copy of it
     # (while nbgrader releases the lessons)
     fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
