@@ -41,3 +41,12 @@ def cell_errors(s, lesson: str, student: str) -> dict:
     nb = nbformat.read(s.course_root / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
     return {cell.metadata.get("nbgrader", {}).get("grade_id"): f"{out.get('ename')}: {out.get('evalue')}"
             for cell in nb.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"}
+
+
+def with_cell(nb, after_grade_id, source):
+    """Insert a learner's own code cell (no nbgrader metadata) after the cell ``after_grade_id``."""
+    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after_grade_id)
+    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = cell.get("id") or f"extra-{i}"
+    return nb

@@ -22,6 +22,7 @@ import pytest
 from autograder import answers, course, grade, helper_cell
 from autograder.bugs import by_id
 from autograder.grading import intake
+from grading_helpers import with_cell
 from run_once import once
 
 LESSON = "01_warmup"
@@ -34,15 +35,6 @@ OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source
 # 2 + 1 points, attention tests 3 + 2.
 SOFTMAX_POINTS, FULL = 3.0, 8.0
 MARKER = f"/tmp/hostile-marker-{uuid.uuid4().hex}"
-
-
-def _with_cell(nb, after_grade_id, source):
-    """Insert a learner's own code cell (no nbgrader metadata) after the cell ``after_grade_id``."""
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == after_grade_id)
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-    for i, cell in enumerate(nb.cells):
-        cell["id"] = cell.get("id") or f"extra-{i}"
-    return nb
 
 
 def _cell(nb, grade_id):
@@ -74,7 +66,7 @@ def _hostile_class(root: Path, out: Path) -> dict:
         hoard = [np.ones((1024, 1024, 512)) for _ in range(64)]  # 4 GiB each
         """})
     honest["memory_bomb"] = SOFTMAX_POINTS
-    nbs["sys_exit"] = _with_cell(answers.fill(LESSON), "softmax", "import sys\nsys.exit('bye')")
+    nbs["sys_exit"] = with_cell(answers.fill(LESSON), "softmax", "import sys\nsys.exit('bye')")
     honest["sys_exit"] = FULL
     nbs["killed_kernel"] = answers.fill(LESSON, {"scaled_dot_product_attention": """
         import os, signal
@@ -99,7 +91,7 @@ def _hostile_class(root: Path, out: Path) -> dict:
     wrong = {"softmax": "def softmax(x, axis=-1):\n    return x\n",
              "scaled_dot_product_attention": "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
                                              "    return Q, Q\n"}
-    nbs["patched_numpy"] = _with_cell(answers.fill(LESSON, wrong), "softmax", """
+    nbs["patched_numpy"] = with_cell(answers.fill(LESSON, wrong), "softmax", """
 import numpy.testing
 np.allclose = lambda *a, **k: True
 np.array_equal = lambda *a, **k: True
@@ -127,12 +119,12 @@ get_ipython().showtraceback = lambda *a, **k: None
         "softmax": "from autograder.reference import softmax\nimport autograder.checks.lesson01",
         "scaled_dot_product_attention": "from autograder.reference import scaled_dot_product_attention"})
     honest["imports_reference"] = 0.0
-    nbs["huge_print"] = _with_cell(answers.fill(LESSON), "softmax",
+    nbs["huge_print"] = with_cell(answers.fill(LESSON), "softmax",
                                    "for _ in range(200):\n    print('x' * 1_000_000)  # 200 MB")
     honest["huge_print"] = FULL
     if os.geteuid() != 0:  # without root the kernels are not isolated (docs/sandbox.md): this one would succeed
         return _write(root, nbs, honest)
-    nbs["writer"] = _with_cell(answers.fill(LESSON), "softmax", f"""
+    nbs["writer"] = with_cell(answers.fill(LESSON), "softmax", f"""
 import sqlite3, subprocess, sys
 for target in {[str(gradebook), str(victim_copy), str(victim_original), str(selfcheck), MARKER]!r}:
     try:

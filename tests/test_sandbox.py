@@ -29,6 +29,7 @@ import pytest
 
 from autograder import course, grade, sandbox, answers
 from autograder.grading import execute, uids
+from grading_helpers import with_cell
 from run_once import once
 
 LESSON = "01_warmup"
@@ -171,15 +172,6 @@ print("FORKS", len(children), "CPU_RATIO", round(cpu / (time.time() - started), 
 """
 
 
-def _with_cell(nb, source):
-    """The honest notebook with one extra learner cell after the softmax answer."""
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-    for i, cell in enumerate(nb.cells):
-        cell["id"] = cell.get("id") or f"extra-{i}"
-    return nb
-
-
 class _Counter(http.server.BaseHTTPRequestHandler):
     hits = 0
 
@@ -222,7 +214,7 @@ def _grade_batch(base: Path) -> dict:
                "network": NETWORK, "inodes": INODES, "ipc": IPC, "cpu_hog": CPU_HOG}
     nbs = {f"honest_{i}": answers.fill(LESSON) for i in range(3)}
     for name, source in attacks.items():
-        nbs[name] = _with_cell(answers.fill(LESSON), source.replace("SERVER_PORT", str(port)))
+        nbs[name] = with_cell(answers.fill(LESSON), "softmax", source.replace("SERVER_PORT", str(port)))
     for student, nb in nbs.items():
         course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
         os.chmod(root / student / f"{LESSON}.ipynb", 0o644)  # readable by anyone, as a usual umask leaves it

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 
 from autograder import answers, bugs, course, grade, sandbox
+from grading_helpers import with_cell
 from run_once import once
 
 LESSON = "01_warmup"
@@ -84,19 +85,11 @@ print("SEES", json.dumps(sees, sort_keys=True))
 """.replace("PLACES", repr(PLACES))
 
 
-def _with_cell(nb, source):
-    """The notebook with one extra learner cell after the softmax answer."""
-    index = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
-    nb.cells.insert(index + 1, nbformat.v4.new_code_cell(source))
-    for i, cell in enumerate(nb.cells):
-        cell["id"] = cell.get("id") or f"extra-{i}"
-    return nb
-
-
 def _grade(base, warm: bool) -> dict:
     root, out = base / "class", base / "out"
     bug = next(b for b in bugs.CATALOG if b.lesson == LESSON[:2])
-    nbs = {"a_leaver": _with_cell(answers.fill(LESSON), LEAVER), "b_probe": _with_cell(answers.fill(LESSON), PROBE),
+    nbs = {"a_leaver": with_cell(answers.fill(LESSON), "softmax", LEAVER),
+           "b_probe": with_cell(answers.fill(LESSON), "softmax", PROBE),
            "c_buggy": answers.fill(LESSON, {bug.function: bug.source}), "d_blank": answers.student_notebook(LESSON)}
     for student, nb in nbs.items():
         course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
