@@ -2,15 +2,26 @@
 
     python -m autograder.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
 
-For each bug in ``autograder.bugs.CATALOG`` a submission is made from the completed student notebook with that
-one function replaced by the bug's source. Every mutant (one student per bug) and one unmutated control are
-graded in one run of the grading command itself (``autograder.grade.run``: the same pipeline, sandbox and limits
-as ``make grade``), ``--workers`` notebooks at a time. A bug is *caught* when
+Every bug of ``autograder.bugs.CATALOG`` is graded in a submission made from the completed student notebook with
+its function replaced by the bug's source. Bugs are placed in rounds, like ``autograder/placements.py``: round r
+of a lesson replaces the r-th bug of every graded function at once, so a lesson needs as many submissions as its
+function with the most bugs, not one per bug. Two functions whose tests share a cell (lesson 05's
+``split_into_heads`` and ``merge_heads``) never meet in a round, nor do two bugs whose diagnoses start alike.
+Every mutant and one unmutated control per lesson are graded in one run of the grading command itself
+(``autograder.grade.run``: the same pipeline, sandbox and limits as ``make grade``), ``--workers`` notebooks at
+a time. A bug is *caught* when
 
-* its total is below full marks,
-* exactly the tests listed in ``bug.tests`` lose points (no more, no fewer),
+* its function's tests lose points: exactly those listed in ``bug.tests``, no more, no fewer (a function's tests
+  are every test cell a catalogued bug of that function breaks),
+* its submission loses no point outside the tests of the functions its round replaced,
 * the feedback page contains the bug's diagnosis, and
-* (for bugs a visible check can see) the learner's visible self-check of a broken test fails as well.
+* (for bugs a visible check can see) the learner's visible self-check of a broken test fails as well, with that
+  one bug in place.
+
+A bug costing points in another function's tests would show up as a lost test outside its function's; what a
+round cannot show is such a cost on exactly the tests the other bug of that round breaks anyway. The hidden tests
+rule that out by construction (each runs its function with the reference in place of the learner's other
+functions, ``autograder/checks/stand_ins.py``), and ``tests/test_isolation.py`` checks that mechanism directly.
 
 The same run grades the submissions of ``autograder/placements.py``: catalogued bugs placed in the cells a lesson
 does not grade (pasted from an earlier lesson, or an ungraded exercise), which must lose no point, and probes, which
@@ -39,9 +50,20 @@ from autograder.grading import results
 CONTROL = "control-complete"
 
 
+@dataclass(frozen=True)
+class Mutant:
+    id: str  # the submission's student id
+    lesson: str  # "02_multi_head"
+    bugs: tuple  # catalog.Bug objects, each of a different function
+
+    def notebook(self):
+        return answers.fill(self.lesson, {b.function: b.source for b in self.bugs})
+
+
 @dataclass
 class Verdict:
     bug: catalog.Bug
+    mutant: str = ""
     total: tuple = (0.0, 0.0)
     lost: set = field(default_factory=set)
     diagnosis_shown: bool = False
@@ -57,7 +79,7 @@ class Verdict:
         return self.bug.id
 
     def line(self) -> str:
-        return f"{self.bug.lesson} {self.bug.id:38} {self.total[0]:g}/{self.total[1]:g}"
+        return f"{self.bug.lesson} {self.bug.id:38} {self.total[0]:g}/{self.total[1]:g} ({self.mutant})"
 
 
 @dataclass
@@ -85,6 +107,34 @@ def lesson_of(bug) -> str:
         if name.startswith(bug.lesson + "_"):
             return name
     raise KeyError(f"bug {bug.id} names lesson {bug.lesson}, which has no source in solutions/")
+
+
+def tests_of_functions(bug_list) -> dict:
+    """{function: the grade_ids of its tests}: every test cell some catalogued bug of that function breaks."""
+    tests = {}
+    for b in bug_list:
+        tests.setdefault(b.function, set()).update(b.tests)
+    return tests
+
+
+def _diagnosis_key(bug) -> str:
+    return " ".join(bug.diagnosis.split())[:60]
+
+
+def mutants_for(lesson: str, bug_list) -> list:
+    """The rounds of ``bug_list`` (the catalogued bugs of ``lesson``): each bug in the first round that has no bug
+    of a function sharing a test cell with its function and no diagnosis starting like its own."""
+    tests = tests_of_functions(bug_list)
+    rounds: list = []
+    for b in bug_list:
+        for placed in rounds:
+            if all(not (tests[b.function] & tests[o.function]) and _diagnosis_key(b) != _diagnosis_key(o)
+                   for o in placed):
+                placed.append(b)
+                break
+        else:
+            rounds.append([b])
+    return [Mutant(f"mutant-{lesson[:2]}-{r + 1:02d}", lesson, tuple(placed)) for r, placed in enumerate(rounds)]
 
 
 def _defines_only(source: str) -> bool:
@@ -147,28 +197,35 @@ def _control_problems(settings, lesson: str) -> list:
         if control_lost else []
 
 
-def judge(settings, lesson: str, bug_list) -> list:
-    """Verdicts for ``bug_list`` from the grading command's run under ``settings``."""
-    control = results.submission_total(settings, lesson, CONTROL)
+def judge(settings, lesson: str, mutants) -> list:
+    """Verdicts for the bugs of ``mutants`` from the grading command's run under ``settings``."""
+    tests = tests_of_functions(b for b in catalog.CATALOG if lesson_of(b) == lesson)
+    control_problems = _control_problems(settings, lesson)
     verdicts = []
-    for b in bug_list:
-        v = Verdict(b)
-        v.problems += _control_problems(settings, lesson)
-        v.total = results.submission_total(settings, lesson, b.id)
-        v.lost = _lost(settings, lesson, b.id)
-        if v.total[0] >= control[0]:
-            v.problems.append("full marks: the hidden tests missed it")
-        if v.lost != set(b.tests):
-            v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(b.tests)}")
-        feedback = results.feedback_text(settings, lesson, b.id)
-        v.diagnosis_shown = b.diagnosis[:60] in " ".join(feedback.split())
-        if not v.diagnosis_shown:
-            v.problems.append("the feedback does not show the bug's diagnosis")
-        if b.visible:
-            v.visible_failed = _visible_check_fails(lesson, b)
-            if not v.visible_failed:
-                v.problems.append("the learner's visible self-check passes this bug")
-        verdicts.append(v)
+    for m in mutants:
+        total = results.submission_total(settings, lesson, m.id)
+        lost = _lost(settings, lesson, m.id)
+        feedback = " ".join(results.feedback_text(settings, lesson, m.id).split())
+        outside = lost - set().union(*(tests[b.function] for b in m.bugs))
+        for b in m.bugs:
+            v = Verdict(b, m.id, total, lost & tests[b.function])
+            v.problems += control_problems
+            if not v.lost:
+                v.problems.append("its function's tests kept full marks: the hidden tests missed it")
+            elif v.lost != set(b.tests):
+                v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(b.tests)}")
+            if outside:
+                others = ", ".join(o.id for o in m.bugs if o is not b)
+                v.problems.append(f"{m.id} lost points on {sorted(outside)}, outside the tests of its bugs' "
+                                  f"functions ({b.id}{', ' + others if others else ''})")
+            v.diagnosis_shown = _diagnosis_key(b) in feedback
+            if not v.diagnosis_shown:
+                v.problems.append("the feedback does not show the bug's diagnosis")
+            if b.visible:
+                v.visible_failed = _visible_check_fails(lesson, b)
+                if not v.visible_failed:
+                    v.problems.append("the learner's visible self-check passes this bug")
+            verdicts.append(v)
     return verdicts
 
 
@@ -195,17 +252,16 @@ def run(lessons=None, workers=2, keep=None) -> list:
     with tempfile.TemporaryDirectory(prefix="mha-mutants-") as tmp:
         workdir = Path(keep or tmp)
         klass = workdir / "class"
+        mutants = {lesson: mutants_for(lesson, bug_list) for lesson, bug_list in by_lesson.items()}
         placed = {lesson: placements.for_lesson(lesson) for lesson in by_lesson}
-        for lesson, bug_list in by_lesson.items():
+        for lesson in by_lesson:
             course.write_notebook(answers.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
-            for b in bug_list:
-                course.write_notebook(answers.fill(lesson, {b.function: b.source}), klass / b.id / f"{lesson}.ipynb")
-            for p in placed[lesson]:
-                course.write_notebook(p.notebook(), klass / p.id / f"{lesson}.ipynb")
+            for m in (*mutants[lesson], *placed[lesson]):
+                course.write_notebook(m.notebook(), klass / m.id / f"{lesson}.ipynb")
         settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
         grade.run(klass, settings, progress=False, log=lambda *a: None)
-        return [v for lesson, bug_list in sorted(by_lesson.items())
-                for v in (*judge(settings, lesson, bug_list),
+        return [v for lesson in sorted(by_lesson)
+                for v in (*judge(settings, lesson, mutants[lesson]),
                           *judge_placements(settings, lesson, placed[lesson]))]
 
 

@@ -53,5 +53,67 @@ def test_every_catalogued_bug_of_an_ungraded_function_is_placed_in_each_lesson_t
         assert (lesson, bug_id) in placed, f"{bug_id} is not placed in {lesson}"
 
 
+def _bugs_by_lesson():
+    by_lesson = {}
+    for b in bugs.CATALOG:
+        by_lesson.setdefault(mutation.lesson_of(b), []).append(b)
+    return by_lesson
+
+
+def test_rounds_grade_every_bug_once_and_keep_apart_the_bugs_they_could_not_tell_apart():
+    submissions = 0
+    for lesson, bug_list in _bugs_by_lesson().items():
+        rounds = mutation.mutants_for(lesson, bug_list)
+        submissions += len(rounds)
+        assert sorted(b.id for m in rounds for b in m.bugs) == sorted(b.id for b in bug_list)
+        tests = mutation.tests_of_functions(bug_list)
+        for m in rounds:
+            for i, b in enumerate(m.bugs):
+                for other in m.bugs[i + 1:]:
+                    assert not tests[b.function] & tests[other.function], (m.id, b.id, other.id)
+                    assert b.diagnosis[:60] != other.diagnosis[:60], (m.id, b.id, other.id)
+        assert len({m.id for m in rounds}) == len(rounds)
+    # lesson 05's split_into_heads and merge_heads share the roundtrip test: never in one round
+    assert not any({"split_into_heads", "merge_heads"} <= {b.function for b in m.bugs}
+                   for m in mutation.mutants_for("05_exercises", _bugs_by_lesson()["05_exercises"]))
+    assert submissions < len(bugs.CATALOG) / 2
+
+
+def test_a_round_blames_lost_points_on_the_function_that_owns_them(monkeypatch):
+    """judge, on made-up grades: each bug answers for its own function's tests, and a test lost outside the
+    round's functions fails every bug of the round."""
+    lesson = "02_multi_head"
+    split = bugs.for_function("split_heads")[0]
+    mha = next(b for b in bugs.for_function("multi_head_attention") if len(b.tests) == 1)
+    round_ = mutation.Mutant("mutant-02-01", lesson, (split, mha))
+    tests = mutation.tests_of_functions(_bugs_by_lesson()[lesson])
+    every_test = set().union(*tests.values())
+    lost = {}
+    monkeypatch.setattr(mutation.results, "cell_scores", lambda s, l, student: {
+        t: (0.0 if t in lost.get(student, ()) else 1.0, 1.0) for t in every_test})
+    monkeypatch.setattr(mutation.results, "submission_total",
+                        lambda s, l, student: (len(every_test) - len(lost.get(student, ())), len(every_test)))
+    monkeypatch.setattr(mutation.results, "feedback_text",
+                        lambda s, l, student: f"{split.diagnosis} and {mha.diagnosis}")
+    monkeypatch.setattr(mutation, "_visible_check_fails", lambda lesson, b: True)
+
+    def verdicts(lost_by_round):
+        lost.clear()
+        lost.update({mutation.CONTROL: set(), round_.id: set(lost_by_round)})
+        return {v.bug.id: v for v in mutation.judge(None, lesson, [round_])}
+
+    assert all(v.caught for v in verdicts({*split.tests, *mha.tests}).values())
+    missed = verdicts(split.tests)
+    assert missed[split.id].caught and not missed[mha.id].caught
+    assert "missed it" in missed[mha.id].problems[0]
+    other = sorted(tests["output_projection"])[0]
+    leaked = verdicts({*split.tests, *mha.tests, other})
+    for v in leaked.values():
+        assert not v.caught and other in v.problems[0], v.problems
+    too_many = verdicts({*split.tests, *tests["multi_head_attention"]})  # mha's other test lost as well
+    assert too_many[split.id].caught and not too_many[mha.id].caught
+    assert "expected exactly" in too_many[mha.id].problems[0]
+
+
 def test_bug_table_is_in_sync_with_the_catalog():
     assert bug_table.TARGET.read_text(encoding="utf-8") == bug_table.render(), "run `make docs`"
