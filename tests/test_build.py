@@ -2,10 +2,12 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
 import nbformat
+
 import pytest
 
 from autograder import build, course, given_code
@@ -154,13 +156,21 @@ def test_cell_ids_are_stable_across_reads():
         assert a == b and len(set(a)) == len(a)
 
 
-def test_check_command_reports_drift(tmp_path, monkeypatch):
+def test_check_command_reports_drift(tmp_path, monkeypatch, capsys):
+    """``make check-lessons`` fails and names the notebook when lessons/ differs from a fresh build. The fresh
+    build is stood in for by lessons/ itself, which test_lessons_match_a_fresh_build proves equal to one."""
     target = tmp_path / "lessons"
-    build.build(target)
+    shutil.copytree(course.LESSONS, target, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     nb = target / f"{LESSONS[0]}.ipynb"
     nb.write_text(nb.read_text().replace("Lesson", "Lessen", 1))
+    committed = course.LESSONS
+    monkeypatch.setattr(build, "build", lambda dest: shutil.copytree(committed, dest, dirs_exist_ok=True))
     monkeypatch.setattr(course, "LESSONS", target)
     assert build.main(["--check"]) == 1
+    out, err = capsys.readouterr()
+    assert f"{LESSONS[0]}.ipynb" in out and "Lessen" in out and "run `make lessons`" in err
+    nb.write_text(nb.read_text().replace("Lessen", "Lesson", 1))
+    assert build.main(["--check"]) == 0
 
 
 def test_graded_cell_without_hidden_check_fails_the_build(tmp_path):
