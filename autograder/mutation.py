@@ -7,9 +7,10 @@ its function replaced by the bug's source. Bugs are placed in rounds, like ``aut
 of a lesson replaces the r-th bug of every graded function at once, so a lesson needs as many submissions as its
 function with the most bugs, not one per bug. Two functions whose tests share a cell (lesson 05's
 ``split_into_heads`` and ``merge_heads``) never meet in a round, nor do two bugs whose diagnoses start alike.
-Every mutant and one unmutated control per lesson are graded in one run of the grading command itself
-(``autograder.grade.run``: the same pipeline, sandbox and limits as ``make grade``), ``--workers`` notebooks at
-a time. A bug is *caught* when
+Every mutant is graded in one run of the grading command itself (``autograder.grade.run``: the same pipeline,
+sandbox and limits as ``make grade``), ``--workers`` notebooks at a time. The run's canary is the unmutated
+control: it grades each lesson's model answers first, and the run stops unless they earn full marks
+(``autograder/grading/canary.py``), so every point a mutant loses is its bugs' doing. A bug is *caught* when
 
 * its function's tests lose points: exactly those listed in ``bug.tests``, no more, no fewer (a function's tests
   are every test cell a catalogued bug of that function breaks),
@@ -47,8 +48,6 @@ from autograder import bugs as catalog
 from autograder import answers, course, placements
 from autograder.grading import results
 
-CONTROL = "control-complete"
-
 
 @dataclass(frozen=True)
 class Mutant:
@@ -78,6 +77,10 @@ class Verdict:
     def name(self) -> str:
         return self.bug.id
 
+    @property
+    def submission(self) -> str:
+        return self.mutant
+
     def line(self) -> str:
         return f"{self.bug.lesson} {self.bug.id:38} {self.total[0]:g}/{self.total[1]:g} ({self.mutant})"
 
@@ -95,6 +98,10 @@ class PlacementVerdict:
 
     @property
     def name(self) -> str:
+        return self.placement.id
+
+    @property
+    def submission(self) -> str:
         return self.placement.id
 
     def line(self) -> str:
@@ -191,16 +198,9 @@ def _lost(settings, lesson: str, student: str) -> set:
     return {gid for gid, (s, m) in results.cell_scores(settings, lesson, student).items() if s < m}
 
 
-def _control_problems(settings, lesson: str) -> list:
-    control_lost = _lost(settings, lesson, CONTROL)
-    return [f"the unmutated control lost points on {sorted(control_lost)}, so nothing can be concluded"] \
-        if control_lost else []
-
-
 def judge(settings, lesson: str, mutants) -> list:
     """Verdicts for the bugs of ``mutants`` from the grading command's run under ``settings``."""
     tests = tests_of_functions(b for b in catalog.CATALOG if lesson_of(b) == lesson)
-    control_problems = _control_problems(settings, lesson)
     verdicts = []
     for m in mutants:
         total = results.submission_total(settings, lesson, m.id)
@@ -209,7 +209,6 @@ def judge(settings, lesson: str, mutants) -> list:
         outside = lost - set().union(*(tests[b.function] for b in m.bugs))
         for b in m.bugs:
             v = Verdict(b, m.id, total, lost & tests[b.function])
-            v.problems += control_problems
             if not v.lost:
                 v.problems.append("its function's tests kept full marks: the hidden tests missed it")
             elif v.lost != set(b.tests):
@@ -234,7 +233,6 @@ def judge_placements(settings, lesson: str, placement_list) -> list:
     verdicts = []
     for p in placement_list:
         v = PlacementVerdict(p, results.submission_total(settings, lesson, p.id), _lost(settings, lesson, p.id))
-        v.problems += _control_problems(settings, lesson)
         if v.lost != set(p.tests):
             v.problems.append(f"lost points on {sorted(v.lost)}, expected exactly {sorted(p.tests) or 'none'}")
         verdicts.append(v)
@@ -255,14 +253,18 @@ def run(lessons=None, workers=2, keep=None) -> list:
         mutants = {lesson: mutants_for(lesson, bug_list) for lesson, bug_list in by_lesson.items()}
         placed = {lesson: placements.for_lesson(lesson) for lesson in by_lesson}
         for lesson in by_lesson:
-            course.write_notebook(answers.fill(lesson), klass / CONTROL / f"{lesson}.ipynb")
             for m in (*mutants[lesson], *placed[lesson]):
                 course.write_notebook(m.notebook(), klass / m.id / f"{lesson}.ipynb")
         settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
-        grade.run(klass, settings, progress=False, log=lambda *a: None)
-        return [v for lesson in sorted(by_lesson)
-                for v in (*judge(settings, lesson, mutants[lesson]),
-                          *judge_placements(settings, lesson, placed[lesson]))]
+        outcome = grade.run(klass, settings, progress=False, log=lambda *a: None)
+        verdicts = [v for lesson in sorted(by_lesson)
+                    for v in (*judge(settings, lesson, mutants[lesson]),
+                              *judge_placements(settings, lesson, placed[lesson]))]
+        failed = {student: reason for student, _, reason in outcome["errors"]}
+        for v in verdicts:  # a grader failure proves nothing either way
+            if v.submission in failed:
+                v.problems.insert(0, f"{v.submission} was not graded (grading error: {failed[v.submission]})")
+        return verdicts
 
 
 def report(verdicts, seconds) -> str:

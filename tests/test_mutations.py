@@ -99,7 +99,7 @@ def test_a_round_blames_lost_points_on_the_function_that_owns_them(monkeypatch):
 
     def verdicts(lost_by_round):
         lost.clear()
-        lost.update({mutation.CONTROL: set(), round_.id: set(lost_by_round)})
+        lost.update({round_.id: set(lost_by_round)})
         return {v.bug.id: v for v in mutation.judge(None, lesson, [round_])}
 
     assert all(v.caught for v in verdicts({*split.tests, *mha.tests}).values())
@@ -113,6 +113,21 @@ def test_a_round_blames_lost_points_on_the_function_that_owns_them(monkeypatch):
     too_many = verdicts({*split.tests, *tests["multi_head_attention"]})  # mha's other test lost as well
     assert too_many[split.id].caught and not too_many[mha.id].caught
     assert "expected exactly" in too_many[mha.id].problems[0]
+
+
+def test_a_submission_the_grader_failed_on_proves_nothing(monkeypatch):
+    """A grading error (no score at all) fails the bugs of that submission instead of passing for 'no point lost'."""
+    from autograder import grade
+
+    lesson = "03_param_count"
+    first = mutation.mutants_for(lesson, _bugs_by_lesson()[lesson])[0]
+    monkeypatch.setattr(grade, "run", lambda *a, **k: {"errors": [(first.id, lesson, "the kernel died")]})
+    monkeypatch.setattr(mutation, "judge", lambda s, l, mutants: [
+        mutation.Verdict(b, m.id) for m in mutants for b in m.bugs])
+    verdicts = mutation.run(lessons=[lesson])
+    failed = [v for v in verdicts if not v.caught]
+    assert {v.bug.id for v in failed} == {b.id for b in first.bugs}
+    assert all(f"{first.id} was not graded (grading error: the kernel died)" in v.problems[0] for v in failed)
 
 
 def test_bug_table_is_in_sync_with_the_catalog():
