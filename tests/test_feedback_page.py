@@ -162,3 +162,29 @@ def test_traceback_colours_become_classes_the_policy_allows():
     assert ".mha-colour-0 { color: rgb(0,135,0); }" in blocks[-1]
     digest = base64.b64encode(hashlib.sha256(blocks[-1].encode()).digest()).decode()
     assert f"'sha256-{digest}'" in re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', head).group(1)
+
+
+def test_page_parts_are_remembered_by_their_whole_text():
+    """Code highlighting, markdown and cleaning are done once per distinct text in a grading process (most cells
+    of a class's notebooks are the lesson's own): a remembered part is the part the text makes, and a text that
+    differs by one character is made afresh."""
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
+
+    from autograder.grading import feedback_page, page_safety
+
+    highlight = feedback_page.RememberedHighlight(pygments_lexer="ipython3")
+    for source in ("x = 1\n", "x = 2\n", "%%bash\necho hi\n", "y = 3\n" * 5000):
+        for _ in range(2):
+            assert highlight(source) == Highlight2HTML(pygments_lexer="ipython3")(source)
+    assert highlight("x = 1\n") != highlight("x = 2\n")
+
+    for text in ("$a^2$ and *b*", "$a^3$ and *b*", "<script>alert(1)</script>", "# T\n" + "word " * 5000):
+        for _ in range(2):
+            fresh = MarkdownWithMath(renderer=feedback_page.MathMLRenderer(
+                escape=False, attachments={}, embed_images=False, anchor_link_text="¶",
+                exclude_anchor_links=False)).render(text)
+            assert feedback_page._markdown_html(text, "¶", False) == fresh
+            assert page_safety.clean(fresh) == page_safety._CLEANER.clean(fresh)
+    assert page_safety.clean("<b>1</b>") == "<b>1</b>" and page_safety.clean("<b>2</b>") == "<b>2</b>"
+    assert "<script>" not in page_safety.clean("<script>alert(1)</script>")

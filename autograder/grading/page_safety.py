@@ -65,6 +65,16 @@ _CLEANER = bleach.Cleaner(tags=_TEXT_TAGS + _MATHML_TAGS, attributes=_attribute_
 def clean(fragment) -> str:
     """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
     text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
+    return _clean_remembered(text) if len(text) <= REMEMBERED_CHARS else _CLEANER.clean(text)
+
+
+# Most fragments of a class's pages are the lesson's own (its markdown, its figures' captions), the same in every
+# submission a worker grades: short ones are cleaned once per process. Cleaning is a function of the text alone.
+REMEMBERED_CHARS = 20_000
+
+
+@functools.lru_cache(maxsize=2048)
+def _clean_remembered(text: str) -> str:
     return _CLEANER.clean(text)
 
 
