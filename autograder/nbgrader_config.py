@@ -27,10 +27,12 @@ import secrets as _secrets  # noqa: E402
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, ClearOutput, DeduplicateIds, IgnorePattern, LimitOutput, OverwriteCells,
+    OverwriteKernelspec, SaveAutoGrades,
 )
 
 from autograder.grading import feedback_page  # noqa: E402
+from autograder.grading.cell_metadata import CheckCellMetadata  # noqa: E402 - nbgrader's, its schema compiled once
 from autograder.grading.execute import SafeExecute  # noqa: E402
 from autograder.grading.learner_errors import LearnerFacingErrors  # noqa: E402
 
@@ -40,6 +42,9 @@ AUTOGRADE_PIPELINE = [
     AssignLatePenalties, CheckCellMetadata,
 ]
 c.Autograde.autograde_preprocessors = AUTOGRADE_PIPELINE
+# nbgrader's own first pass over a submission (its defaults, with the metadata check above).
+c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+                                      CheckCellMetadata]
 # Error outputs say what went wrong in the learner's terms, never in the grader's (autograder/grading/
 # learner_errors.py); feedback pages are sanitised, script-free and render maths offline (feedback_page.py).
 feedback_page.configure(c)
