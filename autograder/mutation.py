@@ -3,10 +3,11 @@
     python -m autograder.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
 
 Every bug of ``autograder.bugs.CATALOG`` is graded in a submission made from the completed student notebook with
-its function replaced by the bug's source. Bugs are placed in rounds, like ``autograder/placements.py``: round r
-of a lesson replaces the r-th bug of every graded function at once, so a lesson needs as many submissions as its
-function with the most bugs, not one per bug. Two functions whose tests share a cell (lesson 05's
-``split_into_heads`` and ``merge_heads``) never meet in a round, nor do two bugs whose diagnoses start alike.
+its function replaced by the bug's source. Bugs are placed in rounds, like ``autograder/placements.py``: a round
+replaces several graded functions of a lesson at once, each with one of its bugs (each bug, in catalog order, goes
+to the first round it fits), so a lesson needs about as many submissions as its function with the most bugs, not
+one per bug. Two functions whose tests share a cell (lesson 05's ``split_into_heads`` and ``merge_heads``) never
+meet in a round, nor do two bugs whose diagnoses start alike.
 Every mutant is graded in one run of the grading command itself (``autograder.grade.run``: the same pipeline,
 sandbox and limits as ``make grade``), ``--workers`` notebooks at a time. The run's canary is the unmutated
 control: it grades each lesson's model answers first, and the run stops unless they earn full marks
