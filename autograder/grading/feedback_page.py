@@ -66,7 +66,7 @@ class MathMLRenderer(IPythonRenderer):
         return page_safety.math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=512)
 def _highlighted(source: str, lexer: str, language, metadata: str, options: str) -> str:
     return Highlight2HTML(pygments_lexer=lexer, extra_formatter_options=json.loads(options))(
         source, language, json.loads(metadata))
@@ -84,7 +84,7 @@ class RememberedHighlight(Highlight2HTML):
                             json.dumps(self.extra_formatter_options, sort_keys=True, default=str))
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=512)
 def _markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
     renderer = MathMLRenderer(escape=False, attachments={}, embed_images=False, anchor_link_text=anchor_link_text,
                               exclude_anchor_links=exclude_anchor_links)

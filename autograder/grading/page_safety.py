@@ -69,11 +69,12 @@ def clean(fragment) -> str:
 
 
 # Most fragments of a class's pages are the lesson's own (its markdown, its figures' captions), the same in every
-# submission a worker grades: short ones are cleaned once per process. Cleaning is a function of the text alone.
-REMEMBERED_CHARS = 20_000
+# submission a worker grades: short ones are cleaned once per process (the 512 last used, each under 8,000
+# characters). Cleaning is a function of the text alone.
+REMEMBERED_CHARS = 8_000
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=512)
 def _clean_remembered(text: str) -> str:
     return _CLEANER.clean(text)
 
