@@ -117,6 +117,14 @@ def lesson_of(bug) -> str:
     raise KeyError(f"bug {bug.id} names lesson {bug.lesson}, which has no source in solutions/")
 
 
+def bugs_by_lesson() -> dict:
+    """{lesson name: its catalogued bugs, in catalog order}."""
+    found = {}
+    for b in catalog.CATALOG:
+        found.setdefault(lesson_of(b), []).append(b)
+    return found
+
+
 def tests_of_functions(bug_list) -> dict:
     """{function: the grade_ids of its tests}: every test cell some catalogued bug of that function breaks."""
     tests = {}
@@ -201,7 +209,7 @@ def _lost(settings, lesson: str, student: str) -> set:
 
 def judge(settings, lesson: str, mutants) -> list:
     """Verdicts for the bugs of ``mutants`` from the grading command's run under ``settings``."""
-    tests = tests_of_functions(b for b in catalog.CATALOG if lesson_of(b) == lesson)
+    tests = tests_of_functions(bugs_by_lesson()[lesson])
     verdicts = []
     for m in mutants:
         total = results.submission_total(settings, lesson, m.id)
@@ -243,9 +251,7 @@ def judge_placements(settings, lesson: str, placement_list) -> list:
 def run(lessons=None, workers=2, keep=None) -> list:
     from autograder import grade
 
-    by_lesson = {}
-    for b in catalog.CATALOG:
-        by_lesson.setdefault(lesson_of(b), []).append(b)
+    by_lesson = bugs_by_lesson()
     if lessons:
         by_lesson = {k: v for k, v in by_lesson.items() if k in lessons}
     with tempfile.TemporaryDirectory(prefix="mha-mutants-") as tmp:

@@ -53,16 +53,9 @@ def test_every_catalogued_bug_of_an_ungraded_function_is_placed_in_each_lesson_t
         assert (lesson, bug_id) in placed, f"{bug_id} is not placed in {lesson}"
 
 
-def _bugs_by_lesson():
-    by_lesson = {}
-    for b in bugs.CATALOG:
-        by_lesson.setdefault(mutation.lesson_of(b), []).append(b)
-    return by_lesson
-
-
 def test_rounds_grade_every_bug_once_and_keep_apart_the_bugs_they_could_not_tell_apart():
     submissions = 0
-    for lesson, bug_list in _bugs_by_lesson().items():
+    for lesson, bug_list in mutation.bugs_by_lesson().items():
         rounds = mutation.mutants_for(lesson, bug_list)
         submissions += len(rounds)
         assert sorted(b.id for m in rounds for b in m.bugs) == sorted(b.id for b in bug_list)
@@ -75,7 +68,7 @@ def test_rounds_grade_every_bug_once_and_keep_apart_the_bugs_they_could_not_tell
         assert len({m.id for m in rounds}) == len(rounds)
     # lesson 05's split_into_heads and merge_heads share the roundtrip test: never in one round
     assert not any({"split_into_heads", "merge_heads"} <= {b.function for b in m.bugs}
-                   for m in mutation.mutants_for("05_exercises", _bugs_by_lesson()["05_exercises"]))
+                   for m in mutation.mutants_for("05_exercises", mutation.bugs_by_lesson()["05_exercises"]))
     assert submissions < len(bugs.CATALOG) / 2
 
 
@@ -86,7 +79,7 @@ def test_a_round_blames_lost_points_on_the_function_that_owns_them(monkeypatch):
     split = bugs.for_function("split_heads")[0]
     mha = next(b for b in bugs.for_function("multi_head_attention") if len(b.tests) == 1)
     round_ = mutation.Mutant("mutant-02-01", lesson, (split, mha))
-    tests = mutation.tests_of_functions(_bugs_by_lesson()[lesson])
+    tests = mutation.tests_of_functions(mutation.bugs_by_lesson()[lesson])
     every_test = set().union(*tests.values())
     lost = {}
     monkeypatch.setattr(mutation.results, "cell_scores", lambda s, l, student: {
@@ -120,7 +113,7 @@ def test_a_submission_the_grader_failed_on_proves_nothing(monkeypatch):
     from autograder import grade
 
     lesson = "03_param_count"
-    first = mutation.mutants_for(lesson, _bugs_by_lesson()[lesson])[0]
+    first = mutation.mutants_for(lesson, mutation.bugs_by_lesson()[lesson])[0]
     monkeypatch.setattr(grade, "run", lambda *a, **k: {"errors": [(first.id, lesson, "the kernel died")]})
     monkeypatch.setattr(mutation, "judge", lambda s, l, mutants: [
         mutation.Verdict(b, m.id) for m in mutants for b in m.bugs])

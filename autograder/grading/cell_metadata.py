@@ -19,9 +19,9 @@ from nbgrader.preprocessors import CheckCellMetadata as NbgraderCheckCellMetadat
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled(schema_version: int):
+def _compiled():
+    """A validator for the schema of nbgrader's current metadata version, its schema checked once."""
     schema = MetadataValidator().schema
-    assert MetadataValidator.schema_version == schema_version
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
@@ -34,7 +34,7 @@ class _SchemaCheckedOnce(BaseMetadataValidator):
         meta = cell.metadata.get("nbgrader")
         if meta is None or meta.get("schema_version", 0) != self.schema_version:
             return super().validate_cell(cell)  # no metadata, or nbgrader's own too-old/too-new error
-        error = jsonschema.exceptions.best_match(_compiled(self.schema_version).iter_errors(meta))
+        error = jsonschema.exceptions.best_match(_compiled().iter_errors(meta))
         if error is not None:
             raise error
 

@@ -19,7 +19,6 @@ feedback page, also one regenerated later with ``nbgrader generate_feedback``, i
 from __future__ import annotations
 
 import copy
-import functools
 import html
 import json
 import re
@@ -66,25 +65,23 @@ class MathMLRenderer(IPythonRenderer):
         return page_safety.math_html(f"\\begin{{{name}}}{body}\\end{{{name}}}", display=True)
 
 
-@functools.lru_cache(maxsize=512)
+@page_safety.remembered
 def _highlighted(source: str, lexer: str, language, metadata: str, options: str) -> str:
     return Highlight2HTML(pygments_lexer=lexer, extra_formatter_options=json.loads(options))(
         source, language, json.loads(metadata))
 
 
 class RememberedHighlight(Highlight2HTML):
-    """nbconvert's code highlighting, each distinct cell highlighted once per process: most code cells of a
+    """nbconvert's code highlighting, remembered per process (``page_safety.remembered``): most code cells of a
     class's notebooks are the lesson's own, the same in every submission a worker grades."""
 
     def __call__(self, source, language=None, metadata=None):
-        if len(source) > page_safety.REMEMBERED_CHARS:
-            return super().__call__(source, language, metadata)
         return _highlighted(source, self.pygments_lexer, language,
                             json.dumps(metadata or {}, sort_keys=True, default=str),
                             json.dumps(self.extra_formatter_options, sort_keys=True, default=str))
 
 
-@functools.lru_cache(maxsize=512)
+@page_safety.remembered
 def _markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
     renderer = MathMLRenderer(escape=False, attachments={}, embed_images=False, anchor_link_text=anchor_link_text,
                               exclude_anchor_links=exclude_anchor_links)
@@ -129,7 +126,7 @@ class FeedbackExporter(HTMLExporter):
     @pass_context  # the filter reads the cell's attachments from the template context
     def markdown2html(self, context, source):
         attachments = context.get("cell", {}).get("attachments", {})
-        if not attachments and len(source) <= page_safety.REMEMBERED_CHARS:  # the same text, the same page part
+        if not attachments:  # the same text, the same page part
             return _markdown_html(source, self.anchor_link_text, bool(self.exclude_anchor_links))
         renderer = MathMLRenderer(escape=False, attachments=attachments, embed_images=False,
                                   anchor_link_text=self.anchor_link_text,

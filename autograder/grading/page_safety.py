@@ -62,20 +62,30 @@ _CLEANER = bleach.Cleaner(tags=_TEXT_TAGS + _MATHML_TAGS, attributes=_attribute_
                           protocols=["http", "https", "mailto", "data"], strip=False, strip_comments=True)
 
 
-def clean(fragment) -> str:
-    """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
-    text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
-    return _clean_remembered(text) if len(text) <= REMEMBERED_CHARS else _CLEANER.clean(text)
-
-
-# Most fragments of a class's pages are the lesson's own (its markdown, its figures' captions), the same in every
-# submission a worker grades: short ones are cleaned once per process (the 512 last used, each under 8,000
-# characters). Cleaning is a function of the text alone.
+# Most texts of a class's pages are the lesson's own (its markdown, its code cells, its figures' captions), the same
+# in every submission a worker grades: the page parts made from short texts are remembered per process.
 REMEMBERED_CHARS = 8_000
 
 
-@functools.lru_cache(maxsize=512)
-def _clean_remembered(text: str) -> str:
+def remembered(function):
+    """``function(text, *settings)``, a function of its arguments alone, remembered for the 512 texts last used
+    that are under ``REMEMBERED_CHARS`` characters (longer ones are made afresh each time)."""
+    cached = functools.lru_cache(maxsize=512)(function)
+
+    @functools.wraps(function)
+    def call(text, *settings):
+        return cached(text, *settings) if len(text) <= REMEMBERED_CHARS else function(text, *settings)
+
+    return call
+
+
+def clean(fragment) -> str:
+    """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
+    return _clean_text(fragment.decode() if isinstance(fragment, bytes) else str(fragment))
+
+
+@remembered
+def _clean_text(text: str) -> str:
     return _CLEANER.clean(text)
 
 
