@@ -212,6 +212,66 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
     assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
 
 
+def _kernel_launchers(out: Path) -> dict:
+    """{pid: (its parent, the grading worker; the student whose notebook it runs)} for every kernel launcher
+    (``python -m autograder.sandbox``) running a notebook of the workspace ``out``; an orphaned launcher's parent
+    is init (1), never to be killed."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        where = Path(cwd).relative_to(out / "course" / "autograded").parts if cwd.startswith(
+            str(out / "course" / "autograded") + os.sep) else ()
+        if b"autograder.sandbox" in cmd and b"--start-warm-server" not in cmd and where:
+            found[int(pid)] = (parent, where[0])
+    return found
+
+
+@pytest.mark.grading
+def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_every_time_is_a_grading_error(
+        klass, tmp_path):
+    """SIGKILL (what the out-of-memory killer sends) to the worker process grading carol, once, and to the one
+    grading dan, every time: carol is graded again; dan's notebook is a grading error that says what happened, the
+    others keep the serial run's grades, and the next run grades only dan."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
+           "--timeout", "30", "--workers", "2", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=course.ROOT, env=course.nbgrader_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    kills, seen = {"carol": 0, "dan": 0}, set()
+    try:
+        deadline = time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            for pid, (grading_worker, student) in _kernel_launchers(out.resolve()).items():
+                if pid in seen or grading_worker <= 1 or student not in kills or (student, kills["carol"]) == (
+                        "carol", 1):
+                    continue
+                seen.add(pid)
+                os.kill(grading_worker, signal.SIGKILL)
+                kills[student] += 1
+            time.sleep(0.02)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert kills == {"carol": 1, "dan": 2}, (kills, stdout[-2000:], stderr[-2000:])  # dan: in company, then alone
+    assert proc.returncode == grade.EXIT_GRADING_ERROR, stdout[-3000:] + stderr[-3000:]
+    assert re.search(rf"  dan {LESSON}: the grading worker process died while grading this student's notebooks, "
+                     r"twice, the second time alone \(killed, or out of memory", stderr), stderr[-3000:]
+    rows = {r["student"]: r for r in _grades(out)}
+    serial = {r["student"]: r for r in klass["grades"]}
+    assert {k: v for k, v in rows.items() if k != "dan"} == {k: v for k, v in serial.items() if k != "dan"}
+    assert rows["dan"][f"{LESSON} status"] == "grading error" and rows["dan"][f"{LESSON} score"] == ""
+    assert _kernel_launchers(out.resolve()) == {}  # the dead workers' kernels did not outlive the run
+    again = _cli(klass["root"], out, "--workers", "2")
+    assert "graded 1 notebooks" in again.stdout
+    assert _grades(out) == klass["grades"]
+
+
 def test_the_gradebook_schema_revision_read_in_process_is_the_one_nbgrader_asks_alembic_for():
     asked = subprocess.run([sys.executable, "-c", "import nbgrader.api; print(nbgrader.api.get_alembic_version())"],
                            env=course.nbgrader_env(), capture_output=True, text=True, check=True)

@@ -16,8 +16,10 @@ What the cluster must provide (docs/grading.md, "Grading on a Dask cluster"):
 
 A worker that dies mid-task (killed, out of memory, its machine lost) costs nothing: the scheduler gives its task to
 another worker, which grades the notebook again from the start (autograde is forced, and the records are written
-once the notebook is done). A scheduler that goes away stops the command with ``ClusterLost``; what was graded is
-kept, and the same command run again grades only the rest (``workspace.stage`` reads the records).
+once the notebook is done). A task whose workers keep dying (``distributed.scheduler.allowed-failures``, 3 by
+default) is a grading error of that student's notebooks, and the others go on. A scheduler that goes away stops
+the command with ``ClusterLost``; what was graded is kept, and the same command run again grades only the rest
+(``workspace.stage`` reads the records).
 """
 
 from __future__ import annotations
@@ -110,17 +112,31 @@ class ClusterPool:
 
         client = self._connect()
         settings, environ, cwd = asdict(self.s), dict(os.environ), os.getcwd()
-        futures = [client.submit(_init_and_run, name, settings, environ, cwd, *job, pure=False,
-                                 key=f"{name}-{job[0]}-{os.urandom(4).hex()}") for job in jobs]
+        futures = {client.submit(_init_and_run, name, settings, environ, cwd, *job, pure=False,
+                                 key=f"{name}-{job[0]}-{os.urandom(4).hex()}"): job for job in jobs}
         done = 0
         try:
             for future in as_completed(futures, loop=client.loop):
-                yield future.result()
+                yield self._result(future, futures[future])
                 done += 1
         except (OSError, TimeoutError) + _cancelled() as exc:
             raise ClusterLost(f"the Dask cluster at {self.s.scheduler} went away after {done} of {len(jobs)} "
                               f"students ({type(exc).__name__}); their grades are kept: run the same command again "
                               "when the cluster is back, and it grades only the rest") from None
+
+
+    def _result(self, future, job):
+        """A job's records; a job whose workers kept dying (the scheduler gave up on it: ``KilledWorker``) is
+        recorded as a grading error, never a score, and the others go on."""
+        from distributed.scheduler import KilledWorker
+
+        from autograder.grading import worker
+
+        try:
+            return future.result()
+        except KilledWorker:
+            return worker.grader_failed(*job, reason=worker.WORKER_DIED.format(
+                times="each time the scheduler gave it to a Dask worker (KilledWorker)"), s=self.s)
 
 
 def _cancelled() -> tuple:

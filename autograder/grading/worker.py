@@ -24,7 +24,8 @@ import re
 import shutil
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from pathlib import Path
 
@@ -139,9 +140,10 @@ def _new_record(s: Settings, student: str, lesson: str, task: dict, previous: di
             "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
 
 
-def grader_failed(student: str, tasks: dict, *, reason: str) -> list:
-    """Record every notebook of ``tasks`` as a grading error with ``reason`` (the grader could not grade here)."""
-    s = _W["settings"]
+def grader_failed(student: str, tasks: dict, *, reason: str, s: Settings | None = None) -> list:
+    """Record every notebook of ``tasks`` as a grading error with ``reason`` (the grader could not grade here);
+    ``s``: the run's settings, in a process that is not a grading worker."""
+    s = s or _W["settings"]
     records = []
     for lesson, task in sorted(tasks.items()):
         previous = state.read(s, student, lesson) or {}
@@ -230,9 +232,19 @@ def pool_for(s: Settings):
     return Pool(s)
 
 
+WORKER_DIED = ("the grading worker process died while grading this student's notebooks, {times} (killed, or out of "
+               "memory: is the notebook very large?); the other students are graded as usual. Check the submission, "
+               "then run the same command again: it grades only what is left")
+
+
 class Pool:
     """The worker processes of one run: started once, when first needed (each pays nbgrader's imports once), and
-    shared by the canary, the students and the feedback refresh. A pool broken by a dying worker is replaced."""
+    shared by the canary, the students and the feedback refresh.
+
+    A worker process that dies (killed, out of memory) breaks the pool, and every job the pool was running fails
+    with it. The pool is then replaced, what the dead kernels left is removed, and those jobs run again, each
+    alone: a job whose worker dies again when it runs alone is recorded as a grading error (``grader_failed``),
+    never a score, and the rest of the class goes on."""
 
     def __init__(self, s: Settings):
         self.s = s
@@ -246,21 +258,52 @@ class Pool:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
     def executor(self) -> ProcessPoolExecutor:
-        if self._executor is not None and getattr(self._executor, "_broken", False):
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
         if self._executor is None:
             self._executor = ProcessPoolExecutor(max_workers=self.s.workers, mp_context=_forkserver(),
                                                  initializer=_init_worker,
                                                  initargs=(asdict(self.s), dict(os.environ), os.getcwd()))
         return self._executor
 
+    def _replace(self) -> None:
+        """After a worker died: wait for the broken pool's processes to end, then remove the sandboxes of the
+        kernels they started (no grader holds them any more); the next job starts a new pool."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+        if self.s.isolation == "uid":
+            execute.remove_stale_sandboxes()
+
     def completed(self, name: str, jobs: list):
-        """Run ``<name>(*job)`` (a function of this module) for every job; yield the results as they finish."""
-        executor = self.executor()
+        """Run ``<name>(*job)`` (a function of this module) for every job; yield the results as they finish. A
+        job runs in at most ``workers`` processes at once, so a dying worker takes only the jobs it was running
+        (and the others in flight) with it."""
         function = globals()[name]
-        for future in as_completed([executor.submit(function, *job) for job in jobs]):
-            yield future.result()
+        waiting, running, suspects = list(jobs), {}, []
+        while waiting or running or suspects:
+            if suspects and not running:
+                job = suspects.pop(0)
+                try:
+                    result = self.executor().submit(function, *job).result()
+                except BrokenProcessPool:  # it died again, alone: this job is the cause
+                    self._replace()
+                    result = grader_failed(*job, reason=WORKER_DIED.format(times="twice, the second time alone"),
+                                           s=self.s)
+                yield result
+                continue
+            while waiting and not suspects and len(running) < self.s.workers:
+                job = waiting.pop(0)
+                running[self.executor().submit(function, *job)] = job
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                done, _ = wait(running)  # every job of a broken pool ends at once, with a result or with it
+            for future in done:
+                job = running.pop(future)
+                if isinstance(future.exception(), BrokenProcessPool):
+                    suspects.append(job)
+                else:
+                    yield future.result()
+            if suspects and not running:
+                self._replace()
 
 
 def run_tasks(s: Settings, todo: dict, *, progress=True, pool: Pool | None = None) -> int:
