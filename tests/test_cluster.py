@@ -240,6 +240,7 @@ def test_a_student_whose_workers_keep_dying_is_a_grading_error_and_the_others_ar
            "(KilledWorker)" in result["errors"][0][2]
     assert rows["dan"]["lessons"][LESSON]["score"] is None
     assert rows["alice"]["lessons"][LESSON]["score"] == 8.0
+    assert _kernel_launchers(out.resolve()) == {}  # the killed worker's kernel did not outlive it
 
 
 @needs_root
