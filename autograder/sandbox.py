@@ -305,9 +305,12 @@ def seed_home(home: Path, uid: int | None, fonts: dict) -> None:
             os.chown(path, uid, uid)
 
 
-def _launch_isolated(args, kernel_args) -> None:
-    """Root: control group, limited tmpfs, then bubblewrap running ``--drop-to`` inside."""
-    from autograder.grading import cgroups
+def _launch_isolated(args, kernel_args, grader: int) -> None:
+    """Root: control group, limited tmpfs, then bubblewrap running ``--drop-to`` inside. ``grader``: the pid of the
+    grading process that asked for this kernel (0: unknown); a kernel is started cold only while it runs (a grader
+    killed before its kernel started would leave a kernel no one uses, which bubblewrap's ``--die-with-parent``
+    cannot catch once the parent is gone)."""
+    from autograder.grading import cgroups, uids
 
     uid, conn = args.uid, os.path.abspath(args.connection_file)
     channel = os.path.dirname(conn)
@@ -317,6 +320,8 @@ def _launch_isolated(args, kernel_args) -> None:
     if os.environ.get("MHA_WARM_KERNELS") and \
             os.environ.get("MHA_WARM_KERNELS_LIBRARY") == os.path.realpath(args.library or ""):
         _launch_warm(args, kernel_args, os.environ["MHA_WARM_KERNELS"])  # returns only when the server is gone
+    if grader and not uids.alive([grader]):
+        raise SystemExit("the grading process that asked for this kernel is gone: not starting it")
     try:
         cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
         cgroups.join(cgroup_name(uid), os.getpid())
@@ -406,7 +411,8 @@ def main(argv=None):
     if args.isolation == "uid":
         if args.uid is None or os.geteuid() != 0:
             raise SystemExit("isolation 'uid' needs root and a --uid from the grader")
-        return _launch_isolated(args, kernel_args)
+        # jupyter_client names the process that started this launcher (the grading worker) in JPY_PARENT_PID
+        return _launch_isolated(args, kernel_args, int(os.environ.get("JPY_PARENT_PID") or 0))
     if args.isolation == "userns":
         conn = os.path.abspath(args.connection_file)
         cmd = bwrap_command(library=args.library, scratch="", channel=os.path.dirname(conn), isolation="userns")

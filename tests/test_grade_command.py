@@ -214,8 +214,8 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
 
 def _kernel_launchers(out: Path) -> dict:
     """{pid: (its parent, the grading worker; the student whose notebook it runs)} for every kernel launcher
-    (``python -m autograder.sandbox``) running a notebook of the workspace ``out``; an orphaned launcher's parent
-    is init (1), never to be killed."""
+    running a notebook of the workspace ``out``: ``python -m autograder.sandbox``, or the bubblewrap it became for a
+    kernel started cold. An orphaned launcher's parent is init (1), never to be killed."""
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -226,7 +226,8 @@ def _kernel_launchers(out: Path) -> dict:
             continue
         where = Path(cwd).relative_to(out / "course" / "autograded").parts if cwd.startswith(
             str(out / "course" / "autograded") + os.sep) else ()
-        if b"autograder.sandbox" in cmd and b"--start-warm-server" not in cmd and where:
+        launcher = b"autograder.sandbox" in cmd or cmd[0].endswith(b"/bwrap")
+        if launcher and b"--start-warm-server" not in cmd and where:
             found[int(pid)] = (parent, where[0])
     return found
 

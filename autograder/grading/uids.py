@@ -40,7 +40,7 @@ def kill(uid: int) -> int:
     killed = set()
     for _ in range(100):
         pids = processes_of(uid)
-        if not pids or set(pids) <= killed and not _alive(pids):
+        if not pids or set(pids) <= killed and not alive(pids):
             break
         for pid in pids:
             try:
@@ -52,7 +52,8 @@ def kill(uid: int) -> int:
     return len(killed)
 
 
-def _alive(pids) -> bool:
+def alive(pids) -> bool:
+    """True while one of ``pids`` runs (neither gone nor a zombie)."""
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as fh:
