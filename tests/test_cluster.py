@@ -18,6 +18,7 @@ import pytest
 from autograder import answers, bugs, course, grade
 from autograder.grading import intake
 from postgres_server import free_port
+from worker_killer import WorkerKiller, kernel_launchers
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
@@ -201,46 +202,26 @@ def test_a_student_whose_workers_keep_dying_is_a_grading_error_and_the_others_ar
     """A Dask worker process (of a LocalCluster, with its nanny) is killed whenever it grades dan; with
     ``allowed-failures`` 0 the scheduler gives up on dan at once (``KilledWorker``): his notebook is a grading error
     that says what happened, never a score, and alice, after him, is graded by the restarted worker."""
-    import threading
-
     import dask
     from distributed import LocalCluster
-
-    from test_grade_command import _kernel_launchers
 
     root, out = tmp_path / "class", tmp_path / "out"
     course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
     course.write_notebook(answers.fill(LESSON), root / "dan" / f"{LESSON}.ipynb")
-    killed, seen, stop = [], set(), threading.Event()
-
-    def killer():
-        while not stop.is_set():
-            for pid, (grading_worker, student) in _kernel_launchers(out.resolve()).items():
-                if student == "dan" and pid not in seen and grading_worker > 1:  # orphaned: its parent is init
-                    seen.add(pid)
-                    os.kill(grading_worker, signal.SIGKILL)
-                    killed.append(grading_worker)
-            time.sleep(0.02)
-
-    watching = threading.Thread(target=killer, daemon=True)
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as local:
         s = grade.Settings(out=str(out), lessons=[LESSON], timeout=60, db_url=postgres_server.database("killed"),
                            scheduler=local.scheduler_address)
-        watching.start()
-        try:
+        with WorkerKiller(out, {"dan": None}) as killer:
             result = grade.run(root, s, progress=False, log=lambda *a: None)
-        finally:
-            stop.set()
-            watching.join()
-    assert len(killed) == 1, killed
+    assert killer.kills == {"dan": 1}, killer.kills
     rows = {r["student"]: r for r in result["rows"]}
     assert [(student, lesson) for student, lesson, _ in result["errors"]] == [("dan", LESSON)]
     assert "died while grading this student's notebooks, each time the scheduler gave it to a Dask worker " \
            "(KilledWorker)" in result["errors"][0][2]
     assert rows["dan"]["lessons"][LESSON]["score"] is None
     assert rows["alice"]["lessons"][LESSON]["score"] == 8.0
-    assert _kernel_launchers(out.resolve()) == {}  # the killed worker's kernel did not outlive it
+    assert kernel_launchers(out) == {}  # the killed worker's kernel did not outlive it
 
 
 @needs_root

@@ -25,6 +25,7 @@ from autograder import course, grade, answers
 from autograder.bugs import by_id
 from autograder.grading import findings, intake, scan, workspace
 from run_once import once
+from worker_killer import WorkerKiller, kernel_launchers
 
 LESSON = "01_warmup"
 LESSONS = course.lesson_names()
@@ -212,26 +213,6 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
     assert rows["bob"][f"{LESSON} score"] == "8" and rows["carol"][f"{LESSON} score"] == "7"
 
 
-def _kernel_launchers(out: Path) -> dict:
-    """{pid: (its parent, the grading worker; the student whose notebook it runs)} for every kernel launcher
-    running a notebook of the workspace ``out``: ``python -m autograder.sandbox``, or the bubblewrap it became for a
-    kernel started cold. An orphaned launcher's parent is init (1), never to be killed."""
-    found = {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        where = Path(cwd).relative_to(out / "course" / "autograded").parts if cwd.startswith(
-            str(out / "course" / "autograded") + os.sep) else ()
-        launcher = b"autograder.sandbox" in cmd or cmd[0].endswith(b"/bwrap")
-        if launcher and b"--start-warm-server" not in cmd and where:
-            found[int(pid)] = (parent, where[0])
-    return {pid: v for pid, v in found.items() if v[0] not in found}  # not the bubblewrap a launcher started
-
-
 @pytest.mark.grading
 def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_every_time_is_a_grading_error(
         klass, tmp_path):
@@ -241,24 +222,10 @@ def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_ever
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "2", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=course.ROOT, env=course.nbgrader_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    kills, seen = {"carol": 0, "dan": 0}, set()
-    try:
-        deadline = time.monotonic() + 600
-        while proc.poll() is None and time.monotonic() < deadline:
-            for pid, (grading_worker, student) in _kernel_launchers(out.resolve()).items():
-                if pid in seen or grading_worker <= 1 or student not in kills or (student, kills["carol"]) == (
-                        "carol", 1):
-                    continue
-                seen.add(pid)
-                os.kill(grading_worker, signal.SIGKILL)
-                kills[student] += 1
-            time.sleep(0.02)
-        stdout, stderr = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    with WorkerKiller(out, {"carol": 1, "dan": None}) as killer:
+        proc = subprocess.run(cmd, cwd=course.ROOT, env=course.nbgrader_env(), capture_output=True, text=True,
+                              timeout=900)
+    kills, stdout, stderr = killer.kills, proc.stdout, proc.stderr
     assert kills == {"carol": 1, "dan": 2}, (kills, stdout[-2000:], stderr[-2000:])  # dan: in company, then alone
     assert proc.returncode == grade.EXIT_GRADING_ERROR, stdout[-3000:] + stderr[-3000:]
     assert re.search(rf"  dan {LESSON}: the grading worker process died while grading this student's notebooks, "
@@ -267,7 +234,7 @@ def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_ever
     serial = {r["student"]: r for r in klass["grades"]}
     assert {k: v for k, v in rows.items() if k != "dan"} == {k: v for k, v in serial.items() if k != "dan"}
     assert rows["dan"][f"{LESSON} status"] == "grading error" and rows["dan"][f"{LESSON} score"] == ""
-    assert _kernel_launchers(out.resolve()) == {}  # the dead workers' kernels did not outlive the run
+    assert kernel_launchers(out) == {}  # the dead workers' kernels did not outlive the run
     again = _cli(klass["root"], out, "--workers", "2")
     assert "graded 1 notebooks" in again.stdout
     assert _grades(out) == klass["grades"]
