@@ -21,7 +21,7 @@ help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 $(BIN)/.installed: requirements.txt
-	@# Grading as root isolates each notebook with bubblewrap and refuses to run without it (autograder/sandbox.py).
+	@# Grading as root isolates each notebook with bubblewrap and refuses to run without it (autograder/kernel/sandbox.py).
 	@if [ -n "$(AS_ROOT)" ] && ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing bubblewrap (Debian package): grading as root runs each notebook in its sandbox"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -44,10 +44,10 @@ test-fast: venv ## the tests that do not run nbgrader or notebooks
 	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser and not slow" $(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
-	$(PY) -m autograder.build
+	$(PY) -m autograder.publish.build
 
 check-lessons: venv ## fail if lessons/ differs from what solutions/ builds
-	$(PY) -m autograder.build --check
+	$(PY) -m autograder.publish.build --check
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
@@ -56,16 +56,16 @@ bench: venv ## print speed and memory figures (every script in bench/)
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 docs: venv ## rebuild docs/bug-catalog.md from the bug catalog and the README's Binder badge
-	$(PY) -m autograder.bug_table
-	$(PY) -m autograder.learner_env
+	$(PY) -m autograder.publish.bug_table
+	$(PY) -m autograder.publish.learner_env
 
 # The learner bundle: make bundle [BUNDLE=path.zip]
 BUNDLE ?= build/mha-course-lessons.zip
 bundle: venv ## write the learner bundle (zip): the student notebooks, the glossary, requirements.txt, a README
-	$(PY) -m autograder.bundle --out "$(BUNDLE)"
+	$(PY) -m autograder.publish.bundle --out "$(BUNDLE)"
 
 mutants: venv ## grade every catalogued bug for real and print the mutation score
-	$(PY) -m autograder.mutation
+	$(PY) -m autograder.proofs.mutation
 
 .PHONY: grade formgrader
 GRADE_OUT = $(or $(OUT),grading)

@@ -26,8 +26,8 @@ This module is the command line and ``run``, which calls the steps in order; eac
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
    pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
    says what broke;
-5. ``worker``: grade it over ``--workers`` processes (or on a Dask cluster: ``cluster``), then regenerate the
-   feedback whose grades changed;
+5. ``pool``: grade it over ``--workers`` processes (or on a Dask cluster), each running ``worker``'s steps, then
+   regenerate the feedback whose grades changed;
 6. ``results``, ``report`` and ``insights``: read the grades back and write the files above.
 
 ``Settings`` and the exit statuses are in ``autograder/grading/settings.py``.
@@ -42,8 +42,9 @@ import time
 from pathlib import Path
 
 from autograder import course
-from autograder.grading import (canary, cluster, dburl, execute, feedback_page, insights, intake, report, results,
-                                worker, workspace)
+from autograder.course import notebooks
+from autograder.grading import canary, dburl, insights, intake, pool, report, results, worker, workspace
+from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_SETUP, Settings, SetupError)
 
@@ -66,7 +67,7 @@ def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
 
 
 def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
-    os.environ["PATH"] = course.nbgrader_env()["PATH"]  # nbgrader runs `alembic` from this venv
+    os.environ["PATH"] = notebooks.nbgrader_env()["PATH"]  # nbgrader runs `alembic` from this venv
     if dburl.has_password(s.db_url):  # for the course's nbgrader_config.py, which holds no password
         os.environ[dburl.ENV] = s.db_url
     out = Path(s.out)
@@ -77,16 +78,16 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out)
     workspace.preflight(s)
-    cluster.check(s)
+    pool.preflight(s)
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log)
     todo = workspace.stage(s, roster)
     stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
-    with worker.pool_for(s) as pool:
+    with pool.pool_for(s) as workers:
         # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
         try:
-            checked = canary.check(s, log, pool) if todo or stale else canary.Outcome([], 0.0)
+            checked = canary.run(s, log, workers) if todo or stale else canary.Outcome([], 0.0)
         except canary.CanaryFailed:
             if rebuild:
                 rebuild.restore()  # the earlier runs' course, records and grades, as they were
@@ -94,8 +95,8 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         if rebuild:
             rebuild.discard()
         workspace.ensure_students(s, roster.students)
-        graded = worker.run_tasks(s, todo, progress=progress, pool=pool)
-        refreshed = worker.run_tasks(s, stale, progress=False, pool=pool)
+        graded = pool.run_tasks(s, todo, progress=progress, pool=workers)
+        refreshed = pool.run_tasks(s, stale, progress=False, pool=workers)
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
@@ -174,7 +175,7 @@ def main(argv=None) -> int:
     except canary.CanaryFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANARY
-    except cluster.ClusterLost as exc:
+    except pool.ClusterLost as exc:
         print(f"GRADING ERRORS: {exc}", file=sys.stderr)
         return EXIT_GRADING_ERROR
     rows = result["rows"]

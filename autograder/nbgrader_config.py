@@ -20,7 +20,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # The autograde pipeline, declared once: every grading path (``make grade``, the grading tests, the mutation
 # harness) runs it. ``SafeExecute`` runs each notebook in the sandboxed kernel and each hidden test in this
-# process (autograder/grading/execute.py, hidden_tests.py); nbgrader's own steps follow. Hidden-test inputs are
+# process (autograder/grading/pipeline/execute.py, hidden_tests.py); nbgrader's own steps follow. Hidden-test inputs are
 # salted afresh by each grading process, so results cannot be prepared in advance; the salt never leaves it.
 import os as _os  # noqa: E402
 import secrets as _secrets  # noqa: E402
@@ -31,10 +31,10 @@ from nbgrader.preprocessors import (  # noqa: E402
     OverwriteKernelspec, SaveAutoGrades,
 )
 
-from autograder.grading import feedback_page  # noqa: E402
-from autograder.grading.cell_metadata import CheckCellMetadata  # noqa: E402 - nbgrader's, its schema compiled once
-from autograder.grading.execute import SafeExecute  # noqa: E402
-from autograder.grading.learner_errors import LearnerFacingErrors  # noqa: E402
+from autograder.grading.pipeline import feedback_page  # noqa: E402
+from autograder.grading.pipeline.cell_metadata import CheckCellMetadata  # noqa: E402 - nbgrader's, its schema compiled once
+from autograder.grading.pipeline.execute import SafeExecute  # noqa: E402
+from autograder.grading.pipeline.learner_errors import LearnerFacingErrors  # noqa: E402
 
 _os.environ.setdefault("MHA_GRADING_SALT", str(_secrets.randbits(63)))
 AUTOGRADE_PIPELINE = [

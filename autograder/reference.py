@@ -160,6 +160,16 @@ def mha_param_count(d_model, n_heads, bias=False):
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 03 (parameter count: grouped-query attention and the KV cache) and lesson 04 (d_k scaling)
 # ---------------------------------------------------------------------------------------------------------
+def head_weights(x, W_Q, W_K, n_heads):
+    """The attention weights of every head of a layer, ``(..., n_heads, T, T)`` (lesson 05's exercise): those of
+    ``multi_head_attention``, which W_V and W_O do not affect."""
+    zeros = np.zeros_like(W_Q)
+    return multi_head_attention(x, W_Q, W_K, zeros, zeros, n_heads)[1]
+
+
+__all__ += ["head_weights"]
+
+
 __all__ += ["gqa_param_count", "kv_cache_bytes_per_token", "multi_head_scores", "dot_product_std"]
 
 

@@ -10,7 +10,7 @@ graded three ways, each in a fresh folder:
            (nbgrader's own way: one submission after another, in-process kernels, no sandbox);
 * command: `autograder.grade.run` with N workers: the canary, sandboxed kernels, autograde + feedback + export +
            report; once with warm kernels (forked from a server that imported ipykernel, numpy and matplotlib
-           once: `autograder/warm_kernels.py`, the default as root) and once with every kernel started cold;
+           once: `autograder/kernel/warm_kernels.py`, the default as root) and once with every kernel started cold;
 * floor:   executing the same notebooks nbgrader executes (the serial run's autograded notebooks, outputs
            cleared) with nbclient in N processes: kernel start-up and the code itself, no grading at all.
 
@@ -34,7 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder import answers, bugs, course, grade  # noqa: E402
+from autograder.course import answers  # noqa: E402
+from autograder import bugs, course, grade
+from autograder.course import notebooks
 
 
 def synthetic_class(root: Path, n_students: int, lessons) -> dict:
@@ -54,13 +56,13 @@ def synthetic_class(root: Path, n_students: int, lessons) -> dict:
                 nb = answers.fill(lesson, {b.function: b.source})
             else:
                 nb = answers.student_notebook(lesson)
-            course.write_notebook(nb, root / student / f"{lesson}.ipynb")
+            notebooks.write_notebook(nb, root / student / f"{lesson}.ipynb")
             kinds[student] = kind
     return kinds
 
 
 def serial_nbgrader(base: Path, class_dir: Path, lessons) -> float:
-    root = course.make_course(base / "serial", lessons)
+    root = notebooks.make_course(base / "serial", lessons)
     for student_dir in class_dir.iterdir():
         for lesson in lessons:
             dest = root / "submitted" / student_dir.name / lesson / f"{lesson}.ipynb"
@@ -68,7 +70,7 @@ def serial_nbgrader(base: Path, class_dir: Path, lessons) -> float:
             shutil.copy(student_dir / f"{lesson}.ipynb", dest)
     started = time.monotonic()
     for lesson in lessons:
-        course.nbgrader(["autograde", lesson, "--force", "--log-level=WARN"], root)  # stock nbgrader, unsandboxed
+        notebooks.nbgrader(["autograde", lesson, "--force", "--log-level=WARN"], root)  # stock nbgrader, unsandboxed
     return time.monotonic() - started
 
 
@@ -76,7 +78,7 @@ def _execute_all(paths) -> int:
     import nbformat
     from nbclient import NotebookClient
 
-    os.environ.update(course.nbgrader_env())
+    os.environ.update(notebooks.nbgrader_env())
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)  # the kernels' start-up warnings
     for path in paths:
@@ -116,7 +118,7 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--lessons", nargs="+", default=None)
     args = parser.parse_args(argv)
-    os.environ.update(course.nbgrader_env())
+    os.environ.update(notebooks.nbgrader_env())
     os.environ["MHA_SHORT_TRAINING"] = "1"  # every kernel of all three, as grading kernels: lesson 07 trains briefly
     lessons = args.lessons or course.lesson_names()
     base = Path(tempfile.mkdtemp(prefix="grading-bench-"))

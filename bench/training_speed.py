@@ -21,6 +21,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the lesson's setup cell
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from autograder import course  # noqa: E402
+from autograder.course import notebooks
 
 LESSON = "07_heads_that_learn"
 
@@ -29,7 +30,7 @@ def lesson_namespace() -> dict:
     """The lesson's code cells run up to (and including) the one that defines ``trained``; test cells skipped."""
     namespace = {"__name__": "lesson07"}
     sys.path.insert(0, str(course.SOLUTIONS))
-    for cell in course.read_source(course.SOLUTIONS / f"{LESSON}.py").cells:
+    for cell in notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py").cells:
         if cell.cell_type != "code" or "hidden_cell.run" in cell.source:
             continue
         with contextlib.redirect_stdout(io.StringIO()):  # the lesson's demonstrations print; the bench does not

@@ -101,14 +101,14 @@ def softmax(x, axis=-1):
 
 # %% nbgrader={"grade_id": "softmax_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("softmax_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("softmax_values")
 ### END HIDDEN TESTS
 # Self-check: known values, any axis, float32 kept.
 check_softmax(softmax)
 
 # %% nbgrader={"grade_id": "softmax_stable", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("softmax_stable")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("softmax_stable")
 ### END HIDDEN TESTS
 # Self-check: scores near 1e4 must not overflow; rows far apart; a row of -inf gives zeros.
 check_softmax_stable(softmax)
@@ -184,14 +184,14 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 # %% nbgrader={"grade_id": "attention_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("attention_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("attention_values")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, the 1/sqrt(d_k) scale, out = weights @ V, batched, dtypes kept.
 check_attention(scaled_dot_product_attention)
 
 # %% nbgrader={"grade_id": "attention_mask", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("attention_mask")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("attention_mask")
 ### END HIDDEN TESTS
 # Self-check: True = blocked, blocked weights exactly 0 (a fully blocked row too), rows renormalised, a 2-D mask
 # broadcast over a batch.

@@ -227,7 +227,7 @@ def split_heads(x, n_heads):
 
 # %% nbgrader={"grade_id": "split_heads_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("split_heads_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("split_heads_values")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head, one sequence and a batch, ValueError, dtype kept.
 check_split_heads(split_heads)
@@ -301,7 +301,7 @@ def concat_heads(x):
 
 # %% nbgrader={"grade_id": "concat_heads_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("concat_heads_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("concat_heads_values")
 ### END HIDDEN TESTS
 # Self-check: row t is every head of token t, on one sequence and on a batch.
 check_concat_heads(concat_heads)
@@ -348,7 +348,7 @@ check_output_projection(output_projection)
 
 # %% nbgrader={"grade_id": "output_projection_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("output_projection_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("output_projection_values")
 ### END HIDDEN TESTS
 # Hidden tests of output_projection run here when your notebook is graded, with a correct concat_heads in place
 # of yours, so a slip in concat_heads costs points only once. Your self-check is the cell above.
@@ -443,20 +443,20 @@ check_mha_mask(multi_head_attention)
 
 # %% nbgrader={"grade_id": "mha_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mha_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mha_values")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention without a mask. When graded, your layer runs with a correct split_heads,
 # concat_heads, output_projection and attention in place of yours: only the layer's own code is graded here.
 
 # %% nbgrader={"grade_id": "mha_mask", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mha_mask")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mha_mask")
 ### END HIDDEN TESTS
 # Hidden tests of multi_head_attention with masks: a (T, T) mask, a causal mask, a (B, 1, T, T) mask.
 
 # %% nbgrader={"grade_id": "mha_composition", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mha_composition")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mha_composition")
 ### END HIDDEN TESTS
 # Hidden test of the pieces together: your multi_head_attention calling *your* split_heads, concat_heads and
 # output_projection, as the contract names them. A piece that is wrong on its own is charged in its own test

@@ -78,14 +78,14 @@ def mha_param_count(d_model, n_heads, bias=False):
 
 # %% nbgrader={"grade_id": "param_count", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("param_count")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("param_count")
 ### END HIDDEN TESTS
 # Self-check: the paper's 512-wide layer, the same count for every n_heads, biases.
 check_mha_param_count(mha_param_count)
 
 # %% nbgrader={"grade_id": "param_count_bias", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("param_count_bias")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("param_count_bias")
 ### END HIDDEN TESTS
 # Self-check (biases): BERT-base's layer, 4 * 768^2 + 4 * 768.
 check_mha_param_count_bias(mha_param_count)
@@ -117,7 +117,7 @@ def exercise_512():
 
 # %% nbgrader={"grade_id": "exercise_values", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("exercise_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("exercise_values")
 ### END HIDDEN TESTS
 check_exercise_512(exercise_512, mha_param_count)
 
@@ -310,7 +310,7 @@ def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
 
 # %% nbgrader={"grade_id": "gqa_count", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("gqa_count")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("gqa_count")
 ### END HIDDEN TESTS
 # Self-check: MHA as a special case, MQA, Llama-2 70B, bias widths.
 check_gqa_param_count(gqa_param_count)
@@ -325,7 +325,7 @@ def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
 
 # %% nbgrader={"grade_id": "kv_cache_bytes", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("kv_cache_bytes")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("kv_cache_bytes")
 ### END HIDDEN TESTS
 check_kv_cache_bytes(kv_cache_bytes_per_token)
 

@@ -100,7 +100,7 @@ def dot_product_std(d_k, n_samples, scaled, rng):
 
 # %% nbgrader={"grade_id": "std_experiment", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("std_experiment")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("std_experiment")
 ### END HIDDEN TESTS
 # Self-check: about sqrt(d_k) unscaled, about 1 scaled, the same result for the same seed.
 check_dot_product_std(dot_product_std)
@@ -250,7 +250,7 @@ def multi_head_scores(x, W_Q, W_K, n_heads):
 
 # %% nbgrader={"grade_id": "head_scores", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("head_scores")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("head_scores")
 ### END HIDDEN TESTS
 # Self-check: shape (n_heads, T, T), the 1/sqrt(d_head) scale, float32 kept.
 check_multi_head_scores(multi_head_scores, split_heads)

@@ -123,7 +123,7 @@ d_head_1024 = 1024 // 16
 
 # %% nbgrader={"grade_id": "d_head_1024", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("d_head_1024")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("d_head_1024")
 ### END HIDDEN TESTS
 # Self-check: a whole number of columns, and 16 heads of that width fill d_model.
 check_head_width(d_head_1024, 1024, 16, name="d_head_1024")
@@ -140,7 +140,7 @@ param_count_1_head = 4 * d_model * d_model
 
 # %% nbgrader={"grade_id": "param_count_1024", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("param_count_1024")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("param_count_1024")
 ### END HIDDEN TESTS
 # Self-check: the form of the two counts, and whether the head count changed them.
 check_param_count_answers(param_count_16_heads, param_count_1_head, n_heads=16)
@@ -161,7 +161,7 @@ d_head_8_heads = d_model_small // 8
 
 # %% nbgrader={"grade_id": "d_head_small", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("d_head_small")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("d_head_small")
 ### END HIDDEN TESTS
 # Self-check: whole numbers of columns that fill d_model = 32.
 check_head_width(d_head_2_heads, 32, 2, name="d_head_2_heads")
@@ -212,7 +212,7 @@ def merge_heads(x):
 
 # %% nbgrader={"grade_id": "roundtrip", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("roundtrip")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("roundtrip")
 ### END HIDDEN TESTS
 # Self-check: which columns land in which head (an arange input), batches, and an exact round trip.
 check_split_merge(split_into_heads, merge_heads)
@@ -295,7 +295,7 @@ def head_weights(x, W_Q, W_K, n_heads):
 
 # %% nbgrader={"grade_id": "heads_differ", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("heads_differ")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("heads_differ")
 ### END HIDDEN TESTS
 # Self-check: shapes, rows sum to 1, same layer same weights, W_Q = 0 gives uniform weights, per-head probes.
 check_head_weights(head_weights, split_into_heads)
@@ -369,7 +369,7 @@ def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
 
 # %% nbgrader={"grade_id": "mha_from_scratch_test", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mha_from_scratch_test")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mha_from_scratch_test")
 ### END HIDDEN TESTS
 # Self-check: output (T, d_model) for every head count, W_O applied, a known output, the per-head scale.
 check_mha_from_scratch(mha_from_scratch, split_into_heads, merge_heads)
@@ -426,7 +426,7 @@ def masked_attention(Q, K, V, mask):
 
 # %% nbgrader={"grade_id": "masked_attention_test", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("masked_attention_test")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("masked_attention_test")
 ### END HIDDEN TESTS
 # Self-check: blocked weights 0, the sum of every row of weights, out = weights @ V, float32 kept.
 check_masked_attention(masked_attention)
@@ -478,7 +478,7 @@ def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
 
 # %% nbgrader={"grade_id": "attention_layer_test", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("attention_layer_test")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("attention_layer_test")
 ### END HIDDEN TESTS
 # Self-check: shapes, a probe whose Q and K live in head 0's columns only, uniform weights, float32.
 check_attention_layer(attention_layer)
@@ -586,7 +586,7 @@ mc_answer = "c"
 
 # %% nbgrader={"grade_id": "multiple_choice", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("multiple_choice")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("multiple_choice")
 ### END HIDDEN TESTS
 # Self-check: one letter from a to d.
 check_choice(mc_answer)

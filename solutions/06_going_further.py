@@ -177,7 +177,7 @@ def repeat_kv(x, n_rep):
 
 # %% nbgrader={"grade_id": "repeat_kv_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("repeat_kv_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("repeat_kv_values")
 ### END HIDDEN TESTS
 # Self-check: head order 0 0 0 1 1 1, batch axis untouched, n_rep = 1 changes nothing.
 check_repeat_kv(repeat_kv)
@@ -212,7 +212,7 @@ def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=Non
 
 # %% nbgrader={"grade_id": "gqa_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("gqa_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("gqa_values")
 ### END HIDDEN TESTS
 # Self-check: the MHA end, the MQA end, and a true group, against multi-head attention with repeated weights.
 check_gqa(grouped_query_attention, multi_head_attention, repeat_kv=repeat_kv)
@@ -308,7 +308,7 @@ def causal_mask(T, convention="course"):
 
 # %% nbgrader={"grade_id": "mask_conventions", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mask_conventions")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mask_conventions")
 ### END HIDDEN TESTS
 # Self-check: each convention's values for T = 4, its dtype, and a ValueError for an unknown name.
 check_causal_masks(causal_mask)
@@ -342,7 +342,7 @@ def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade_id": "causal_full_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("causal_full_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("causal_full_values")
 ### END HIDDEN TESTS
 # Self-check: no weight on a future token, earlier rows unchanged when a later token changes.
 check_causal_self_attention(causal_self_attention, multi_head_attention,
@@ -365,7 +365,7 @@ def kv_cache_append(cache_k, cache_v, k, v):
 
 # %% nbgrader={"grade_id": "kv_cache_append_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("kv_cache_append_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("kv_cache_append_values")
 ### END HIDDEN TESTS
 # Self-check: the cache grows along time (axis -2), batched and unbatched, inputs untouched.
 check_kv_cache_append(kv_cache_append)
@@ -397,7 +397,7 @@ def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade_id": "decode_step_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("decode_step_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("decode_step_values")
 ### END HIDDEN TESTS
 # Self-check: one step from a cache of 3 tokens equals row 3 of causal attention over 4 tokens.
 check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_append, repeat_kv=repeat_kv)
@@ -426,7 +426,7 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade_id": "decode_loop_values", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("decode_loop_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("decode_loop_values")
 ### END HIDDEN TESTS
 # Self-check: decoding token by token gives exactly the rows of full causal attention.
 check_decode_with_kv_cache(decode_with_kv_cache, multi_head_attention, decode_step=decode_step,
@@ -552,14 +552,14 @@ def tiled_attention(Q, K, V, block_size, causal=False):
 
 # %% nbgrader={"grade_id": "tiled_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("tiled_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("tiled_values")
 ### END HIDDEN TESTS
 # Self-check: equal to plain attention within 1e-10 (float64) for several block sizes, causal or not.
 check_tiled_attention(tiled_attention, scaled_dot_product_attention)
 
 # %% nbgrader={"grade_id": "tiled_memory", "points": 1}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("tiled_memory")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("tiled_memory")
 ### END HIDDEN TESTS
 # Self-check: the peak allocation stays far below one (T, T) float64 matrix.
 check_tiled_memory(tiled_attention)
@@ -903,7 +903,7 @@ def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
 
 # %% nbgrader={"grade_id": "cross_attention_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("cross_attention_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("cross_attention_values")
 ### END HIDDEN TESTS
 # Self-check: T_q != T_k, equal to self-attention over both sequences joined (the queries' tokens blocked as
 # keys), padded keys ignored, an all-padding sequence gives zero weights, unbatched, float32 kept.

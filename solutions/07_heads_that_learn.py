@@ -132,7 +132,7 @@ def softmax_backward(weights, grad_weights, axis=-1):
 
 # %% nbgrader={"grade_id": "softmax_backward_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("softmax_backward_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("softmax_backward_values")
 ### END HIDDEN TESTS
 # Self-check: rows of the gradient sum to 0, a directional derivative of softmax agrees, float32 kept.
 check_softmax_backward(softmax_backward)
@@ -183,7 +183,7 @@ def gradient_check(f, inputs, grad, eps=1e-6):
 
 # %% nbgrader={"grade_id": "gradient_check_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("gradient_check_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("gradient_check_values")
 ### END HIDDEN TESTS
 # Self-check: a right gradient passes, a wrong one is caught, central (not one-sided) differences, inputs kept.
 check_gradient_check(gradient_check)
@@ -244,7 +244,7 @@ def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None)
 
 # %% nbgrader={"grade_id": "attention_backward_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("attention_backward_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("attention_backward_values")
 ### END HIDDEN TESTS
 # Self-check: directional derivatives of attention (masked, T_q != T_k, batched), the scale, float32 kept.
 check_attention_backward(scaled_dot_product_attention_backward, softmax_backward)
@@ -298,7 +298,7 @@ def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask
 
 # %% nbgrader={"grade_id": "mha_backward_values", "points": 3}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("mha_backward_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("mha_backward_values")
 ### END HIDDEN TESTS
 # Self-check: every gradient's shape and directional derivative, batched and masked, float32 kept.
 check_mha_backward(multi_head_attention_backward, multi_head_attention)
@@ -349,7 +349,7 @@ def sinusoidal_positions(T, d_model):
 
 # %% nbgrader={"grade_id": "positions_values", "points": 2}
 ### BEGIN HIDDEN TESTS
-__import__("autograder.hidden_cell").hidden_cell.run("positions_values")
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("positions_values")
 ### END HIDDEN TESTS
 # Self-check: shape, known values, interleaved sine/cosine pairs, one frequency per pair.
 check_sinusoidal_positions(sinusoidal_positions)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, grade, answers
+from autograder import grade
+from autograder.course.notebooks import write_notebook
+from autograder.course import answers
 from run_once import once
 
 LESSON = "01_warmup"
@@ -74,10 +76,10 @@ def notebooks() -> dict:
 def _grade(base: Path) -> dict:
     root, out = base / "class", base / "out"
     for student, nb in notebooks().items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+        write_notebook(nb, root / student / f"{LESSON}.ipynb")
     (root / "unreadable").mkdir(parents=True)
     (root / "unreadable" / f"{LESSON}.ipynb").write_text('{"cells": [ not json', encoding="utf-8")
-    course.write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
+    write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=TIMEOUT)
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
     scores = {row["student"]: row["lessons"][LESSON]["score"] for row in outcome["rows"]}

@@ -3,7 +3,8 @@ and read the results back from its gradebook."""
 
 import nbformat
 
-from autograder import course, grade as grading_command
+from autograder import grade as grading_command
+from autograder.course.notebooks import write_notebook
 from autograder.grading import results as read_back
 
 
@@ -15,7 +16,7 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
     """
     klass = tmp_path / "class"
     for student, nb in notebooks.items():
-        course.write_notebook(nb, klass / student / f"{lesson}.ipynb")
+        write_notebook(nb, klass / student / f"{lesson}.ipynb")
     s = grading_command.Settings(out=str(tmp_path), lessons=[lesson], **{"workers": 2, **settings})  # course: tmp_path/course
     outcome = grading_command.run(klass, s, progress=False, log=lambda *a: None)
     flags = {row["student"]: " | ".join(row["flags"]) for row in outcome["rows"]}

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder import answers, bugs, course, grade
+from autograder.course import answers
+from autograder import bugs, grade
+from autograder.course.notebooks import write_notebook
 from autograder.checks import registry
 from run_once import once
 
@@ -66,7 +68,7 @@ def notebooks() -> dict:
 def _grade(base: Path) -> dict:
     root, out = base / "class", base / "out"
     for student, nb in notebooks().items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+        write_notebook(nb, root / student / f"{LESSON}.ipynb")
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2)
     result = grade.run(root, settings, progress=False, log=lambda *a: None)
     return {"out": str(out), "changed": result["changed"],

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import bundle
+from autograder.publish import bundle
 
 
 class LearnerMachine:

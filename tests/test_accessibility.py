@@ -27,6 +27,7 @@ import nbformat
 import pytest
 
 from autograder import course
+from autograder.course import notebooks
 
 LESSONS = course.lesson_names()
 
@@ -232,7 +233,7 @@ def intro_problems(nb):
 
 # -------------------------------------------------------------------------------------------------- lessons
 def _lesson(name):
-    return course.read_source(course.SOLUTIONS / f"{name}.py")
+    return notebooks.read_source(course.SOLUTIONS / f"{name}.py")
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

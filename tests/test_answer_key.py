@@ -1,7 +1,8 @@
 """docs/written-answers.md: every written answer's question, model answer and rubric, generated from the lesson
 sources, kept in step with them, pointed to by the README and never released in lessons/."""
 
-from autograder import answer_key, build, course
+from autograder.publish import answer_key, build
+from autograder import course
 
 
 def test_answer_key_is_in_step_with_the_lessons():

@@ -2,7 +2,7 @@
 
 Answer lines: every code line of every solution cell in ``solutions/`` (the model answers), with its comment
 removed, and, for ``return EXPR`` and ``name = EXPR`` lines, EXPR alone; a line the student notebook already hands
-out (the starting code of a find-the-bug exercise, autograder/given_code.py) is no answer. Messages: every catalogued bug's
+out (the starting code of a find-the-bug exercise, autograder/publish/given_code.py) is no answer. Messages: every catalogued bug's
 diagnosis, and every string the hidden checks (``autograder/checks/``) and the visible self-checks
 (``solutions/selfcheck_*.py``) can show. A message names the mistake and the idea to revisit, never the line.
 """
@@ -13,7 +13,9 @@ import re
 
 import pytest
 
-from autograder import answers, bugs, course, given_code
+from autograder.course import answers
+from autograder import bugs, course
+from autograder.publish import given_code
 
 MIN_LENGTH = 15  # shorter pieces (`d_k`, `weights @ V`) are vocabulary, not an answer; so is a bare list of names
 

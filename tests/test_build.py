@@ -10,7 +10,9 @@ import nbformat
 
 import pytest
 
-from autograder import build, course, given_code
+from autograder.publish import build, given_code
+from autograder import course
+from autograder.course import notebooks
 
 LESSONS = course.lesson_names()
 
@@ -31,7 +33,7 @@ def test_student_notebook_leaks_nothing(lesson):
     nb = nbformat.read(course.LESSONS / f"{lesson}.ipynb", as_version=4)
     assert build.leaks(nb) == []
     source = "\n".join(c.source for c in nb.cells)
-    solutions = course.read_source(course.SOLUTIONS / f"{lesson}.py")
+    solutions = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py")
     # a find-the-bug exercise hands out its buggy code on purpose: the lines it shares with the fix are not a leak
     given = {line.strip() for b in given_code.given_bugs(lesson) for line in b.source.splitlines()}
     for cell in solutions.cells:
@@ -58,7 +60,7 @@ def test_light_header_gets_nbgrader_constant_keys(tmp_path):
                       '    return 42\n    ### END SOLUTION\n\n# %% [markdown] nbgrader={"grade_id": "why", '
                       '"solution": true, "points": 2}\n# Why?\n\n# %% [markdown] nbgrader={"grade_id": "note"}\n'
                       '# A note.\n')
-    cells = course.read_source(source).cells
+    cells = notebooks.read_source(source).cells
     assert [dict(c.metadata["nbgrader"]) for c in cells] == [
         {"grade": False, "grade_id": "f", "locked": False, "schema_version": 3, "solution": True, "task": False},
         {"grade": True, "grade_id": "why", "locked": False, "points": 2, "schema_version": 3, "solution": True,
@@ -76,14 +78,14 @@ def test_header_that_nbgrader_would_read_otherwise_fails_the_build(tmp_path, hea
     bad = tmp_path / "99_bad.py"
     bad.write_text(f"# %% [markdown] nbgrader={header}\n# text\n")
     with pytest.raises(course.SourceError, match=words):
-        course.read_source(bad)
+        notebooks.read_source(bad)
 
 
 def test_full_nbgrader_headers_are_still_read(tmp_path):
     source = tmp_path / "99_full.py"
     source.write_text('# %% [markdown] nbgrader={"grade": false, "grade_id": "x", "locked": true, '
                       '"schema_version": 3, "solution": false, "task": false}\n# text\n')
-    assert course.read_source(source).cells[0].metadata["nbgrader"]["locked"] is True
+    assert notebooks.read_source(source).cells[0].metadata["nbgrader"]["locked"] is True
 
 
 def test_lesson_headers_are_light_and_within_the_line_length():
@@ -138,7 +140,7 @@ def test_solution_in_a_cell_not_declared_as_one_fails_the_build(tmp_path, header
     bad = tmp_path / "99_bad.py"
     bad.write_text(header + "\ndef f():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n")
     with pytest.raises(course.SourceError, match=error):
-        course.read_source(bad)
+        notebooks.read_source(bad)
 
 
 def test_duplicate_grade_id_fails_the_build(tmp_path):
@@ -146,13 +148,13 @@ def test_duplicate_grade_id_fails_the_build(tmp_path):
     header = '# %% nbgrader={"grade_id": "x"}\n'
     bad.write_text(header + "a = 1\n\n" + header + "b = 2\n")
     with pytest.raises(course.SourceError, match="used twice"):
-        course.read_source(bad)
+        notebooks.read_source(bad)
 
 
 def test_cell_ids_are_stable_across_reads():
     for lesson in LESSONS:
-        a = [c["id"] for c in course.read_source(course.SOLUTIONS / f"{lesson}.py").cells]
-        b = [c["id"] for c in course.read_source(course.SOLUTIONS / f"{lesson}.py").cells]
+        a = [c["id"] for c in notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells]
+        b = [c["id"] for c in notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells]
         assert a == b and len(set(a)) == len(a)
 
 
@@ -177,4 +179,4 @@ def test_graded_cell_without_hidden_check_fails_the_build(tmp_path):
     bad = tmp_path / "99_bad.py"
     bad.write_text('# %% nbgrader={"grade_id": "t", "points": 1}\nassert f() == 42\n')
     with pytest.raises(course.SourceError, match="hidden_cell.run"):
-        course.read_source(bad)
+        notebooks.read_source(bad)

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import zipfile
 
-from autograder import bundle, course
+from autograder.publish import bundle
+from autograder import course
+from autograder.course import notebooks
 
 
 def _names(path):
@@ -19,8 +21,8 @@ def _names(path):
 
 def test_make_bundle_writes_the_lessons_and_nothing_else(tmp_path):
     out = tmp_path / "class" / "lessons.zip"
-    proc = subprocess.run([sys.executable, "-m", "autograder.bundle", "--out", str(out)], cwd=tmp_path,
-                          env=course.nbgrader_env(), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "autograder.publish.bundle", "--out", str(out)], cwd=tmp_path,
+                          env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     expected = {f"{name}.ipynb" for name in course.lesson_names()} | set(course.PAGES) | {"requirements.txt",
                                                                                          "README.md"}

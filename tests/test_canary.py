@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, answers
-from autograder.grading import canary, intake
+from autograder import course, grade
+from autograder.course import notebooks
+from autograder.course import answers
+from autograder.grading import canary, intake, state
 from autograder.grading.settings import COURSE_ID
 
 LESSON = "01_warmup"
@@ -32,7 +34,7 @@ def _copy_course(dest: Path) -> Path:
 
 
 def _cli(copy: Path, submissions_path: Path, out: Path):
-    env = course.nbgrader_env()
+    env = notebooks.nbgrader_env()
     env["PYTHONPATH"] = str(copy)  # the copy's autograder, not this checkout's
     cmd = [sys.executable, "-m", "autograder.grade", str(submissions_path), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "1", "--quiet"]
@@ -55,9 +57,9 @@ def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("canary")
     copy = _copy_course(base / "course-copy")
     klass, out = base / "class", base / "out"
-    course.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)
-    course.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
+    notebooks.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
     reference = copy / "autograder" / "reference.py"
     intact = reference.read_text(encoding="utf-8")
     reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")
@@ -104,8 +106,8 @@ def test_a_failed_canary_loses_nothing_and_the_repaired_course_grades_everyone(r
 
 def test_no_student_id_can_be_a_canary_id():
     for lesson in course.lesson_names():
-        assert canary.is_canary(canary.student_id(lesson))
-        assert not intake.STUDENT_ID.match(canary.student_id(lesson))
+        assert state.is_canary(state.canary_id(lesson))
+        assert not intake.STUDENT_ID.match(state.canary_id(lesson))
 
 
 @pytest.mark.parametrize("first, words", [

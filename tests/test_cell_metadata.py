@@ -1,4 +1,4 @@
-"""The grading pipeline's cell-metadata check (``autograder/grading/cell_metadata.py``) accepts and refuses exactly
+"""The grading pipeline's cell-metadata check (``autograder/grading/pipeline/cell_metadata.py``) accepts and refuses exactly
 what nbgrader's own does, with the same errors."""
 
 import copy
@@ -8,11 +8,12 @@ from nbgrader.nbgraderformat import MetadataValidator, ValidationError
 from nbgrader.preprocessors import CheckCellMetadata as Nbgraders
 
 from autograder import course
-from autograder.grading.cell_metadata import CheckCellMetadata, CompiledMetadataValidator
+from autograder.course import notebooks
+from autograder.grading.pipeline.cell_metadata import CheckCellMetadata, CompiledMetadataValidator
 
 
 def _released():
-    return course.read_source(course.SOLUTIONS / "01_warmup.py")
+    return notebooks.read_source(course.SOLUTIONS / "01_warmup.py")
 
 
 def _graded_cell(nb):

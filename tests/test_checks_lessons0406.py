@@ -10,7 +10,6 @@ import pytest
 from autograder import bugs, course, reference
 from autograder.checks import compare, registry
 from autograder.checks.dtypes import dtype_kept
-from autograder.checks.lesson05 import _reference_head_weights
 from autograder.checks.runner import Case, WrongAnswer
 
 LESSONS = ("04", "05", "06")
@@ -22,7 +21,7 @@ HARD = ("tiled_max_starts_at_zero", "tiled_float64_accumulators", "gqa_blocked_r
         "head_weights_projections_transposed", "decode_loop_float64_cache", "causal_mask_blocks_diagonal")
 
 _LEARNER_NAMES = {"split_into_heads": reference.split_heads, "merge_heads": reference.concat_heads,
-                  "head_weights": _reference_head_weights, "mha_from_scratch": reference.multi_head_attention}
+                  "head_weights": reference.head_weights, "mha_from_scratch": reference.multi_head_attention}
 
 
 def _values(test, function, fn):

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import answers, bugs, course, grade
+from autograder.course import answers
+from autograder import bugs, course, grade
+from autograder.course import notebooks
 from autograder.grading import intake
 from postgres_server import free_port
 from worker_killer import WorkerKiller, kernel_launchers
@@ -32,7 +34,7 @@ def _class(root: Path) -> dict:
     nbs = {"s0_full": answers.fill(LESSON), "s1_untouched": answers.student_notebook(LESSON)}
     nbs.update({f"s{i + 2}_{b.id}": answers.fill(LESSON, {b.function: b.source}) for i, b in enumerate(BUGS)})
     for student, nb in nbs.items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     return nbs
 
 
@@ -70,7 +72,7 @@ class Cluster:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         dask = str(Path(sys.executable).parent / "dask")
-        env = course.nbgrader_env()
+        env = notebooks.nbgrader_env()
         self.logs = folder
         self.scheduler = self._start([dask, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
                                       "--no-dashboard"], env, "scheduler")
@@ -105,7 +107,7 @@ def graded(tmp_path_factory, postgres_server):
     grade.run(root, local, progress=False, log=lambda *a: None)
 
     cluster = Cluster(base)
-    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("cluster")}
+    env = notebooks.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("cluster")}
     out = base / "out"
     proc = subprocess.Popen([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
                              LESSON, "--timeout", "60", "--scheduler", cluster.address, "--quiet"],
@@ -116,7 +118,7 @@ def graded(tmp_path_factory, postgres_server):
         while killed is None and proc.poll() is None and time.monotonic() < deadline:
             graded_so_far = list((out / "state").glob(f"s*/{LESSON}.json")) if (out / "state").exists() else []
             victim = cluster.workers[0]
-            kernel = [c for _, c in _descendants(victim.pid) if "bwrap" in c and "autograder.sandbox" in c]
+            kernel = [c for _, c in _descendants(victim.pid) if "bwrap" in c and "autograder.kernel.launcher" in c]
             if len(graded_so_far) >= 2 and kernel:  # halfway, and this worker is grading a notebook right now
                 os.killpg(victim.pid, signal.SIGKILL)
                 victim.wait()
@@ -151,10 +153,10 @@ def test_the_cluster_grades_into_postgresql_and_each_notebook_once(graded):
 
 def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):
     root = tmp_path / "class"
-    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(tmp_path / "out"),
                            "--lessons", LESSON, "--scheduler", "tcp://127.0.0.1:9", "--quiet"],
-                          cwd=course.ROOT, env=course.nbgrader_env(), capture_output=True, text=True, timeout=300)
+                          cwd=course.ROOT, env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
     assert "cannot share the SQLite gradebook" in proc.stderr and "--db postgresql://" in proc.stderr
     assert not (tmp_path / "out" / "state").exists()
@@ -162,8 +164,8 @@ def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):
 
 def test_an_unreachable_scheduler_is_a_setup_error(tmp_path, postgres_server):
     root = tmp_path / "class"
-    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
-    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("unreachable")}
+    notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    env = notebooks.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("unreachable")}
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(tmp_path / "out"),
                            "--lessons", LESSON, "--scheduler", f"tcp://127.0.0.1:{free_port()}", "--quiet"],
                           cwd=course.ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -178,11 +180,11 @@ def test_a_worker_that_cannot_sandbox_as_the_run_does_grades_nothing(tmp_path, p
     graded there first, becomes a grading error that names the worker, and no student is graded."""
     from distributed import LocalCluster
 
-    from autograder import sandbox
+    from autograder.kernel import sandbox
     from autograder.grading import canary
 
     root = tmp_path / "class"
-    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
     monkeypatch.setattr(sandbox, "isolation_level", lambda: "none")
     umask = os.umask(0o022)
     os.umask(umask)
@@ -206,8 +208,8 @@ def test_a_student_whose_workers_keep_dying_is_a_grading_error_and_the_others_ar
     from distributed import LocalCluster
 
     root, out = tmp_path / "class", tmp_path / "out"
-    course.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
-    course.write_notebook(answers.fill(LESSON), root / "dan" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "dan" / f"{LESSON}.ipynb")
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
             LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as local:
         s = grade.Settings(out=str(out), lessons=[LESSON], timeout=60, db_url=postgres_server.database("killed"),
@@ -230,7 +232,7 @@ def test_a_scheduler_lost_mid_run_stops_the_command_and_the_next_run_resumes(gra
     graded; run again against a new cluster, it grades only the rest and ends with every grade of a local run (the
     same class as above)."""
     root, local = graded["base"] / "class", graded["local"]
-    env = course.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("restarted")}
+    env = notebooks.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("restarted")}
     out = tmp_path / "out"
 
     def command(address):

@@ -149,7 +149,7 @@ def test_traceback_colours_become_classes_the_policy_allows():
 
     from nbconvert.filters.ansi import ansi2html
 
-    from autograder.grading import page_safety
+    from autograder.grading.pipeline import page_safety
 
     coloured = ansi2html("\x1b[38;5;28;01mreturn\x1b[39;00m \x1b[31mx\x1b[39m")  # IPython's 256-colour keyword
     assert 'style="color: rgb(0,135,0)"' in coloured
@@ -171,7 +171,7 @@ def test_page_parts_are_remembered_by_their_whole_text():
     from nbconvert.filters.highlight import Highlight2HTML
     from nbconvert.filters.markdown_mistune import MarkdownWithMath
 
-    from autograder.grading import feedback_page, page_safety
+    from autograder.grading.pipeline import feedback_page, page_safety
 
     highlight = feedback_page.RememberedHighlight(pygments_lexer="ipython3")
     for source in ("x = 1\n", "x = 2\n", "%%bash\necho hi\n", "y = 3\n" * 5000):

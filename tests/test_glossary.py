@@ -11,6 +11,7 @@ import tokenize
 import nbformat
 
 from autograder import course
+from autograder.course import notebooks
 
 GLOSSARY = course.SOLUTIONS / "glossary.md"
 DIM = r"(?:\.\.\.|[A-Za-z_]\w*|\d+)(?:\s*[*+\-/]\s*(?:[A-Za-z_]\w*|\d+))*"
@@ -40,7 +41,7 @@ def shape_names(code: str) -> set:
 def course_code():
     """(where, Python source) of every code cell of every lesson and of every self-check module."""
     for lesson in course.lesson_names():
-        for i, cell in enumerate(course.read_source(course.SOLUTIONS / f"{lesson}.py").cells):
+        for i, cell in enumerate(notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells):
             if cell.cell_type == "code":
                 code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in cell.source.splitlines())
                 yield f"solutions/{lesson}.py cell {i + 1}", code

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, grade, answers
+from autograder import course, grade
+from autograder.course import notebooks
+from autograder.course import answers
 from autograder.bugs import by_id
 from autograder.grading import findings, intake, scan, workspace
 from run_once import once
@@ -42,15 +44,15 @@ def _class(root: Path) -> dict:
     }
     for student, lessons in nbs.items():
         for lesson, nb in lessons.items():
-            course.write_notebook(nb, root / student / f"{lesson}.ipynb")
-    course.write_notebook(answers.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
+            notebooks.write_notebook(nb, root / student / f"{lesson}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "erin" / LESSON / "my attempt.ipynb")
     return {"alice": 8.0, "bob": 0.0, "carol": 7.0, "dan": 3.0, "erin": 8.0}
 
 
 def _cli(submissions_path, out, *extra, check=True):
     cmd = [sys.executable, "-m", "autograder.grade", str(submissions_path), "--out", str(out),
            "--lessons", LESSON, "--timeout", "30", *extra]
-    proc = subprocess.run(cmd, cwd=course.ROOT, env=course.nbgrader_env(), capture_output=True, text=True,
+    proc = subprocess.run(cmd, cwd=course.ROOT, env=notebooks.nbgrader_env(), capture_output=True, text=True,
                           timeout=900)
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -182,7 +184,7 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
     out = tmp_path / "parallel"
     cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "2", "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=course.ROOT, env=course.nbgrader_env(), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=course.ROOT, env=notebooks.nbgrader_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600
     try:
@@ -206,7 +208,7 @@ def test_a_parallel_batch_killed_halfway_resumes_to_the_serial_grades_and_reruns
     assert _grades(out) == klass["grades"]
     changed = tmp_path / "changed"
     shutil.copytree(klass["root"], changed)
-    course.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), changed / "bob" / f"{LESSON}.ipynb")
     third = _cli(changed, out, "--workers", "2")
     assert "graded 1 notebooks" in third.stdout
     rows = {r["student"]: r for r in _grades(out)}
@@ -223,7 +225,7 @@ def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_ever
     cmd = [sys.executable, "-m", "autograder.grade", str(klass["root"]), "--out", str(out), "--lessons", LESSON,
            "--timeout", "30", "--workers", "2", "--quiet"]
     with WorkerKiller(out, {"carol": 1, "dan": None}) as killer:
-        proc = subprocess.run(cmd, cwd=course.ROOT, env=course.nbgrader_env(), capture_output=True, text=True,
+        proc = subprocess.run(cmd, cwd=course.ROOT, env=notebooks.nbgrader_env(), capture_output=True, text=True,
                               timeout=900)
     kills, stdout, stderr = killer.kills, proc.stdout, proc.stderr
     assert kills == {"carol": 1, "dan": 2}, (kills, stdout[-2000:], stderr[-2000:])  # dan: in company, then alone
@@ -242,5 +244,5 @@ def test_a_dying_grading_worker_costs_no_grade_and_a_notebook_that_kills_it_ever
 
 def test_the_gradebook_schema_revision_read_in_process_is_the_one_nbgrader_asks_alembic_for():
     asked = subprocess.run([sys.executable, "-c", "import nbgrader.api; print(nbgrader.api.get_alembic_version())"],
-                           env=course.nbgrader_env(), capture_output=True, text=True, check=True)
+                           env=notebooks.nbgrader_env(), capture_output=True, text=True, check=True)
     assert workspace.alembic_head() == asked.stdout.strip()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from autograder import answers
+from autograder.course import answers
 from autograder.bugs import by_id
 from grading_helpers import grade, lost
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from autograder import bugs, course, reference, answers
+from autograder import bugs, course, reference
+from autograder.course import answers
 from autograder.checks import lesson02 as hidden
 from autograder.checks.runner import WrongAnswer
 from grading_helpers import grade, lost
@@ -121,7 +122,7 @@ def results(tmp_path_factory):
         "untouched": answers.student_notebook(LESSON),
         "misfit": answers.fill(LESSON, MISFIT),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
+    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
     notebooks["split_no_transpose"] = answers.fill(
         LESSON, {"split_heads": bugs.by_id("split_no_transpose").source})
     start = time.perf_counter()

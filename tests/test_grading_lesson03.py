@@ -3,7 +3,8 @@ submission per catalogued bug of the lesson; every score is read back from the g
 
 import pytest
 
-from autograder import bugs, answers
+from autograder import bugs
+from autograder.course import answers
 from grading_helpers import grade, lost
 
 LESSON = "03_param_count"
@@ -24,7 +25,7 @@ def results(tmp_path_factory):
                 return 64, 4 * 512 * 512, 4 * 512 * 512
             """}),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
+    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l03"), LESSON, notebooks)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from nbgrader.api import Gradebook
 
-from autograder import answers, course
+from autograder.course import answers
+from autograder import course
 from autograder.bugs import by_id, for_function
 from autograder.checks import lesson05 as hidden
 from autograder.checks.runner import WrongAnswer
@@ -311,7 +312,7 @@ def test_multiple_choice_rejects_other_letters_and_impostors():
 
 
 def test_the_find_the_bug_cells_hand_out_the_given_bugs_and_only_they():
-    from autograder import given_code
+    from autograder.publish import given_code
 
     released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in answers.student_notebook(LESSON).cells
                 if c.metadata.get("nbgrader", {}).get("solution")}

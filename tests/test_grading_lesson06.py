@@ -4,7 +4,9 @@ points of the tests it is catalogued for, with its diagnosis in the learner's fe
 
 import pytest
 
-from autograder import bugs, course, answers
+from autograder import bugs, course
+from autograder.course import notebooks
+from autograder.course import answers
 from grading_helpers import grade, lost
 
 LESSON = "06_going_further"
@@ -31,7 +33,7 @@ WRONG_TOOLS = answers.model_answers(LESSON)["tools"].replace(
 
 def points():
     """grade_id -> points of every graded test cell, read from the lesson source."""
-    nb = course.read_source(course.SOLUTIONS / f"{LESSON}.py")
+    nb = notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py")
     return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
             if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["points"] > 0}
 
@@ -44,7 +46,7 @@ def results(tmp_path_factory):
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.mutation), in one batch
+    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
 
 
@@ -93,7 +95,7 @@ def _learner_namespace(replacement=None):
 
     import numpy as np
 
-    nb = course.read_source(course.SOLUTIONS / f"{LESSON}.py")
+    nb = notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py")
     ns = {"np": np, "math": math, "time": time, "tracemalloc": tracemalloc}
     tools = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "tools")
     exec(tools.source, ns)

@@ -6,7 +6,7 @@ graded by tests/test_mutations.py."""
 
 import pytest
 
-from autograder import answers
+from autograder.course import answers
 from grading_helpers import grade, lost
 
 LESSON = "07_heads_that_learn"

@@ -1,4 +1,4 @@
-"""The first code cell of every student notebook carries its self-check modules (``autograder/helper_cell.py``).
+"""The first code cell of every student notebook carries its self-check modules (``autograder/course/helper_cell.py``).
 
 Run alone in an empty folder, every lesson works (``tests/test_notebooks.py`` runs them so); here: what the cell
 carries, that it leaves an identical file untouched and replaces a missing, tampered or stale one, that a damaged
@@ -16,7 +16,9 @@ import nbformat
 import pytest
 from nbgrader.utils import compute_checksum
 
-from autograder import course, helper_cell
+from autograder import course
+from autograder.course import notebooks
+from autograder.course import helper_cell
 
 LESSONS = course.lesson_names()
 
@@ -113,7 +115,7 @@ def test_the_build_refuses_a_lesson_cell_with_the_reserved_grade_id(tmp_path):
     bad = tmp_path / "99_bad.py"
     bad.write_text(f'# %% [markdown] nbgrader={{"grade_id": "{helper_cell.GRADE_ID}"}}\n# text\n')
     with pytest.raises(course.SourceError, match="names the cell the build adds"):
-        course.read_source(bad)
+        notebooks.read_source(bad)
 
 
 def test_grading_imports_the_self_checks_from_the_kernel_library_not_from_the_cell(tmp_path):
@@ -123,7 +125,7 @@ def test_grading_imports_the_self_checks_from_the_kernel_library_not_from_the_ce
 
     library = write_kernel_library(tmp_path / "library")
     for lesson in LESSONS:
-        cells = course.read_source(course.SOLUTIONS / f"{lesson}.py").cells
+        cells = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells
         code = [c for c in cells if c.cell_type == "code"]
         assert helper_cell.is_cell(code[0]), lesson
         setup = code[1].source
@@ -135,12 +137,12 @@ def test_grading_imports_the_self_checks_from_the_kernel_library_not_from_the_ce
 
 
 def test_feedback_page_shows_the_cells_note_not_the_modules():
-    from autograder.grading.feedback_page import shown_source
+    from autograder.grading.pipeline.feedback_page import shown_source
 
     cell = _cell("01_warmup")
     chunk = re.findall(r'"([A-Za-z0-9+/=]{100})"', cell.source)[0]  # a line of the compressed modules
     shown = shown_source(cell)
     assert shown.startswith("# Run this cell first") and chunk not in shown and "def " not in shown
-    setup = next(c for c in course.read_source(course.SOLUTIONS / "01_warmup.py").cells
+    setup = next(c for c in notebooks.read_source(course.SOLUTIONS / "01_warmup.py").cells
                  if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
     assert "HIDDEN TESTS" in setup.source and "HIDDEN TESTS" not in shown_source(setup)

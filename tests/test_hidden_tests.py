@@ -1,5 +1,5 @@
-"""The hidden-test channel on its own: the kernel side (``autograder/hidden_cell.py``) talking to the grader side
-(``autograder/grading/hidden_tests.py``) in one process, the kernel's ``input()`` answered by ``Session.answer``.
+"""The hidden-test channel on its own: the kernel side (``autograder/kernel/hidden_cell.py``) talking to the grader side
+(``autograder/grading/pipeline/hidden_tests.py``) in one process, the kernel's ``input()`` answered by ``Session.answer``.
 
 The real thing runs over a kernel's stdin channel (tests/test_grading_*.py, tests/test_tamper.py); here each
 step of the protocol is checked directly: a verdict the kernel cannot fake, helpers answered by the grader, a
@@ -14,10 +14,11 @@ import json
 import numpy as np
 import pytest
 
-from autograder import hidden_cell, reference
+from autograder.kernel import hidden_cell, protocol
+from autograder import reference
 from autograder.bugs import by_id
 from autograder.checks import registry
-from autograder.grading.hidden_tests import Session
+from autograder.grading.pipeline.hidden_tests import Session
 
 
 def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
@@ -118,7 +119,7 @@ def test_the_kernel_cannot_talk_its_way_to_a_pass(monkeypatch, forgery):
         if forgery == "garbage" and message["op"] == "result":
             return "{not json"
         if forgery == "wrong_results" and message["op"] == "result":
-            message["value"] = hidden_cell.encode_value(np.zeros(3))
+            message["value"] = protocol.encode_value(np.zeros(3))
             return json.dumps(message)
         return prompt
 
@@ -129,20 +130,21 @@ def test_the_kernel_cannot_talk_its_way_to_a_pass(monkeypatch, forgery):
 def test_values_cross_the_channel_without_pickle():
     for value in [np.arange(6.0).reshape(2, 3).astype(np.float32), np.array([True, False]), 3, 2.5, "b", None,
                   (1, np.ones(2)), [1, 2], {"x": np.zeros(1)}, float("nan"), np.float32(1.5)]:
-        back = hidden_cell.decode_value(json.loads(json.dumps(hidden_cell.encode_value(value))))
+        back = protocol.decode_value(json.loads(json.dumps(protocol.encode_value(value))))
         assert type(back) is type(value) or isinstance(value, np.generic)
-    assert isinstance(hidden_cell.decode_value(hidden_cell.encode_value(object())), hidden_cell.Unrecordable)
+    assert isinstance(protocol.decode_value(protocol.encode_value(object())), protocol.Unrecordable)
     with pytest.raises(ValueError):
-        hidden_cell.decode_value({"array": "bm90IGFuIG5weQ=="})  # not an .npy
+        protocol.decode_value({"array": "bm90IGFuIG5weQ=="})  # not an .npy
 
 
 def test_every_graded_cell_has_exactly_one_registered_test_and_every_test_is_used():
     from autograder import course
+    from autograder.course import notebooks
 
     cells = set()
     for source in course.lesson_sources():
         lesson = registry.lesson_module(source.stem)
-        for cell in course.read_source(source).cells:
+        for cell in notebooks.read_source(source).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade") and cell.cell_type == "code" and meta.get("points", 0) > 0:
                 assert registry.find(lesson, meta["grade_id"]) is not None, meta["grade_id"]

@@ -19,7 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import answers, course, grade, helper_cell
+from autograder.course import answers, helper_cell
+from autograder import course, grade
+from autograder.course import notebooks
 from autograder.bugs import by_id
 from autograder.grading import intake
 from grading_helpers import with_cell
@@ -147,13 +149,13 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_n
 
 def _write(root: Path, nbs: dict, honest: dict) -> dict:
     for student, nb in nbs.items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
-    course.write_notebook(answers.fill(LESSON), root / "misnamed" / f"{LESSON.replace('_w', '_W')} (1).ipynb")
+        notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON), root / "misnamed" / f"{LESSON.replace('_w', '_W')} (1).ipynb")
     honest["misnamed"] = FULL
     (root / "malformed").mkdir()
     (root / "malformed" / f"{LESSON}.ipynb").write_text('{"cells": [ this is not json', encoding="utf-8")
     honest["malformed"] = 0.0
-    course.write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
+    notebooks.write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
     honest["missing"] = 0.0
     return honest
 

@@ -10,7 +10,10 @@ import ast
 
 import pytest
 
-from autograder import answers, course, mutation, placements
+from autograder.course import answers
+from autograder import course
+from autograder.course import notebooks
+from autograder.proofs import mutation, placements
 from autograder.checks import registry, stand_ins
 
 LESSONS = course.lesson_names()
@@ -76,7 +79,7 @@ def _visible_calls(cell_source):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_visible_self_check_after_a_hidden_test_is_declared(lesson):
     tests = registry.tests_of(registry.lesson_module(lesson))
-    for cell in course.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
+    for cell in notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id not in tests:
             continue

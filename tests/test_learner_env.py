@@ -12,7 +12,9 @@ import sys
 import nbformat
 import pytest
 
-from autograder import bundle, course, helper_cell, learner_env
+from autograder.publish import bundle, learner_env
+from autograder import course
+from autograder.course import helper_cell
 
 
 def imported_modules(nb) -> set:

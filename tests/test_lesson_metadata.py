@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import course  # noqa: E402
+from autograder.course import notebooks
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "lesson_metadata.json"
 
@@ -37,7 +38,7 @@ def _cells(nb) -> list:
 
 
 def current(lesson: str) -> dict:
-    return {"instructor": _cells(course.read_source(course.SOLUTIONS / f"{lesson}.py")),
+    return {"instructor": _cells(notebooks.read_source(course.SOLUTIONS / f"{lesson}.py")),
             "released": _cells(nbformat.read(course.LESSONS / f"{lesson}.ipynb", as_version=4))}
 
 

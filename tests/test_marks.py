@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, answers
+from autograder import course
+from autograder.course import notebooks
+from autograder.course import answers
 from autograder.grading.settings import COURSE_ID
 from run_once import once
 
@@ -28,7 +30,7 @@ MANUAL = {"explain_reshape": 3.0, "explain_w_o": 1.0, "explain_scale": 2.0, "sym
 
 def _points():
     """(autograded points, manually graded points) of the lesson, read from its source."""
-    cells = [c.metadata.get("nbgrader", {}) for c in course.read_source(course.SOLUTIONS / f"{LESSON}.py").cells]
+    cells = [c.metadata.get("nbgrader", {}) for c in notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py").cells]
     manual = {m["grade_id"]: m["points"] for m in cells if m.get("grade") and m.get("solution")}
     auto = sum(m["points"] for m in cells if m.get("grade") and not m.get("solution"))
     return auto, manual
@@ -42,7 +44,7 @@ pytestmark = pytest.mark.grading
 def _cli(root, out):
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
                            LESSON, "--timeout", "60", "--workers", "2", "--quiet"], cwd=course.ROOT,
-                          env=course.nbgrader_env(), capture_output=True, text=True, timeout=900)
+                          env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=900)
     with (Path(out) / "grades.csv").open(newline="") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     feedback = {s: (Path(out) / "feedback" / s / f"{LESSON}.html").read_text() for s in rows}
@@ -55,7 +57,7 @@ def _batch(base: Path) -> dict:
 
     root, out = base / "class", base / "out"
     for student in ("alice", "bob"):
-        course.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
     runs = {"first": _cli(root, out)}
     with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
         for cell, points in MANUAL.items():  # what formgrader's grade handler does
@@ -65,7 +67,7 @@ def _batch(base: Path) -> dict:
         gb.db.commit()
     runs["manual"] = _cli(root, out)
     changed = answers.fill(LESSON, {"explain_w_o": "W_O mixes the heads; it is an average of them."})
-    course.write_notebook(changed, root / "alice" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(changed, root / "alice" / f"{LESSON}.ipynb")
     runs["resubmitted"] = _cli(root, out)
     return runs
 

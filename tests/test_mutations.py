@@ -5,7 +5,9 @@ import time
 
 import pytest
 
-from autograder import bug_table, bugs, course, mutation, placements
+from autograder.publish import bug_table
+from autograder import bugs, course
+from autograder.proofs import mutation, placements
 
 pytestmark = pytest.mark.grading
 

@@ -14,7 +14,10 @@ import pytest
 
 from nbgrader.utils import compute_checksum
 
-from autograder import answers, course, given_code, helper_cell
+from autograder.course import answers, helper_cell
+from autograder import course
+from autograder.course import notebooks
+from autograder.publish import given_code
 from learner_venv import LearnerMachine
 from notebook_runner import errors, self_check_cells, stderr_text
 
@@ -25,8 +28,8 @@ LESSONS = course.lesson_names()
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_solution_notebook_passes_nbval(lesson, tmp_path):
     path = tmp_path / f"{lesson}.ipynb"
-    course.write_notebook(course.read_source(course.SOLUTIONS / f"{lesson}.py"), path)
-    env = course.nbgrader_env()
+    notebooks.write_notebook(notebooks.read_source(course.SOLUTIONS / f"{lesson}.py"), path)
+    env = notebooks.nbgrader_env()
     env.pop("MHA_SHORT_TRAINING", None)  # the one run that trains lesson 07's model in full and checks its heads
     proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
                            "-p", "no:xdist", str(path)], cwd=tmp_path, env=env,

@@ -25,9 +25,11 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from autograder import course, grade, answers
+from autograder import course, grade
+from autograder.course import notebooks
+from autograder.course import answers
 from autograder.grading import dburl, intake, outcome, workspace
-from autograder.grading.execute import KERNEL_DIED, NOT_RUN
+from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 from run_once import once
 
 LESSON = "01_warmup"
@@ -94,7 +96,7 @@ def test_the_learners_own_failures_are_not_grading_errors():
 
 def test_lms_folder_names_get_a_safe_deterministic_id(tmp_path):
     for name in ("Petrov, Ivan", "o'brien", "Élodie Brûlé", "alice"):
-        course.write_notebook(answers.student_notebook(LESSON), tmp_path / "class" / name / f"{LESSON}.ipynb")
+        notebooks.write_notebook(answers.student_notebook(LESSON), tmp_path / "class" / name / f"{LESSON}.ipynb")
     roster = intake.collect(tmp_path / "class", [LESSON], tmp_path / "work")
     assert roster.folders["alice"] == "alice"
     ids = {folder: sid for sid, folder in roster.folders.items()}
@@ -130,7 +132,7 @@ def test_a_database_password_stays_out_of_make_and_the_command_line(tmp_path, ca
 # ---------------------------------------------------------------- real grading runs
 
 def _cli(submissions_path, out, *, cwd=None, pythonpath=None):
-    env = course.nbgrader_env()
+    env = notebooks.nbgrader_env()
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(submissions_path), "--out", str(out),
@@ -147,7 +149,7 @@ def _cli(submissions_path, out, *, cwd=None, pythonpath=None):
 def _batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     for student in ("alice", "bob", "o'brien"):
-        course.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(answers.fill(LESSON), root / student / f"{LESSON}.ipynb")
     workspace.prepare_course(grade.Settings(out=str(out), lessons=[LESSON], timeout=30), log=print)
     gradebook = out / "course" / "gradebook.db"
     with sqlite3.connect(gradebook) as db:  # A: the gradebook refuses bob's submission

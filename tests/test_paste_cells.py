@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from autograder import course
+from autograder.course import notebooks
 
 PASTE_LESSONS = {"02_multi_head": "01", "05_exercises": "01", "06_going_further": "01"}
 # Pasted functions whose model answer may differ from their lesson's: lesson 06 pastes no output_projection, so
@@ -22,7 +23,7 @@ OWN_MODEL_ANSWER = {("06_going_further", "multi_head_attention")}
 def model_answers(lesson):
     """{function name: the lines between BEGIN and END SOLUTION} for every function the lesson's solution defines."""
     answers = {}
-    for cell in course.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
+    for cell in notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
         if cell.cell_type != "code" or "### BEGIN SOLUTION" not in cell.source:
             continue
         lines = cell.source.splitlines()
@@ -52,7 +53,7 @@ def unscaled_attention(Q, K, V, mask=None):
 
 @pytest.mark.parametrize("lesson", course.lesson_names())
 def test_one_paste_cell_checked_right_after_it(lesson):
-    cells = course.read_source(course.SOLUTIONS / f"{lesson}.py").cells
+    cells = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells
     paste = [i for i, c in enumerate(cells) if c.cell_type == "code" and c.source.startswith("# PASTE CELL:")]
     if lesson not in PASTE_LESSONS:
         assert paste == []
@@ -71,7 +72,7 @@ def test_one_paste_cell_checked_right_after_it(lesson):
 def test_a_paste_cells_model_answer_is_the_earlier_lessons_model_answer(lesson):
     """The solution notebook pastes what a learner who finished the earlier lessons has: their model answers, line
     for line (a weaker pasted softmax fails lesson 01's self-check in the paste cell's check)."""
-    cells = course.read_source(course.SOLUTIONS / f"{lesson}.py").cells
+    cells = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells
     paste = next(c.source for c in cells if c.cell_type == "code" and c.source.startswith("# PASTE CELL:"))
     pasted = [f.name for f in ast.parse(paste).body if isinstance(f, ast.FunctionDef)]
     earlier = {**model_answers("01_warmup"), **model_answers("02_multi_head")} if lesson != "02_multi_head" \

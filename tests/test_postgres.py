@@ -9,7 +9,9 @@ import os
 
 import pytest
 
-from autograder import course, grade, answers
+from autograder import grade
+from autograder.course import notebooks
+from autograder.course import answers
 from autograder.bugs import by_id
 from autograder.grading.settings import COURSE_ID
 
@@ -29,7 +31,7 @@ def test_a_class_graded_in_parallel_into_postgresql(postgres_url, tmp_path):
     nbs = {"alice": answers.fill(LESSON), "bob": answers.student_notebook(LESSON),
            "carol": answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source})}
     for student, nb in nbs.items():
-        course.write_notebook(nb, tmp_path / "class" / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(nb, tmp_path / "class" / student / f"{LESSON}.ipynb")
     settings = grade.Settings(out=str(tmp_path / "out"), lessons=[LESSON], db_url=postgres_url, workers=2,
                               timeout=30)
     outcome = grade.run(tmp_path / "class", settings, progress=False, log=lambda *a: None)

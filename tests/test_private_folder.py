@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder import course, answers
+from autograder import course
+from autograder.course import notebooks
+from autograder.course import answers
 from autograder.bugs import by_id
 
 LESSON = "01_warmup"
@@ -53,8 +55,8 @@ def test_a_course_under_a_private_folder_with_a_symlinked_venv_grades_everyone_c
     for path in copy.rglob("*.py"):  # as a clone made with umask 077 leaves them
         os.chmod(path, 0o600)
     klass = private / "class"
-    course.write_notebook(answers.fill(LESSON), klass / "ada" / f"{LESSON}.ipynb")
-    course.write_notebook(answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
+    notebooks.write_notebook(answers.fill(LESSON), klass / "ada" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
                           klass / "bob" / f"{LESSON}.ipynb")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JUPYTER_PATH")}
     tools = Path(sys.executable).parent  # nbgrader runs `alembic`, installed beside the tests' interpreter

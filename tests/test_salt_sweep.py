@@ -1,6 +1,6 @@
 """Each hidden test catches each of its catalogued bugs, and names it, for every one of 200 grading salts.
 
-No kernel: the hidden tests' functions are called directly (``autograder.salt_sweep``) with the lesson's model
+No kernel: the hidden tests' functions are called directly (``autograder.proofs.salt_sweep``) with the lesson's model
 answers and one bug in place. The whole catalog is swept, whichever lesson a bug belongs to. The bugs of the
 lesson-04 experiment and of lesson 07's gradient check (finite differences) take seconds each, so they are marked
 ``slow`` (``make test`` runs them; ``make test-fast`` leaves them out).
@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from autograder import bugs, reference, salt_sweep
+from autograder import bugs, reference
+from autograder.proofs import salt_sweep
 from autograder.checks import registry
 
 SALTS = range(200)

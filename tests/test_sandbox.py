@@ -27,8 +27,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import course, grade, sandbox, answers
-from autograder.grading import execute, uids
+from autograder import grade
+from autograder.course import notebooks
+from autograder.kernel import sandbox
+from autograder.course import answers
+from autograder.grading.pipeline import execute
+from autograder.kernel import uids
 from grading_helpers import with_cell
 from run_once import once
 
@@ -89,7 +93,7 @@ for path in glob.glob("/tmp/mha-kernel-*/channel/kernel*"):  # every process it 
         reached.append(path)
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
-        if b"autograder" in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"autograder.sandbox", b""):
+        if b"autograder" in open(f"/proc/{pid}/cmdline", "rb").read().replace(b"autograder.kernel.launcher", b""):
             reached.append(f"cmdline:{pid}")
     except OSError:
         pass
@@ -216,7 +220,7 @@ def _grade_batch(base: Path) -> dict:
     for name, source in attacks.items():
         nbs[name] = with_cell(answers.fill(LESSON), "softmax", source.replace("SERVER_PORT", str(port)))
     for student, nb in nbs.items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
         os.chmod(root / student / f"{LESSON}.ipynb", 0o644)  # readable by anyone, as a usual umask leaves it
     ipc_before = _ipc_objects()
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=20, memory_mb=2048)

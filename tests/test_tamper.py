@@ -1,7 +1,7 @@
 """Submissions that attack the grading code inside their own kernel get no points for it.
 
 Each attack is paired with wrong functions (zeros): an attack that worked would turn those into points. The
-kernel holds no answer (the hidden tests run in the grader, ``autograder/hidden_cell.py``), so the attacks that
+kernel holds no answer (the hidden tests run in the grader, ``autograder/kernel/hidden_cell.py``), so the attacks that
 look for one (the reference read by path, imported by a name built at run time, or any file on the machine that
 defines a contract function) find nothing, and the ones that try to fake a pass are overruled by the grader,
 which writes the verdict into the cell itself.
@@ -9,7 +9,7 @@ which writes the verdict into the cell itself.
 
 import pytest
 
-from autograder import answers, helper_cell
+from autograder.course import answers, helper_cell
 from grading_helpers import grade
 
 LESSON = "01_warmup"
@@ -25,7 +25,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
 
 ATTACKS = {
     # the hidden cells call hidden_cell.run: make it do nothing
-    "run_replaced": "import sys, autograder.hidden_cell\nsys.modules['autograder.hidden_cell'].run = lambda *a, **k: None\n",
+    "run_replaced": "import sys, autograder.kernel.hidden_cell\nsys.modules['autograder.kernel.hidden_cell'].run = lambda *a, **k: None\n",
     # answer the grader's questions with a claim of success (ipykernel puts its own input back for each cell)
     "input_forged": "import builtins\nbuiltins.input = lambda prompt='': '{\"op\": \"done\", \"passed\": true}'\n",
     # make every comparison helper say "equal"
@@ -109,7 +109,7 @@ HELPER_CELL_REWRITTEN = """
 import os, sys
 os.makedirs("autograder", exist_ok=True)
 open("autograder/__init__.py", "w").close()
-with open("autograder/hidden_cell.py", "w") as f:
+with open("autograder/kernel/hidden_cell.py", "w") as f:
     f.write("def run(test):\\n    print('\\u2714 passed the hidden tests of this cell')\\n")
 with open("selfcheck_01.py", "w") as f:
     f.write("def __getattr__(name):\\n    return lambda *a, **k: print('\\u2714 fine')\\n")

@@ -1,4 +1,4 @@
-"""Warm kernels (autograder/warm_kernels.py): as safe and as exact as cold ones, through the real grading command.
+"""Warm kernels (autograder/kernel/warm_kernels.py): as safe and as exact as cold ones, through the real grading command.
 
 One class is graded twice by ``grade.run`` with one worker (so every kernel of a run comes from the same warm
 server), once with warm kernels and once with kernels started cold:
@@ -23,7 +23,10 @@ import re
 import nbformat
 import pytest
 
-from autograder import answers, bugs, course, grade, sandbox
+from autograder.course import answers
+from autograder import bugs, grade
+from autograder.course import notebooks
+from autograder.kernel import sandbox
 from grading_helpers import with_cell
 from run_once import once
 
@@ -92,7 +95,7 @@ def _grade(base, warm: bool) -> dict:
            "b_probe": with_cell(answers.fill(LESSON), "softmax", PROBE),
            "c_buggy": answers.fill(LESSON, {bug.function: bug.source}), "d_blank": answers.student_notebook(LESSON)}
     for student, nb in nbs.items():
-        course.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+        notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=1, timeout=30, warm_kernels=warm)
     grade.run(root, settings, progress=False, log=lambda *a: None)
     with (out / "grades.csv").open() as fh:
@@ -156,7 +159,7 @@ def test_warm_and_cold_kernels_give_the_same_grades(runs):
 
 
 def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
-    from autograder import warm_kernels
+    from autograder.kernel import warm_kernels
 
     server = warm_kernels.Server(library=str(tmp_path / "no-such-library"))
     assert not server.alive() and server.env() == {}
@@ -167,7 +170,7 @@ def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
 def test_a_kernel_library_written_again_gets_a_new_server(tmp_path):
     """Each run writes the kernel library afresh; a server still bound to the old folder would show kernels an
     empty one (the lesson's self-check modules missing), so the next kernel gets a new server."""
-    from autograder import warm_kernels
+    from autograder.kernel import warm_kernels
     from autograder.grading import workspace
 
     library = str(workspace.write_kernel_library(tmp_path / "kernel-library"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 def kernel_launchers(out: Path) -> dict:
     """{pid: (its parent, the grading worker; the student whose notebook it runs)} for every kernel launcher
-    running a notebook of the workspace ``out``: ``python -m autograder.sandbox``, or the bubblewrap it became for a
+    running a notebook of the workspace ``out``: ``python -m autograder.kernel.launcher``, or the bubblewrap it became for a
     kernel started cold. An orphaned launcher's parent is init (1), never to be killed."""
     out = Path(out).resolve()
     found = {}
@@ -25,7 +25,7 @@ def kernel_launchers(out: Path) -> dict:
             continue
         where = Path(cwd).relative_to(out / "course" / "autograded").parts if cwd.startswith(
             str(out / "course" / "autograded") + os.sep) else ()
-        launcher = b"autograder.sandbox" in cmd or cmd[0].endswith(b"/bwrap")
+        launcher = b"autograder.kernel.launcher" in cmd or cmd[0].endswith(b"/bwrap")
         if launcher and b"--start-warm-server" not in cmd and where:
             found[int(pid)] = (parent, where[0])
     return {pid: v for pid, v in found.items() if v[0] not in found}  # not the bubblewrap a launcher started

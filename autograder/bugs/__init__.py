@@ -31,7 +31,7 @@ class Bug:
     # False when only the hidden tests can see the bug (e.g. values hard-coded for the visible inputs)
     visible: bool = True
     # True: a find-the-bug exercise hands learners this bug as the starting code of its answer cell
-    # (autograder/given_code.py); the hidden tests grade their fix
+    # (autograder/publish/given_code.py); the hidden tests grade their fix
     given: bool = False
 
     def make(self):

@@ -179,7 +179,7 @@ bug("head_weights_projections_transposed", "05", "head_weights",
     """, tests=("heads_differ",))
 
 # ---------------------------------------------------------------------------------------------------------
-# Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/given_code.py):
+# Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/publish/given_code.py):
 # it runs, its shapes are right, and it carries one catalogued mistake that the learner finds and fixes.
 # ---------------------------------------------------------------------------------------------------------
 bug("masked_attention_zeroed_after_softmax", "05", "masked_attention",

@@ -3,6 +3,6 @@
 ``registry`` declares one test per graded cell (``@hidden_test``) and finds it by the cell's grade_id; ``runner``
 grades a learner's function against ``autograder.reference`` on seeded cases and names a catalogued bug;
 ``compare`` compares arrays without trusting anything a learner's object could fake; one module per lesson
-(``lesson01``, ...) holds that lesson's tests. ``autograder/hidden_cell.py`` and
-``autograder/grading/hidden_tests.py`` carry the learner's calls between the kernel and these tests.
+(``lesson01``, ...) holds that lesson's tests. ``autograder/kernel/hidden_cell.py`` and
+``autograder/grading/pipeline/hidden_tests.py`` carry the learner's calls between the kernel and these tests.
 """

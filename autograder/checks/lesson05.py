@@ -154,12 +154,6 @@ def roundtrip(split_into_heads, merge_heads):
 
 
 # ------------------------------------------------------------------------------------------ head weights
-def _reference_head_weights(x, W_Q, W_K, n_heads):
-    """The weights of every head of the reference layer (W_V and W_O do not affect them)."""
-    zeros = np.zeros_like(W_Q)
-    return reference.multi_head_attention(x, W_Q, W_K, zeros, zeros, n_heads)[1]
-
-
 def _layer(rng, lead, d, dtype=np.float64, n_heads=None):
     n_heads = n_heads or d["n_heads"]
     d_model = d["n_heads"] * d["d_head"]
@@ -169,7 +163,7 @@ def _layer(rng, lead, d, dtype=np.float64, n_heads=None):
 
 
 _HELPERS = {"split_into_heads": reference.split_heads, "merge_heads": reference.concat_heads,
-            "softmax": reference.softmax, "head_weights": _reference_head_weights}
+            "softmax": reference.softmax, "head_weights": reference.head_weights}
 
 
 @hidden_test(uses=('head_weights',), helpers=('split_into_heads', 'softmax'), visible_check='check_head_weights')
@@ -184,7 +178,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
     bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "softmax")}
     # The exercise's claim, on a layer the test supplies: heads 0 and 1 of the learner's result differ ...
     x, (W_Q, W_K, _, _), n_heads = _layer(rng, (), d)
-    expected = _reference_head_weights(x, W_Q, W_K, n_heads)
+    expected = reference.head_weights(x, W_Q, W_K, n_heads)
     with np.errstate(all="ignore"):
         with bound(head_weights, bind):
             got = _call(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
@@ -202,8 +196,8 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
         cases.append(Case((xx, Wq, Wk, h), label=label))
     xx, (Wq, Wk, _, _), _ = _layer(rng, (), d)
     cases.append(Case((xx, Wq, Wk, 1), label="one head"))
-    check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=_reference_head_weights)
-    dtype_kept("head_weights", head_weights, cases[:3], bind=bind, ref=_reference_head_weights)
+    check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=reference.head_weights)
+    dtype_kept("head_weights", head_weights, cases[:3], bind=bind, ref=reference.head_weights)
 
 
 # ------------------------------------------------------------------------------------ mha from raw operations

@@ -10,7 +10,7 @@ Isolation: while a test runs, every other function of the lesson (``autograder/c
 an earlier lesson, ungraded, or graded by another test) is replaced by its reference stand-in wherever a learner's
 function looks it up, so a cell's score depends only on the functions it grades.
 
-The hidden cell itself is one line, ``__import__("autograder.hidden_cell").hidden_cell.run("<grade_id>")``; the
+The hidden cell itself is one line, ``__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("<grade_id>")``; the
 grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
 text), and runs it with the learner's names looked up in the notebook's namespace.
 """

@@ -16,14 +16,14 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.hidden_cell import learner_frames
+from autograder.kernel.protocol import learner_frames
 
 
 class WrongAnswer(AssertionError):
     """A hidden test found a difference from the reference; the message is for the learner.
 
     ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
-    (``autograder/grading/hidden_tests.py`` adds its verdict in front of the message).
+    (``autograder/grading/pipeline/hidden_tests.py`` adds its verdict in front of the message).
 
     ``bug_id`` (for the instructor's insights, ``autograder/grading/insights.py``): the catalogued bug the test
     named, given as ``bug=`` or else the one whose "diagnosis [id]" begins the message (every message begins with

@@ -25,10 +25,8 @@ def _reference(*names) -> dict:
 
 
 def _lesson05() -> dict:
-    from autograder.checks.lesson05 import _reference_head_weights
-
     return {"softmax": reference.softmax, "split_into_heads": reference.split_heads,
-            "merge_heads": reference.concat_heads, "head_weights": _reference_head_weights,
+            "merge_heads": reference.concat_heads, "head_weights": reference.head_weights,
             "mha_from_scratch": reference.multi_head_attention,
             # the find-the-bug exercises, fixed
             "masked_attention": reference.scaled_dot_product_attention, "attention_layer": reference.multi_head_attention}

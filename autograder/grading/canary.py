@@ -5,7 +5,7 @@ A grading environment can break in ways that look, from the grades alone, like a
 that cannot import the course, a sandbox that cannot start a kernel, a machine too slow for ``--timeout``, hidden
 checks that disagree with the model answers. The canary puts one completed notebook per lesson (the lesson's
 student notebook with every answer cell filled from ``solutions/``, ``answers.fill``) through exactly the
-pipeline the students go through: ``worker.run_tasks`` and ``worker.grade_one``, in the same course folder and
+pipeline the students go through: ``pool.run_tasks`` and ``Worker.grade_one``, in the same course folder and
 gradebook, with the same kernelspec, sandbox uid, limits and preprocessors. Each lesson's canary is its own student
 (``_canary-<lesson>``), so the lessons are graded in parallel over ``--workers``.
 
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course, answers
-from autograder.grading import workspace
-from autograder.grading.settings import COURSE_ID
+from autograder import course
+from autograder.course import answers
+from autograder.grading import gradebook, state, workspace
+from autograder.grading import pool as pool_module
 
-PREFIX = "_canary-"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 _KERNEL_START = re.compile(r"kernel_info|Kernel didn't respond|Kernel died before|kernel start|start(ing)? the kernel"
@@ -52,32 +52,18 @@ class Outcome:
         return f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
 
 
-def student_id(lesson: str) -> str:
-    return PREFIX + lesson
-
-
-def is_canary(student: str) -> bool:
-    return student.startswith(PREFIX)
-
-
-def folder(out) -> Path:
-    return Path(out) / "canary"
-
-
-def check(s, log=print, pool=None) -> Outcome:
+def run(s, log=print, pool=None) -> Outcome:
     """Grade the model answers of ``s.lessons``; raise ``CanaryFailed`` unless every one earns full marks."""
-    from autograder.grading import worker, workspace  # the command's own pipeline (imported here: it imports this)
-
     started = time.monotonic()
-    ids = {lesson: student_id(lesson) for lesson in s.lessons}
-    shutil.rmtree(folder(s.out), ignore_errors=True)  # the records of the last canary
+    ids = {lesson: state.canary_id(lesson) for lesson in s.lessons}
+    shutil.rmtree(state.canary_folder(s.out), ignore_errors=True)  # the records of the last canary
     remove(s, ids.values())  # what a killed run may have left
     for lesson, cid in ids.items():
         answers.write_submission(s.course_root, cid, lesson, answers.fill(lesson))
     workspace.ensure_students(s, ids.values())
     log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
     try:
-        worker.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False,
+        pool_module.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False,
                          pool=pool)
         problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
     finally:
@@ -90,10 +76,10 @@ def check(s, log=print, pool=None) -> Outcome:
 
 def remove(s, ids) -> None:
     """Take the canary students out of the gradebook and the course folder (their records stay in OUT/canary)."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     ids = list(ids)
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         for cid in ids:
             try:
                 gb.remove_student(cid)
@@ -109,13 +95,11 @@ def remove(s, ids) -> None:
 
 def _problem(s, lesson: str, cid: str) -> str:
     """'' when the canary of ``lesson`` earned every autograded point, else the sentence and the first error."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    from autograder.grading import state  # imported here: it imports this module
+    from nbgrader.api import MissingEntry
 
     lost, total = [], 0.0
     try:
-        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        with gradebook.opened(s) as gb:
             for nb in gb.find_submission(lesson, cid).notebooks:
                 for g in nb.grades:
                     if g.auto_score is None:  # a written answer waiting for the instructor
@@ -128,7 +112,7 @@ def _problem(s, lesson: str, cid: str) -> str:
     graded_nb = s.course_root / "autograded" / cid / lesson / f"{lesson}.ipynb"
     if lost == [] and graded_nb.exists():
         return ""
-    keep = folder(s.out) / f"{lesson}.ipynb"
+    keep = state.canary_folder(s.out) / f"{lesson}.ipynb"
     keep.parent.mkdir(parents=True, exist_ok=True)
     if graded_nb.exists():
         shutil.copyfile(graded_nb, keep)

@@ -3,7 +3,7 @@
 The grading course's ``nbgrader_config.py`` holds the gradebook URL *without* its password and calls
 ``with_password`` when nbgrader loads it: the password comes from ``MHA_GRADEBOOK_URL`` (the whole URL, password
 included) when that names the same database, else PostgreSQL's client finds it itself in ``PGPASSWORD`` or
-``~/.pgpass``. The grading kernels never see either (``autograder/sandbox.py`` passes them an allow-list).
+``~/.pgpass``. The grading kernels never see either (``autograder/kernel/sandbox.py`` passes them an allow-list).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from autograder.grading.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
+from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
 _META_KEYS = ("grade", "solution", "locked", "points", "grade_id", "task")
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from autograder.grading import items, outcome, page_safety, state
+from autograder.grading import items, outcome, state
+from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt
 from autograder.grading.settings import Settings
 

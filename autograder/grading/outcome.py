@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 
 from autograder import course
-from autograder.grading.execute import KERNEL_DIED, NOT_RUN
+from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 
 GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, NOT_YET = (
     "graded", "pending manual", "grading error", "missing", "malformed", "not graded yet")

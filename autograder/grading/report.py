@@ -10,9 +10,10 @@ import html
 import statistics
 from pathlib import Path
 
-from autograder.grading import intake, outcome, page_safety
+from autograder.grading import gradebook, intake, outcome
+from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt, grading_errors, percent
-from autograder.grading.settings import COURSE_ID, Settings
+from autograder.grading.settings import Settings
 
 
 def write_csv(s: Settings, rows: list) -> Path:
@@ -137,10 +138,9 @@ def write_nbgrader_export(s: Settings) -> list:
     """What ``nbgrader export`` writes, run in this process (a subprocess costs seconds of start-up); returns the
     notes for the report: none, or why it failed (the CSV and report do not depend on it)."""
     try:
-        from nbgrader.api import Gradebook
         from nbgrader.plugins.export import CsvExportPlugin
 
-        with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+        with gradebook.opened(s) as gb:
             CsvExportPlugin(to=str(Path(s.out) / "nbgrader_export.csv")).export(gb)
     except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
         return [f"nbgrader export failed: {type(exc).__name__}: {exc}"]

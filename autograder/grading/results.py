@@ -8,14 +8,13 @@ the rows out.
 
 from __future__ import annotations
 
-from autograder.grading import intake, marks, outcome, state
-from autograder.grading.settings import COURSE_ID, Settings
+from autograder.grading import gradebook, intake, marks, outcome, state
+from autograder.grading.settings import Settings
 
 
 def lesson_maxima(s: Settings) -> dict:
-    from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
 
 
@@ -58,11 +57,10 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
 
 def read_rows(s: Settings, roster: intake.Roster) -> list:
     """One row per student: marks read back from the gradebook, status and flags from intake and the state."""
-    from nbgrader.api import Gradebook
 
     maxima = lesson_maxima(s)
     rows = []
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         for student in roster.students:
             row = {"student": student, "folder": roster.folders.get(student, student), "lessons": {}, "flags": []}
             for lesson in s.lessons:
@@ -99,9 +97,8 @@ def percent(row: dict):
 
 def cell_scores(s: Settings, lesson: str, student: str) -> dict:
     """grade_id -> (score, max_score) of every autograded cell of one submission, from the gradebook."""
-    from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         nb = gb.find_submission_notebook(lesson, lesson, student)
         return {g.name: (float(g.score), float(g.max_score)) for g in nb.grades
                 if g.auto_score is not None or g.cell_type == "code"}
@@ -109,9 +106,8 @@ def cell_scores(s: Settings, lesson: str, student: str) -> dict:
 
 def submission_total(s: Settings, lesson: str, student: str) -> tuple:
     """(score, max_score) of one submission."""
-    from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         sub = gb.find_submission(lesson, student)
         return float(sub.score), float(sub.max_score)
 

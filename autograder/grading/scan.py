@@ -1,6 +1,6 @@
 """Static scan of a submission for code a human should look at before trusting its grade.
 
-The hidden tests run in the grader (``autograder/grading/hidden_tests.py``), so nothing a notebook changes in its
+The hidden tests run in the grader (``autograder/grading/pipeline/hidden_tests.py``), so nothing a notebook changes in its
 kernel can raise its score; this scan reads the learner's code without running it and names what looks like an
 attempt to game the grader,
 so an instructor sees it in the report even when the attempt failed or scored nothing:

@@ -1,18 +1,20 @@
 """The grading command's settings, the course id nbgrader files the grades under, and its exit statuses.
 
 ``Settings`` is what a run depends on; its ``key`` changes whenever grades made under older settings would no longer
-be valid (``workspace.prepare_course`` then rebuilds the course and regrades everything). Workers receive it as a
-dict and rebuild it (``worker._init_worker``).
+be valid (``workspace.prepare_course`` then rebuilds the course and regrades everything). It is computed once and
+carried with the settings: the course marker, every record and every worker process get the same value.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import course, sandbox
+from autograder import course
+from autograder.kernel import sandbox
 from autograder.grading import dburl
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
@@ -43,8 +45,8 @@ class Settings:
     max_output: int = 1_000_000
     notebook_timeout: int = 300
     isolation: str = field(default_factory=sandbox.isolation_level)
-    scheduler: str = ""  # a Dask scheduler's address (autograder/grading/cluster.py); where grading runs, not a grade
-    warm_kernels: bool = True  # kernels forked from a warm server (autograder/warm_kernels.py); how, not a grade
+    scheduler: str = ""  # a Dask scheduler's address (autograder/grading/pool.py); where grading runs, not a grade
+    warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
@@ -57,8 +59,10 @@ class Settings:
     def gradebook_url(self) -> str:
         return self.db_url or f"sqlite:///{self.course_root / 'gradebook.db'}"
 
+    @functools.cached_property
     def key(self) -> str:
-        """Changes whenever grades made under the old settings would no longer be valid."""
+        """Changes whenever grades made under the old settings would no longer be valid (computed once, then
+        carried: pickled with the settings to every worker)."""
         parts = [json.dumps([self.lessons, dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
                              self.max_output, self.notebook_timeout, self.isolation])]
         parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
@@ -70,7 +74,7 @@ def grade_deciding_sources() -> list:
     """The code that decides a score or a diagnosis: a change to any of it makes earlier grades stale."""
     package = course.ROOT / "autograder"
     return sorted([*package.glob("checks/*.py"), *package.glob("bugs/*.py"), package / "reference.py",
-                   package / "hidden_cell.py", package / "grading" / "hidden_tests.py"])
+                   *package.glob("kernel/*.py"), package / "grading" / "pipeline" / "hidden_tests.py"])
 
 
 def normalize_db_url(url: str) -> str:

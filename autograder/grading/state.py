@@ -1,7 +1,7 @@
 """The record of each graded (student, lesson): nothing is lost.
 
 Each (student, lesson) is recorded in ``DIR/state/<student>/<lesson>.json`` as soon as it is graded (the canary's in
-``DIR/canary/``, ``canary.folder``): its submission's hash, the settings key, status, score, flags and the written
+``DIR/canary/``, ``canary_folder``): its submission's hash, the settings key, status, score, flags and the written
 answers the instructor graded. Running the command again grades only what is new, changed or unfinished (a batch
 killed halfway resumes; ``workspace.stage`` decides) and rebuilds the outputs from these records and the gradebook.
 """
@@ -12,12 +12,26 @@ import json
 import os
 from pathlib import Path
 
-from autograder.grading import canary
 from autograder.grading.settings import Settings
+
+CANARY_PREFIX = "_canary-"  # the canary's student ids (``canary.py``): the model answers, graded before anyone
+
+
+def canary_id(lesson: str) -> str:
+    return CANARY_PREFIX + lesson
+
+
+def is_canary(student: str) -> bool:
+    return student.startswith(CANARY_PREFIX)
+
+
+def canary_folder(out) -> Path:
+    """Where the canary's records (and a failing canary's graded notebook) are kept: never among the students'."""
+    return Path(out) / "canary"
 
 
 def path(s: Settings, student: str, lesson: str) -> Path:
-    folder = canary.folder(s.out) if canary.is_canary(student) else Path(s.out) / "state"
+    folder = canary_folder(s.out) if is_canary(student) else Path(s.out) / "state"
     return folder / student / f"{lesson}.json"
 
 

@@ -6,10 +6,10 @@ itself is declared once, in ``autograder/nbgrader_config.py``), installs the san
 course modules a kernel may import, and releases the lessons. ``stage`` copies every notebook still to grade into
 ``course/submitted`` (the originals are only read), with the flags read from the original.
 
-Safety: kernels start through ``autograder.sandbox`` (as root: bubblewrap namespaces, a uid and a control group of
+Safety: kernels start through ``autograder.kernel.launcher`` (as root: bubblewrap namespaces, a uid and a control group of
 their own per notebook, no network, a file system of read-only binds), cells are stopped after ``--timeout``
 seconds and notebooks after ``--notebook-timeout``, output is capped, a dead kernel costs only the cells it did not
-run (``autograder/grading/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
+run (``autograder/grading/pipeline/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
 ``preflight`` refuses to grade as root without bubblewrap; ``isolation_notes`` says in the report what a weaker
 sandbox did not bound.
 """
@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-from autograder import course, sandbox
-from autograder.grading import cgroups, dburl, findings, intake, scan, state
+from autograder import course
+from autograder.course import notebooks
+from autograder.kernel import sandbox
+from autograder.kernel import cgroups
+from autograder.grading import dburl, findings, gradebook, intake, scan, state
 from autograder.grading.settings import COURSE_ID, Settings, SetupError
-
-KERNEL_MODULES = ("__init__.py", "hidden_cell.py", "sandbox.py", "warm_kernels.py")
-
 
 def config_lines(s: Settings) -> str:
     lines = [
@@ -53,7 +53,7 @@ def config_lines(s: Settings) -> str:
 
 def grading_env(s: Settings) -> dict:
     """The environment of nbgrader's steps: the course's own kernelspec first on ``JUPYTER_PATH``."""
-    env = course.nbgrader_env()
+    env = notebooks.nbgrader_env()
     env["JUPYTER_PATH"] = os.pathsep.join([str(Path(s.out) / "jupyter")] + [p for p in [env.get("JUPYTER_PATH")] if p])
     return env
 
@@ -66,7 +66,7 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     """
     out = Path(s.out)
     marker = out / "course.json"
-    key = s.key()
+    key = s.key
     if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
             (s.course_root / "release").is_dir():
         return None
@@ -77,7 +77,7 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
         rebuild = Rebuild(out)
     shutil.rmtree(s.course_root, ignore_errors=True)
     shutil.rmtree(out / "state", ignore_errors=True)
-    course.make_course(s.course_root, s.lessons, generate=False)
+    notebooks.make_course(s.course_root, s.lessons, generate=False)
     config = s.course_root / "nbgrader_config.py"
     with config.open("a", encoding="utf-8") as fh:
         fh.write(config_lines(s))
@@ -178,7 +178,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
     import nbformat
 
     todo = {}
-    key = json.loads((Path(s.out) / "course.json").read_text())["key"]
+    key = s.key
     released = {lesson: nbformat.read(s.course_root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
                 for lesson in s.lessons}
     for student, entries in roster.entries.items():
@@ -196,7 +196,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
             nb = nbformat.read(entry.path, as_version=4)
             flags = findings.structure_flags(nb, released[lesson])
             flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
-            course.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+            notebooks.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
             stamp = entry.path.parent / "timestamp.txt"  # `nbgrader collect` keeps it: late penalties use it
             if stamp.is_file() and entry.path.parent.name == lesson:
                 shutil.copyfile(stamp, dest.parent / "timestamp.txt")
@@ -206,9 +206,8 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
 
 def ensure_students(s: Settings, students) -> None:
     """Create every student in the gradebook before going parallel (first use of a database must not race)."""
-    from nbgrader.api import Gradebook
 
-    with Gradebook(s.gradebook_url, COURSE_ID) as gb:
+    with gradebook.opened(s) as gb:
         for student in students:
             gb.update_or_create_student(student)
 
@@ -219,14 +218,17 @@ def kernel_library(s: Settings) -> Path:
 
 
 def write_kernel_library(dest: Path) -> Path:
-    """The only course modules a graded kernel can import, copied where the sandbox binds them read-only: what the
-    hidden cells call (``autograder/hidden_cell.py``), the launcher's last step (``autograder/sandbox.py``) and the
-    learner's helper module. No reference, hidden test or bug catalog: those stay with the grader. (Copies, made
-    world-readable: the course itself may sit in a folder, or have files, that the sandbox uid cannot read.)"""
+    """The only course modules a graded kernel can import, copied where the sandbox binds them read-only: the
+    package ``autograder/kernel/`` whole (what the hidden cells call, the launcher and the warm server; it imports
+    nothing else of the course, which ``tests/unit/test_layout.py`` checks) under an empty ``autograder`` package,
+    and the learner's self-check modules. No reference, hidden test or bug catalog: those stay with the grader.
+    (Copies, made world-readable: the course itself may sit in a folder, or have files, that the sandbox uid cannot
+    read.)"""
     shutil.rmtree(dest, ignore_errors=True)
     (dest / "autograder").mkdir(parents=True)
-    for module in KERNEL_MODULES:
-        shutil.copyfile(course.ROOT / "autograder" / module, dest / "autograder" / module)
+    (dest / "autograder" / "__init__.py").write_text("")
+    shutil.copytree(course.ROOT / "autograder" / "kernel", dest / "autograder" / "kernel",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for helper in course.HELPERS:
         shutil.copyfile(course.LESSONS / helper, dest / helper)
     for path in [dest, *dest.rglob("*")]:

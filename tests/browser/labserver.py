@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from autograder import course
+from autograder.course import notebooks
 
 FAILURES = course.ROOT / "build" / "browser-failures"  # screenshot, console and server log of a failed test
 SCREENSHOTS = course.ROOT / "build" / "screenshots"  # one per lesson, written by a passing run
@@ -50,7 +51,7 @@ def isolated_env(home: Path) -> dict:
     dirs = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data", "JUPYTER_RUNTIME_DIR": "runtime",
             "JUPYTERLAB_SETTINGS_DIR": "lab-settings", "JUPYTERLAB_WORKSPACES_DIR": "lab-workspaces",
             "IPYTHONDIR": "ipython"}
-    env = course.nbgrader_env()
+    env = notebooks.nbgrader_env()
     for var, sub in dirs.items():
         (home / sub).mkdir(parents=True, exist_ok=True)
         env[var] = str(home / sub)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.grading import page_safety
+from autograder.grading.pipeline import page_safety
 from feedback_batch import INJECTIONS, graded_batch, page
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]

@@ -14,7 +14,10 @@ import shutil
 import pytest
 
 import labdriver as lab
-from autograder import answers, course, given_code
+from autograder.course import answers
+from autograder import course
+from autograder.course import notebooks
+from autograder.publish import given_code
 from labserver import SCREENSHOTS
 
 pytestmark = pytest.mark.browser
@@ -38,7 +41,7 @@ def folders(lab_server):
 def test_completed_lesson_runs_clean_with_working_widgets(lesson, lab_server, folders, new_page):
     _, completed = folders
     path = completed / f"{lesson}.ipynb"
-    course.write_notebook(answers.fill(lesson), path)
+    notebooks.write_notebook(answers.fill(lesson), path)
     page = new_page(lab_server)
     lab.open_notebook(page, lab_server, f"completed/{lesson}.ipynb")
 

@@ -17,6 +17,7 @@ import pytest
 
 import labdriver as lab
 from autograder import course
+from autograder.course import notebooks
 from labserver import LabServer, free_port, lab_args
 
 pytestmark = pytest.mark.browser
@@ -52,7 +53,7 @@ def test_make_lab_serves_lessons_and_opens_the_first_lesson(browser, tmp_path, n
         page = new_page(server)
         lab.open_notebook(page, server, f"{first}.ipynb")
         title = page.locator(".jp-NotebookPanel .jp-MarkdownOutput h1").first.inner_text()
-        assert title.replace("¶", "").strip() == _first_heading(course.read_source(course.SOLUTIONS / f"{first}.py"))
+        assert title.replace("¶", "").strip() == _first_heading(notebooks.read_source(course.SOLUTIONS / f"{first}.py"))
 
         state = lab.prompts(page)
         # the self-check files cell (it finds lessons/' own modules and leaves them as they are), then the setup cell

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 import labdriver as lab
-from autograder import course
+from autograder.course import notebooks
 
 pytestmark = pytest.mark.browser
 
@@ -52,7 +52,7 @@ def demo(lab_server):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in (SETUP, FIGURE, TEXT, FROZEN, FAILS_AT_END, MORE, MANUAL)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    course.write_notebook(nb, folder / "widget_demo.ipynb")
+    notebooks.write_notebook(nb, folder / "widget_demo.ipynb")
     return folder / "widget_demo.ipynb"
 
 
@@ -89,7 +89,7 @@ def test_widget_checks_fail_on_a_view_that_does_not_render(lab_server, new_page)
         "text/plain": "IntSlider(value=0)"})]
     nb.cells = [cell]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    course.write_notebook(nb, folder / "broken_widget.ipynb")
+    notebooks.write_notebook(nb, folder / "broken_widget.ipynb")
     page = new_page(lab_server)
     lab.open_notebook(page, lab_server, "fixtures/broken_widget.ipynb")
     with pytest.raises(AssertionError, match="did not render"):

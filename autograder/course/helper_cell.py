@@ -1,7 +1,7 @@
 """The first code cell of every lesson: it carries the lesson's self-check modules, so a notebook works alone.
 
 A learner may open one notebook by itself (uploaded to Colab, attached in an LMS, downloaded into an empty
-folder). This cell, which ``course.read_source`` puts before the lesson's setup cell, holds every self-check module
+folder). This cell, which ``notebooks.read_source`` puts before the lesson's setup cell, holds every self-check module
 the setup cell imports (``selfcheck_NN.py`` and the modules it imports in turn), compressed and each with its
 SHA-256. Run, it writes a module beside the notebook (the kernel's working folder) when it is missing or differs,
 and leaves an identical one untouched, so opening ``lessons/`` changes nothing. It needs only the standard

@@ -3,7 +3,7 @@ longer than most, because it is all the kernel side of the hidden tests may impo
 protocol and the local mode.
 
 During grading (the kernel's environment says ``MHA_HIDDEN_TESTS=grader``) the hidden test itself runs in the
-grader's own process (``autograder/grading/hidden_tests.py``), where the reference, the hidden inputs and the bug
+grader's own process (``autograder/grading/pipeline/hidden_tests.py``), where the reference, the hidden inputs and the bug
 catalog are; none of them is in the kernel, which can read only this module and the learner's helper module. The
 two talk over the kernel's stdin channel, one message at a time, each a line of JSON (``encode``/``decode``):
 
@@ -24,111 +24,15 @@ Anywhere else (an instructor's notebook, nbval), ``run`` imports the hidden test
 
 from __future__ import annotations
 
-import base64
 import builtins
 import io
-import json
 import os
 import sys
-import traceback
 
 import numpy as np
 
-PASSED = "\u2714 passed the hidden tests of this cell"
-_NDARRAY = type(np.empty(0))
-
-
-# ------------------------------------------------------------------ values on the wire (both sides use these)
-
-def encode_value(value):
-    """A JSON-able form of a value: arrays as .npy bytes (never pickled), plain scalars, None, tuples, lists."""
-    if type(value) is _NDARRAY and value.dtype.kind in "biufcUS":
-        buffer = io.BytesIO()
-        np.save(buffer, value, allow_pickle=False)
-        return {"array": base64.b64encode(buffer.getvalue()).decode("ascii")}
-    if isinstance(value, (np.integer, np.floating, np.bool_)) and type(value).__module__ == "numpy":
-        return {"numpy_scalar": encode_value(np.asarray(value))}
-    if type(value) is np.random.Generator:  # its bit generator's state: the same draws on both sides
-        bits = value.bit_generator
-        return {"generator": {"bit_generator": type(bits).__name__, "state": _plain(bits.state)}}
-    if value is None or type(value) in (bool, int, float, str):
-        return {"plain": value} if not (type(value) is float and value != value) else {"nan": True}
-    if type(value) in (tuple, list):
-        return {type(value).__name__: [encode_value(v) for v in value]}
-    if type(value) is dict and all(type(k) is str for k in value):
-        return {"dict": {k: encode_value(v) for k, v in value.items()}}
-    return {"unrecordable": type(value).__name__}
-
-
-def _plain(state):
-    """A bit generator's state with numpy integers and arrays as plain Python values (JSON-able)."""
-    if isinstance(state, dict):
-        return {k: _plain(v) for k, v in state.items()}
-    if type(state) is _NDARRAY:
-        return {"uint_array": state.tolist(), "dtype": str(state.dtype)}
-    return int(state) if isinstance(state, np.integer) else state
-
-
-def _unplain(state):
-    if isinstance(state, dict) and set(state) == {"uint_array", "dtype"}:
-        return np.array(state["uint_array"], dtype=np.dtype(state["dtype"]))
-    if isinstance(state, dict):
-        return {k: _unplain(v) for k, v in state.items()}
-    return state
-
-
-class Unrecordable:
-    """Stands in for a value that cannot cross the channel (an object of the learner's own class, say): it never
-    equals a reference result."""
-
-    def __init__(self, kind):
-        self.kind = kind
-
-    def __repr__(self):
-        return f"<{self.kind} object>"
-
-
-def decode_value(data):
-    if not isinstance(data, dict) or len(data) != 1:
-        raise ValueError("malformed value")
-    (kind, payload), = data.items()
-    if kind == "array":
-        return np.load(io.BytesIO(base64.b64decode(payload, validate=True)), allow_pickle=False)
-    if kind == "numpy_scalar":
-        return decode_value(payload)[()]
-    if kind == "plain":
-        if payload is not None and type(payload) not in (bool, int, float, str):
-            raise ValueError("malformed value")
-        return payload
-    if kind == "nan":
-        return float("nan")
-    if kind in ("tuple", "list"):
-        items = [decode_value(v) for v in payload]
-        return tuple(items) if kind == "tuple" else items
-    if kind == "dict":
-        return {str(k): decode_value(v) for k, v in payload.items()}
-    if kind == "generator":
-        bits = payload["bit_generator"]
-        if bits not in ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937"):
-            raise ValueError(f"unknown bit generator {bits!r}")
-        generator = np.random.Generator(getattr(np.random, bits)())
-        generator.bit_generator.state = _unplain(payload["state"])
-        return generator
-    if kind == "unrecordable":
-        return Unrecordable(str(payload))
-    raise ValueError(f"unknown kind of value {kind!r}")
-
-
-def encode(message: dict) -> str:
-    return json.dumps(message, separators=(",", ":"))
-
-
-def decode(text: str) -> dict:
-    message = json.loads(text)
-    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
-        raise ValueError("malformed message")
-    return message
-
+from autograder.kernel.protocol import (_NDARRAY, PASSED, decode, decode_value, encode, encode_value,
+                                        exception_named, learner_frames)
 
 # ------------------------------------------------------------------ the kernel side
 
@@ -141,30 +45,6 @@ def _namespace():
 
 def _ask(message: dict) -> dict:
     return decode(builtins.input(encode(message)))
-
-
-def learner_frames(tb, limit: int = 6) -> list:
-    """The frames of a traceback that run the learner's notebook cells, as lines "cell In[3], line 6, in f: src".
-
-    Frames of numpy, of this module or of any other file are left out: the learner can act on their own lines only.
-    """
-    import linecache
-
-    try:
-        from IPython import get_ipython
-
-        cells = dict(getattr(getattr(get_ipython(), "compile", None), "_filename_map", None) or {})
-    except ImportError:
-        cells = {}
-    lines = []
-    for frame in traceback.extract_tb(tb):
-        where = cells.get(frame.filename)
-        if where is None and not (frame.filename.startswith("<ipython-input-") or "/ipykernel_" in frame.filename):
-            continue
-        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
-        label = f"cell In[{where}]" if where is not None else "your cell"
-        lines.append(f"  {label}, line {frame.lineno}, in {frame.name}: {source}")
-    return lines[-limit:]
 
 
 def _learner_traceback(exc) -> list:
@@ -183,15 +63,8 @@ class _Helper:
         while reply.get("op") == "call":  # the grader's helper is itself one of the learner's functions
             reply = _ask(_call(_namespace(), reply))
         if reply.get("op") == "helper_raised":
-            raise _exception(reply.get("type", "RuntimeError"), reply.get("message", ""))
+            raise exception_named(reply.get("type", "RuntimeError"), reply.get("message", ""))
         return decode_value(reply["value"])
-
-
-def _exception(type_name: str, message: str) -> Exception:
-    exc_type = getattr(builtins, type_name, None)
-    if not (isinstance(exc_type, type) and issubclass(exc_type, Exception)):
-        exc_type = type(type_name, (Exception,), {})
-    return exc_type(message)
 
 
 def _call(namespace: dict, message: dict) -> dict:
@@ -255,6 +128,8 @@ def run(test: str) -> None:
     """Run the hidden test of this cell: through the grader when graded, else here (instructor, nbval)."""
     namespace = _namespace()
     if os.environ.get("MHA_HIDDEN_TESTS") != "grader":
+        # the one import of the kernel package from a layer above (declared in tests/unit/test_layout.py): outside
+        # grading the whole course is importable and the test runs here; in the sandbox this line is never reached
         from autograder.checks import registry
 
         return _passed(namespace, registry.run_here(test, namespace).visible_check)

@@ -1,9 +1,9 @@
 """Mutation testing of the hidden tests: every catalogued learner bug, graded for real.
 
-    python -m autograder.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
+    python -m autograder.proofs.mutation [--lessons 01_warmup ...] [--workers 2] [--keep DIR]
 
 Every bug of ``autograder.bugs.CATALOG`` is graded in a submission made from the completed student notebook with
-its function replaced by the bug's source. Bugs are placed in rounds, like ``autograder/placements.py``: a round
+its function replaced by the bug's source. Bugs are placed in rounds, like ``autograder/proofs/placements.py``: a round
 replaces several graded functions of a lesson at once, each with one of its bugs (each bug, in catalog order, goes
 to the first round it fits), so a lesson needs about as many submissions as its function with the most bugs, not
 one per bug. Two functions whose tests share a cell (lesson 05's ``split_into_heads`` and ``merge_heads``) never
@@ -25,7 +25,7 @@ round cannot show is such a cost on exactly the tests the other bug of that roun
 rule that out by construction (each runs its function with the reference in place of the learner's other
 functions, ``autograder/checks/stand_ins.py``), and ``tests/test_isolation.py`` checks that mechanism directly.
 
-The same run grades the submissions of ``autograder/placements.py``: catalogued bugs placed in the cells a lesson
+The same run grades the submissions of ``autograder/proofs/placements.py``: catalogued bugs placed in the cells a lesson
 does not grade (pasted from an earlier lesson, or an ungraded exercise), which must lose no point, and probes, which
 must lose exactly their own tests. Together they prove that only a bug's own tests lose points, wherever it sits.
 
@@ -46,7 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import bugs as catalog
-from autograder import answers, course, placements
+from autograder.course import answers
+from autograder import course
+from autograder.course import notebooks
+from autograder.proofs import placements
 from autograder.grading import results
 
 
@@ -261,7 +264,7 @@ def run(lessons=None, workers=2, keep=None) -> list:
         placed = {lesson: placements.for_lesson(lesson) for lesson in by_lesson}
         for lesson in by_lesson:
             for m in (*mutants[lesson], *placed[lesson]):
-                course.write_notebook(m.notebook(), klass / m.id / f"{lesson}.ipynb")
+                notebooks.write_notebook(m.notebook(), klass / m.id / f"{lesson}.ipynb")
         settings = grade.Settings(out=str(workdir / "graded"), lessons=sorted(by_lesson), workers=max(1, workers))
         outcome = grade.run(klass, settings, progress=False, log=lambda *a: None)
         verdicts = [v for lesson in sorted(by_lesson)

@@ -1,6 +1,6 @@
 """Pages that run no learner code: HTML sanitising, maths rendered at write time, a strict Content-Security-Policy.
 
-The feedback pages (``autograder/grading/feedback_page.py``) and ``report.html`` show text a learner controls
+The feedback pages (``autograder/grading/pipeline/feedback_page.py``) and ``report.html`` show text a learner controls
 (outputs, markdown, cell sources). Three layers keep a learner's script, frame or form from running there:
 
 * ``clean``: an allow-list of harmless tags and attributes (bleach); anything else is shown as text, event

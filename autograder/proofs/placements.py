@@ -1,6 +1,6 @@
 """Submissions proving that a cell's score depends only on the function it grades.
 
-The mutation harness (``autograder/mutation.py``) grades one submission per catalogued bug, placed in the cell of
+The mutation harness (``autograder/proofs/mutation.py``) grades one submission per catalogued bug, placed in the cell of
 the function it belongs to. A lesson also holds functions it does not grade: lesson 01's pasted into lessons 02
 and 06, lesson 02's pasted into lesson 06, lesson 05's ungraded softmax. ``for_lesson`` places every catalogued
 bug of such a function in that lesson's cell: the submission must lose no point at all (the hidden tests put the
@@ -20,7 +20,8 @@ import textwrap
 from dataclasses import dataclass
 
 from autograder import bugs as catalog
-from autograder import answers, course
+from autograder.course import answers
+from autograder import course
 from autograder.checks import registry
 
 

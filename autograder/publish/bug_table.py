@@ -1,7 +1,7 @@
 """Write docs/bug-catalog.md, the table of catalogued learner bugs, from ``autograder.bugs``.
 
-    python -m autograder.bug_table            # rewrite docs/bug-catalog.md (what `make docs` runs)
-    python -m autograder.bug_table --check    # exit 1 if docs/bug-catalog.md differs from the catalog
+    python -m autograder.publish.bug_table            # rewrite docs/bug-catalog.md (what `make docs` runs)
+    python -m autograder.publish.bug_table --check    # exit 1 if docs/bug-catalog.md differs from the catalog
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ TARGET = course.ROOT / "docs" / "bug-catalog.md"
 
 def render() -> str:
     lines = [
-        "<!-- Generated from autograder/bugs/ by `make docs` (python -m autograder.bug_table); do not edit. -->",
+        "<!-- Generated from autograder/bugs/ by `make docs` (python -m autograder.publish.bug_table); do not edit. -->",
         "# Learner bugs the hidden tests catch",
         "",
-        "Every row is a wrong function from the catalog in `autograder/bugs/`. `python -m autograder.mutation`",
+        "Every row is a wrong function from the catalog in `autograder/bugs/`. `python -m autograder.proofs.mutation`",
         "(`make mutants`, also run by `make test`) grades every row with the grading command (the same pipeline and",
         "sandbox as `make grade`), in rounds that each replace one function per row (bugs of functions whose tests",
         "share no cell), and proves that each row's function loses exactly the points of the tests listed, that the",

@@ -4,12 +4,12 @@
 feedback page, also one regenerated later with ``nbgrader generate_feedback``, is:
 
 * without the hidden tests' source (only the learner-visible part of each test cell is shown) and without the
-  self-check modules the first code cell carries (``autograder/helper_cell.py``: only its note is shown);
+  self-check modules the first code cell carries (``autograder/course/helper_cell.py``: only its note is shown);
 * led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
-  ``autograder.grading.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
+  ``autograder.grading.pipeline.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
   notebook, with the zero-point setup cell shown without a score;
 * sanitised (nbconvert's ``sanitize_html`` for outputs, and the markdown too, which nbgrader's own template
-  leaves raw) with ``autograder.grading.page_safety.clean``;
+  leaves raw) with ``autograder.grading.pipeline.page_safety.clean``;
 * self-contained and offline: maths is MathML written into the page, there is no script at all, and a strict
   Content-Security-Policy heads the page.
 
@@ -32,8 +32,8 @@ from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from traitlets.config import Config
 
-from autograder import helper_cell
-from autograder.grading import page_safety
+from autograder.course import helper_cell
+from autograder.grading.pipeline import page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)

@@ -2,7 +2,7 @@
 
 ``docs/written-answers.md`` is generated from the manually graded cells of the lesson sources (each question and
 the model answer and rubric of its answer cell) by ``make lessons`` and checked for drift by
-``python -m autograder.build --check``. It lives outside ``lessons/``, so it is never released with the graded
+``python -m autograder.publish.build --check``. It lives outside ``lessons/``, so it is never released with the graded
 notebooks.
 """
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder import course
+from autograder.course import notebooks
 
 TARGET = course.ROOT / "docs" / "written-answers.md"
 
 
 def written_answers(lesson: str) -> list:
     """[(grade_id, points, question, model answer and rubric)] of every manually graded cell of one lesson."""
-    cells = course.read_source(course.SOLUTIONS / f"{lesson}.py").cells
+    cells = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells
     found = []
     for i, cell in enumerate(cells):
         meta = cell.metadata.get("nbgrader", {})
@@ -29,7 +30,7 @@ def written_answers(lesson: str) -> list:
 
 
 def render() -> str:
-    lines = ["<!-- Generated from solutions/NN_*.py by `make lessons` (python -m autograder.build); do not edit. -->",
+    lines = ["<!-- Generated from solutions/NN_*.py by `make lessons` (python -m autograder.publish.build); do not edit. -->",
              "# Written answers: model answers and rubrics",
              "",
              "For learners who study on their own. Write your answer in the notebook first, then compare it with the",

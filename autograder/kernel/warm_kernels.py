@@ -2,11 +2,11 @@
 
 A fresh kernel spends about a second of CPU importing the same modules before the notebook's first cell runs; for
 a class that is a third of the grading time. With ``isolation`` ``uid`` (root with bubblewrap, see
-``autograder/sandbox.py``), each process that grades (a worker) starts one *warm server* the first time it needs a
+``autograder/kernel/sandbox.py``), each process that grades (a worker) starts one *warm server* the first time it needs a
 kernel: bubblewrap with the kernels' own read-only file system, in which ``serve`` imports ``PRELOAD`` as root and
 then only waits. No learner code ever runs in it.
 
-A kernel is then started by the same launcher as before (``python -m autograder.sandbox ... --uid N``), which finds
+A kernel is then started by the same launcher as before (``python -m autograder.kernel.launcher ... --uid N``), which finds
 the server's socket in ``ENV`` and, instead of building a sandbox, asks the server for one (``launch``):
 
 1. the server forks a child for the request (the *keeper*, still root) and goes back to waiting;
@@ -44,7 +44,7 @@ import sys
 import threading
 from pathlib import Path
 
-from autograder import sandbox
+from autograder.kernel import sandbox
 
 ENV = "MHA_WARM_KERNELS"  # the warm server's socket, set for the launcher by the grader
 ENV_LIBRARY = "MHA_WARM_KERNELS_LIBRARY"  # the kernel library it binds: a kernelspec naming another one starts cold
@@ -98,7 +98,7 @@ class Server:
         read, self._lifeline = os.pipe()
         # through the kernels' own launcher program, which builds the bubblewrap command in a fresh interpreter
         # (the python paths to bind are its, not this process's) and then becomes the server (``start``)
-        cmd = [sys.executable, "-m", "autograder.sandbox", "--start-warm-server", self.folder, "--channels",
+        cmd = [sys.executable, "-m", "autograder.kernel.launcher", "--start-warm-server", self.folder, "--channels",
                self.channels, "--library", library, "--lifeline", str(read)]
         self.process = subprocess.Popen(cmd, pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE)
@@ -179,13 +179,13 @@ def stale_folders() -> list:
 
 
 def start(folder: str, *, channels: str, library: str, lifeline: int) -> None:
-    """Become the warm server (``python -m autograder.sandbox --start-warm-server``, root, outside): bubblewrap with
+    """Become the warm server (``python -m autograder.kernel.launcher --start-warm-server``, root, outside): bubblewrap with
     the kernels' file system (``sandbox.bwrap_command``) without a notebook's writable places, with every kernel's
     channel folder (``channels``) and the server's own ``folder`` writable, running ``serve`` inside."""
     cmd = sandbox.bwrap_command(library=library, scratch=None, channel=channels, isolation="uid")
     cmd = cmd[:cmd.index("--chdir")]
     cmd += ["--bind", folder, SERVER_DIR, "--dir", STAGE, "--tmpfs", sandbox.HOME, "--chdir", "/"]
-    cmd += ["--", sandbox.kernel_python(), "-m", "autograder.sandbox", "--warm-server", f"{SERVER_DIR}/server.sock",
+    cmd += ["--", sandbox.kernel_python(), "-m", "autograder.kernel.launcher", "--warm-server", f"{SERVER_DIR}/server.sock",
             "--lifeline", str(lifeline)]
     os.execve(cmd[0], cmd, sandbox.clean_env(sandbox.HOME, sandbox.KERNEL_LIBRARY))
 
@@ -206,7 +206,7 @@ def launch(sock, request: dict) -> int:
     """The launcher's side (root, outside the sandbox): ask the server for a kernel, put its keeper in the
     notebook's control group, then wait until the kernel ends; returns its exit status (1 when the server broke
     off: nbclient then sees a dead kernel, and retries a kernel that never started)."""
-    from autograder.grading import cgroups
+    from autograder.kernel import cgroups
 
     try:
         _send(sock, request)

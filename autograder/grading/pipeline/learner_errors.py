@@ -24,7 +24,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbformat.notebooknode import NotebookNode
 
 from autograder import course
-from autograder.grading.execute import TIMED_OUT
+from autograder.grading.pipeline.execute import TIMED_OUT
 from autograder.checks import registry
 
 TIMEOUT_ENAME = "CellTimeoutError"  # the name nbclient gives it; the report flags it as a timeout

@@ -5,8 +5,8 @@
   (``requirements``); ``tests/test_learner_env.py`` checks it against the imports of the lessons' code.
 * The repository Binder builds: ``REPOSITORY``. The README's Binder badge is written from it:
 
-    python -m autograder.learner_env            # rewrite the README's badge line (`make docs` runs it)
-    python -m autograder.learner_env --check    # exit 1 if the README's badge differs
+    python -m autograder.publish.learner_env            # rewrite the README's badge line (`make docs` runs it)
+    python -m autograder.publish.learner_env --check    # exit 1 if the README's badge differs
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     wanted = readme_with_badge(text)
     if args.check:
         if wanted != text:
-            print("README.md's Binder badge differs from autograder/learner_env.py: run `make docs`.", file=sys.stderr)
+            print("README.md's Binder badge differs from autograder/publish/learner_env.py: run `make docs`.", file=sys.stderr)
             return 1
         print("README.md's Binder badge matches REPOSITORY")
         return 0

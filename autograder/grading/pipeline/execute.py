@@ -18,11 +18,15 @@ ways, each of which nbgrader 0.9 handles by failing the whole submission or hang
   learner code runs twice.
 
 With ``isolation`` set (``uid`` as root, ``userns`` where unprivileged bubblewrap works; see
-``autograder/sandbox.py``), each kernel gets a private folder for its connection file and IPC sockets (the kernel
-has no network), and with ``uid`` a uid of its own (``autograder/grading/uids.py``) and a control group
-(``autograder/grading/cgroups.py``). When the notebook is done, every process left in them is killed, and the
-notebook as a whole is stopped after ``notebook_timeout`` seconds. What the sandbox saw (processes left behind,
-the memory limit hit) is appended to ``sandbox_events`` for the grading command's flags.
+``autograder/kernel/sandbox.py``), each kernel gets a private folder for its connection file and IPC sockets (the kernel
+has no network), and with ``uid`` a uid of its own (``autograder/kernel/uids.py``) and a control group
+(``autograder/kernel/cgroups.py``). When the notebook is done, every process left in them is killed, and the
+notebook as a whole is stopped after ``notebook_timeout`` seconds.
+
+What grading saw beyond the outputs (``ExecutionReport``: what the sandbox saw, such as processes left behind or the
+memory limit hit, and how each hidden test ended) is returned with the graded notebook, in its metadata under
+``REPORT_KEY``, written after the kernel is gone and over anything the submission held there; the grading worker
+reads it back with ``execution_report``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from queue import Empty
 
@@ -42,10 +47,11 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
-from autograder import sandbox, warm_kernels
+from autograder.kernel import sandbox, warm_kernels
 from autograder.checks import registry
-from autograder.grading import cgroups, hidden_tests, uids
-from autograder.sandbox import TRUNCATED_MARKER  # the same marker on both sides
+from autograder.kernel import cgroups, uids
+from autograder.grading.pipeline import hidden_tests
+from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
 WRONG_ANSWER = "WrongAnswer"
@@ -55,10 +61,29 @@ TIMED_OUT = "timed_out_after_seconds"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 LEFT_PROCESSES = "left processes running after grading (killed)"
-sandbox_events: list = []  # flags for the notebook being graded; the grading command reads and clears it
-# grade_id -> how each hidden test of the notebook being graded ended (``hidden_tests.Session.outcome``), kept in
-# this process (never in the notebook, which the learner wrote); the grading command reads and clears it
-hidden_outcomes: dict = {}
+REPORT_KEY = "autograder_execution"  # the graded notebook's metadata key for ``ExecutionReport``
+
+
+@dataclass
+class ExecutionReport:
+    """What grading one notebook found beyond its outputs, returned with the graded notebook (``REPORT_KEY``).
+
+    ``sandbox_events``: flags for the report (processes left behind, a limit hit), in the order they happened;
+    ``hidden_outcomes``: grade_id -> how its hidden test ended (``hidden_tests.Session.outcome``), decided in the
+    grader, never anything the kernel said."""
+
+    sandbox_events: list = field(default_factory=list)
+    hidden_outcomes: dict = field(default_factory=dict)
+
+    def event(self, text: str) -> None:
+        if text not in self.sandbox_events:
+            self.sandbox_events.append(text)
+
+
+def execution_report(nb) -> ExecutionReport:
+    """The ``ExecutionReport`` SafeExecute wrote into a graded notebook (empty for a notebook it did not grade)."""
+    data = nb.metadata.get(REPORT_KEY) or {}
+    return ExecutionReport(list(data.get("sandbox_events", [])), dict(data.get("hidden_outcomes", {})))
 
 
 def remove_stale_sandboxes() -> int:
@@ -99,7 +124,7 @@ def channel_owner(folder: Path):
 
 
 def hidden_cell_passed(text: str) -> bool:
-    from autograder.hidden_cell import PASSED
+    from autograder.kernel.protocol import PASSED
 
     return PASSED in text
 
@@ -114,24 +139,32 @@ class SafeExecute(Execute):
     unresponsive_grace = Integer(10, help="Seconds a timed-out kernel has to answer before it is killed.").tag(
         config=True)
     start_attempts = Integer(3, help="Kernel start attempts before the notebook fails.").tag(config=True)
-    isolation = Enum(("uid", "userns", "none"), "none", help="How kernels are isolated (autograder/sandbox.py).").tag(
+    isolation = Enum(("uid", "userns", "none"), "none", help="How kernels are isolated (autograder/kernel/sandbox.py).").tag(
         config=True)
     notebook_timeout = Integer(600, help="Seconds a whole notebook may run before its kernel is killed.").tag(
         config=True)
-    warm_kernels = Bool(True, help="With isolation 'uid', fork kernels from a warm server (autograder/warm_kernels.py)"
+    warm_kernels = Bool(True, help="With isolation 'uid', fork kernels from a warm server (autograder/kernel/warm_kernels.py)"
                                    " instead of starting each cold.").tag(config=True)
     kernel_library = Unicode("", help="The kernel library the kernelspec binds (for the warm server).").tag(config=True)
 
     _hidden: dict = {}
+    report: ExecutionReport = None  # of the notebook being graded
     _start_cold = False  # a warm start of this notebook's kernel failed: the next attempt starts cold
 
     def preprocess(self, nb, resources=None, km=None):
         notebook = ((resources or {}).get("nbgrader") or {}).get("notebook") or ""
         self._hidden = registry.tests_of(registry.lesson_module(notebook)) if notebook[:2].isdigit() else {}
         self._start_cold = False
+        self.report = ExecutionReport()
+        try:
+            return self._preprocess_with_retries(nb, resources, km)
+        finally:  # after the kernel is gone (``_end_sandbox``): what was found goes out with the graded notebook
+            nb.metadata[REPORT_KEY] = asdict(self.report)
+
+    def _preprocess_with_retries(self, nb, resources, km):
         for attempt in range(1, self.start_attempts + 1):
             self._reset_safety()
-            hidden_outcomes.clear()
+            self.report = ExecutionReport()
             try:
                 return super().preprocess(nb, resources, km)
             except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
@@ -147,7 +180,7 @@ class SafeExecute(Execute):
                 self._end_sandbox()
 
     async def async_start_new_kernel(self, **kwargs):
-        # every kernel started here asks the grader for its hidden tests (autograder/hidden_cell.py) and trains
+        # every kernel started here asks the grader for its hidden tests (autograder/kernel/hidden_cell.py) and trains
         # lesson 07's model for a few steps only (training is never graded)
         kwargs["env"] = {**os.environ, **kwargs.get("env", {}), "MHA_HIDDEN_TESTS": "grader", "MHA_SHORT_TRAINING": "1",
                          **(self._warm.env() if self._warm is not None else {})}
@@ -200,7 +233,7 @@ class SafeExecute(Execute):
         if self._uid is not None:  # before the kernel stops: anything else of its uid was left behind
             alive = getattr(self, "km", None) is not None and await ensure_async(self.km.is_alive())
             if len(uids.processes_of(self._uid.uid)) > (1 if alive else 0):
-                sandbox_events.append(LEFT_PROCESSES)
+                self.report.event(LEFT_PROCESSES)
         return await super()._async_cleanup_kernel()
 
     _cleanup_kernel = run_sync(_async_cleanup_kernel)  # nbclient binds the name to its own coroutine
@@ -210,12 +243,12 @@ class SafeExecute(Execute):
         if self._deadline is not None:
             self._deadline.cancel()
         if self._expired:
-            sandbox_events.append(f"notebook time limit: the notebook ran longer than {self.notebook_timeout} s "
+            self.report.event(f"notebook time limit: the notebook ran longer than {self.notebook_timeout} s "
                                   "in all and was stopped")
         if self._uid is not None:
             name = sandbox.cgroup_name(self._uid.uid)
             if cgroups.memory_limit_hit(name):
-                sandbox_events.append("memory limit: " + MEMORY_LIMIT)
+                self.report.event("memory limit: " + MEMORY_LIMIT)
             cgroups.remove(name)
             uids.kill(self._uid.uid)
             self._uid.release()
@@ -259,7 +292,7 @@ class SafeExecute(Execute):
             if not any(o.get("output_type") == "error" for o in cell.outputs):
                 cell.outputs.append(error_output("CellTimeoutError", str(exc).splitlines()[0]))
         if self._timed_out:
-            cell.metadata[TIMED_OUT] = int(self.timeout)  # read (and removed) by autograder.grading.learner_errors
+            cell.metadata[TIMED_OUT] = int(self.timeout)  # read (and removed) by autograder.grading.pipeline.learner_errors
         if self._timed_out and not self._responsive():
             self._kill()
             self._stopped = (f"the kernel ignored the interrupt after a cell ran longer than {self.timeout} s, "
@@ -282,7 +315,7 @@ class SafeExecute(Execute):
             session.close()
             self.kc.allow_stdin = False
             self._write_verdict(cell, session)
-            hidden_outcomes[meta.get("grade_id")] = session.outcome()
+            self.report.hidden_outcomes[meta.get("grade_id")] = session.outcome()
 
     execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
 

@@ -1,8 +1,8 @@
 """One control group per graded notebook: memory (tmpfs pages and kernel objects included), processes and CPU.
 
-The kernel launcher (``autograder/sandbox.py``, as root) creates the group named after the notebook's sandbox uid
+The kernel launcher (``autograder/kernel/sandbox.py``, as root) creates the group named after the notebook's sandbox uid
 and moves itself into it before it starts the kernel, so the kernel and everything it starts are counted
-together; ``SafeExecute`` (``autograder/grading/execute.py``) kills what is left in the group when the notebook is
+together; ``SafeExecute`` (``autograder/grading/pipeline/execute.py``) kills what is left in the group when the notebook is
 done, reads whether the memory limit was hit, and removes the group.
 
 cgroup v1 (one hierarchy per controller, as on this course's CI machines) and cgroup v2 (one unified hierarchy)

@@ -2,7 +2,7 @@
 
 A bug declared with ``given=True`` in ``autograder/bugs/lessonNN.py`` is the starting code of the answer cell that
 defines its function: the lesson source holds the fixed function (the model answer, between the solution
-markers), and the build (``autograder/build.py``) releases the bug's source in that cell instead of nbgrader's
+markers), and the build (``autograder/publish/build.py``) releases the bug's source in that cell instead of nbgrader's
 ``raise NotImplementedError()`` stub. The learner finds the bug with the course's tools, fixes it in place, and the
 hidden tests named in ``bug.tests`` grade the fix; since the given code *is* a catalogued bug, the mutation
 harness proves those tests catch it, with its diagnosis.

@@ -1,6 +1,6 @@
 """Every catalogued bug against each hidden test it must fail, over many grading salts, without a kernel.
 
-    python -m autograder.salt_sweep [--salts 200] [--lessons 01 04 ...]
+    python -m autograder.proofs.salt_sweep [--salts 200] [--lessons 01 04 ...]
 
 A hidden test draws its inputs from ``rng_for(test_id)``, seeded by the grading salt that each grading run draws
 afresh; a test that catches a bug for one salt may pass it for another. The sweep calls each hidden test's
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder import bugs as catalog
-from autograder import answers, course, reference
+from autograder.course import answers
+from autograder import course, reference
 from autograder.checks import registry
 
 SALT_VARIABLE = "MHA_GRADING_SALT"

@@ -1,10 +1,10 @@
-"""The learner bundle, what an instructor hands out: ``make bundle`` (``python -m autograder.bundle``).
+"""The learner bundle, what an instructor hands out: ``make bundle`` (``python -m autograder.publish.bundle``).
 
-    python -m autograder.bundle [--out build/mha-course-lessons.zip]
+    python -m autograder.publish.bundle [--out build/mha-course-lessons.zip]
 
 One zip holding a folder with the student notebooks of ``lessons/`` (each works alone: its first code cell writes
-its self-check modules, ``autograder/helper_cell.py``), the glossary, a ``requirements.txt`` written from
-``binder/environment.yml`` (``autograder/learner_env.py``) and a short README (``autograder/bundle_readme.md``).
+its self-check modules, ``autograder/course/helper_cell.py``), the glossary, a ``requirements.txt`` written from
+``binder/environment.yml`` (``autograder/publish/learner_env.py``) and a short README (``autograder/publish/bundle_readme.md``).
 Files are named one by one, so nothing else of ``lessons/`` (``.ipynb_checkpoints/``, a learner's scratch file)
 and nothing of the maintainers' goes in. The same lessons give the same bytes (fixed file dates).
 """
@@ -18,7 +18,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from autograder import course, learner_env
+from autograder import course
+from autograder.publish import learner_env
 
 FOLDER = "mha-course-lessons"
 DEFAULT_OUT = course.ROOT / "build" / f"{FOLDER}.zip"

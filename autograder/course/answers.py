@@ -12,13 +12,14 @@ from pathlib import Path
 import nbformat
 
 from autograder import course
+from autograder.course import notebooks
 
 _SOLUTION = re.compile(r"[ \t]*### BEGIN SOLUTION\n(.*?)[ \t]*### END SOLUTION\n?", re.S)
 
 
 def model_answers(lesson: str) -> dict:
     """grade_id -> the full source of that solution cell with the solution markers removed."""
-    nb = course.read_source(course.SOLUTIONS / f"{lesson}.py")
+    nb = notebooks.read_source(course.SOLUTIONS / f"{lesson}.py")
     answers = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -64,5 +65,5 @@ def fill(lesson: str, replacements=None, *, complete=True, lessons_dir=None) -> 
 def write_submission(course_root, student: str, lesson: str, nb) -> Path:
     """Place ``nb`` where ``nbgrader autograde`` looks for it: submitted/<student>/<lesson>/<lesson>.ipynb."""
     path = Path(course_root) / "submitted" / student / lesson / f"{lesson}.ipynb"
-    course.write_notebook(nb, path)
+    notebooks.write_notebook(nb, path)
     return path

@@ -1,7 +1,7 @@
 """Build the student notebooks in ``lessons/`` from their single source in ``solutions/``.
 
-    python -m autograder.build            # rebuild lessons/ (what `make lessons` runs)
-    python -m autograder.build --check    # rebuild into a temporary folder; exit 1 if lessons/ differs
+    python -m autograder.publish.build            # rebuild lessons/ (what `make lessons` runs)
+    python -m autograder.publish.build --check    # rebuild into a temporary folder; exit 1 if lessons/ differs
 
 It also writes docs/written-answers.md, the written answers' model answers and rubrics (``answer_key``), which
 stay out of lessons/.
@@ -25,7 +25,9 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import answer_key, course, given_code
+from autograder.publish import answer_key, given_code
+from autograder import course
+from autograder.course import notebooks
 
 BUILT_SUFFIXES = (".ipynb", ".py", ".md")  # what the build writes into lessons/, and so what drift compares
 FORBIDDEN_IN_LESSONS = ("### BEGIN SOLUTION", "### END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
@@ -50,7 +52,7 @@ def build(dest: Path) -> list:
     dest.mkdir(parents=True, exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="mha-build-") as tmp:
-        root = course.make_course(Path(tmp) / "course")
+        root = notebooks.make_course(Path(tmp) / "course")
         for name in course.lesson_names():
             nb = given_code.hand_out(name, nbformat.read(root / "release" / name / f"{name}.ipynb", as_version=4))
             problems = leaks(nb)
@@ -60,7 +62,7 @@ def build(dest: Path) -> list:
                 raise course.SourceError(f"the student notebook built from solutions/{name}.py would leak: "
                                          + "; ".join(problems))
             target = dest / f"{name}.ipynb"
-            course.write_notebook(nb, target)
+            notebooks.write_notebook(nb, target)
             written.append(target)
     course.copy_helpers(dest)
     course.copy_pages(dest)

@@ -2,7 +2,7 @@
 
 ``SafeExecute`` (``execute.py``) opens a ``Session`` for each graded cell that has a registered hidden test
 (``autograder/checks/registry.py``, found by the cell's grade_id) and answers the kernel's stdin requests with
-``Session.answer``; the protocol is described in ``autograder/hidden_cell.py``. The test function runs in a
+``Session.answer``; the protocol is described in ``autograder/kernel/hidden_cell.py``. The test function runs in a
 thread of the grader with ``RemoteFunction`` stand-ins for the learner's functions: calling one sends the
 inputs to the kernel and returns what the learner's function returned there (and applies any change it made to
 its array arguments in place, so the test sees it). Inputs are drawn here with this process's salt; the
@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from autograder.hidden_cell import Unrecordable, _exception, decode, decode_value, encode, encode_value
+from autograder.kernel.protocol import Unrecordable, decode, decode_value, encode, encode_value, exception_named
 
 WAIT = 3600  # seconds a side waits for the other; the cell's own timeout stops a kernel long before
 
@@ -168,7 +168,7 @@ class Session:
                 self._to_kernel.put(self._helper(fn, message))
                 continue
             if message["op"] == "raised":
-                exc = _exception(str(message.get("type", "Exception")), str(message.get("message", "")))
+                exc = exception_named(str(message.get("type", "Exception")), str(message.get("message", "")))
                 exc.learner_traceback = [str(line) for line in message.get("traceback", [])][-12:]
                 raise exc
             for index, data in (message.get("changed") or {}).items():

@@ -1,0 +1,1 @@
+"""The proofs that the hidden tests work: the mutation harness, the isolation placements, the salt sweep."""
