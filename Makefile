@@ -40,8 +40,9 @@ lab: venv ## open the lessons in JupyterLab
 test: venv ## run the whole test suite (what CI runs); prints the 15 slowest tests
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
-test-fast: venv ## the tests that do not run nbgrader or notebooks
-	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not browser and not slow" $(PYTEST_ARGS)
+test-fast: venv ## the inner loop: no kernel, browser or server, a 10-salt sweep (under a minute on 2 cores)
+	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not kernel and not browser and not server and not slow" \
+		$(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
 	$(PY) -m autograder.publish.build

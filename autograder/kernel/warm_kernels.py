@@ -24,7 +24,7 @@ the server's socket in ``ENV`` and, instead of building a sandbox, asks the serv
 
 So every notebook still gets a new process, its own uid, namespaces, tmpfs and control group, and the same limits
 as a kernel started cold; what it shares with the next notebook is only what the server imported before any
-notebook existed. ``tests/test_warm_kernels.py`` proves both: a kernel sees the same as a cold one, and what a
+notebook existed. ``tests/grading/test_warm_kernels.py`` proves both: a kernel sees the same as a cold one, and what a
 notebook leaves behind (files, processes, changed modules) never reaches the next one. When the server cannot be
 reached, the launcher starts the kernel cold, as it would without one.
 """

@@ -7,7 +7,7 @@ afresh; a test that catches a bug for one salt may pass it for another. The swee
 function directly, in this process, with the model answers of the lesson and the one catalogued bug in place of
 its function, once per salt, and counts for each (bug, test) pair how often the test failed (detection) and how
 often its message gave that bug's diagnosis (its id, or the id of a bug sharing its diagnosis).
-``tests/test_salt_sweep.py`` asks for 100 % of both.
+``tests/unit/test_salt_sweep.py`` asks for 100 % of both.
 """
 
 from __future__ import annotations

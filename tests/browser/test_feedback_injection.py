@@ -1,6 +1,6 @@
 """Feedback pages run no learner code, in Chromium.
 
-Each page comes from a notebook of the graded batch in tests/feedback_batch.py whose learner added a markdown
+Each page comes from a notebook of the graded batch in tests/helpers/feedback_batch.py whose learner added a markdown
 cell and an output carrying one injection (a script, an ``<img onerror>``, an ``<iframe>``, a form posting
 elsewhere). Opened as the instructor opens them from report.html (a local file), they log nothing, request
 nothing but the page itself and leave the injected code's mark nowhere. The same markup in an unprotected page

@@ -1,4 +1,4 @@
-"""insights.html of a graded class (tests/insights_class.py), opened in Chromium as the instructor opens it from
+"""insights.html of a graded class (tests/helpers/insights_class.py), opened in Chromium as the instructor opens it from
 report.html (a local file): every plot displays, every link to a feedback page resolves, clicking a bug lists its
 students, nothing is logged on the console, and the page follows the accessibility rules of the lessons (alt text
 of at least eight words on every figure, one level-1 heading and no skipped level, a language, headed tables).
@@ -14,7 +14,7 @@ from insights_class import ATTENTION_BUGS, LESSON, graded_class
 from labserver import SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
-MIN_ALT_WORDS = 8  # as tests/test_accessibility.py asks of every lesson figure
+MIN_ALT_WORDS = 8  # as tests/unit/test_accessibility.py asks of every lesson figure
 
 
 @pytest.fixture(scope="module")

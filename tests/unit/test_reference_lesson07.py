@@ -1,5 +1,5 @@
 """Lesson 07's reference backward pass against central finite differences and against an independent per-head
-loop (``tests/independent.py``: explicit Jacobians, einsum, column slices), with hypothesis over random shapes,
+loop (``tests/helpers/independent.py``: explicit Jacobians, einsum, column slices), with hypothesis over random shapes,
 masks and both float dtypes; the gradient check and the sinusoidal positions against known values."""
 
 import math

@@ -46,7 +46,7 @@ def results(tmp_path_factory):
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
+    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
 
 

@@ -1,5 +1,5 @@
 """Grading on a Dask cluster (``--scheduler``, autograder/grading/cluster.py), for real: a ``dask scheduler`` and two
-``dask worker`` processes on 127.0.0.1 and the PostgreSQL server of tests/postgres_server.py. One worker is killed
+``dask worker`` processes on 127.0.0.1 and the PostgreSQL server of tests/helpers/postgres_server.py. One worker is killed
 while it grades a notebook; the class still ends with the grades of a local run, and the originals are untouched.
 """
 

@@ -1,5 +1,5 @@
 """Kill grading workers the way the out-of-memory killer does (SIGKILL), while they grade a given student: for the
-tests of a worker that dies mid-notebook (tests/test_grade_command.py, tests/test_cluster.py)."""
+tests of a worker that dies mid-notebook (tests/grading/test_grade_command.py, tests/grading/test_cluster.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """One synthetic class of lesson 01 with known bugs, graded once through the real command, for the insights tests
-(tests/test_insights.py and tests/browser/test_insights_page.py).
+(tests/grading/test_insights.py and tests/browser/test_insights_page.py).
 
 The bugs are drawn from the catalog (``autograder.bugs``, the first visible ones of each function, whatever they are
 called) at fixed rates: the first attention bug in three students, the second in one, one softmax bug each in two of

@@ -3,7 +3,7 @@
 and as a learner finishes them (filled: no error at all).
 
 The student notebooks are the learner bundle's (``make bundle``), each run alone in an empty folder by a fresh venv
-made from the bundle's requirements.txt, the Binder set (``tests/learner_venv.py``): one venv for the three claims
+made from the bundle's requirements.txt, the Binder set (``tests/helpers/learner_venv.py``): one venv for the three claims
 (a notebook works alone, the Binder packages run every lesson, the bundle runs every lesson)."""
 
 import subprocess

@@ -49,7 +49,7 @@ def results(tmp_path_factory):
         "uniform_experiment": answers.fill(LESSON, {"dot_product_std": UNIFORM_EXPERIMENT}),
         "np_sqrt_scores": answers.fill(LESSON, {"multi_head_scores": NP_SQRT_SCORES}),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
+    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l04"), LESSON, notebooks)
 
 

@@ -1,5 +1,5 @@
 """The grading command on a PostgreSQL gradebook: a real server (Debian's postgresql package) started on loopback
-(tests/postgres_server.py).
+(tests/helpers/postgres_server.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The instructor's insights (``autograder/grading/insights.py``): every count of ``misconceptions.csv`` and every
-difficulty figure of a synthetic class graded once through the real command (tests/insights_class.py), and the
+difficulty figure of a synthetic class graded once through the real command (tests/helpers/insights_class.py), and the
 pieces that need no kernel (how a failed test names a bug, the point-biserial correlation)."""
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def test_point_biserial_is_pearsons_r_of_a_binary_item():
 
 
 # ------------------------------------------------------------------------------------------------ one graded class
+@pytest.mark.grading
 def test_misconceptions_csv_holds_every_failure_of_the_class_and_nothing_else(klass):
     rows = _csv(klass["out"])
     assert list(rows[0]) == insights.CSV_HEADER
@@ -79,6 +80,7 @@ def test_misconceptions_csv_holds_every_failure_of_the_class_and_nothing_else(kl
         assert float(r["points lost"]) > 0
 
 
+@pytest.mark.grading
 def test_the_counts_per_bug_and_the_shares_are_those_of_the_class(klass):
     html = (klass["out"] / "insights.html").read_text(encoding="utf-8")
     attempted = len(CLASS_BUGS)  # the untouched notebook is not in the shares
@@ -92,6 +94,7 @@ def test_the_counts_per_bug_and_the_shares_are_those_of_the_class(klass):
     assert order[0] == ATTENTION_BUGS[0].id  # the most frequent first (three students)
 
 
+@pytest.mark.grading
 def test_the_difficulty_of_each_test_is_its_pass_rate_among_attempted_notebooks(klass):
     failed = {}
     for st, gid, _ in expected_rows():
@@ -106,6 +109,7 @@ def test_the_difficulty_of_each_test_is_its_pass_rate_among_attempted_notebooks(
     assert found == expected
 
 
+@pytest.mark.grading
 def test_an_uncatalogued_wrong_answer_and_a_forged_bug_name_are_failures_without_a_name(klass):
     html = (klass["out"] / "insights.html").read_text(encoding="utf-8")
     unnamed = html.split('<h2 id="unnamed">')[1].split("<h2")[0]
@@ -115,6 +119,7 @@ def test_an_uncatalogued_wrong_answer_and_a_forged_bug_name_are_failures_without
         assert sorted(re.findall(r'<a href="feedback/([^/]+)/', row.group(2))) == sorted(UNNAMED_STUDENTS)
 
 
+@pytest.mark.grading
 def test_the_untouched_notebook_is_not_attempted_and_the_run_lists_what_it_graded(klass):
     changed = {c["student"]: c for c in klass["changed"]}
     assert set(changed) == {*CLASS_BUGS, UNTOUCHED}
@@ -129,6 +134,7 @@ def test_the_untouched_notebook_is_not_attempted_and_the_run_lists_what_it_grade
     assert "perfect" not in help_section and "attention_and_softmax" in help_section
 
 
+@pytest.mark.grading
 def test_the_page_is_rebuilt_from_the_state_alone(klass):
     """What a resumed run does: the outputs written again from the gradebook and the state are the same."""
     from autograder.grading import intake, results

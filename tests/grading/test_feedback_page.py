@@ -1,4 +1,4 @@
-"""The feedback pages of a graded batch (tests/feedback_batch.py, through the real command) show the learner the
+"""The feedback pages of a graded batch (tests/helpers/feedback_batch.py, through the real command) show the learner the
 diagnosis first and nothing of the grader: no path of the grading machine, no grading-code file, no source line
 of the reference or the hidden checks; no script, no MathJax; a notice page where there was no notebook."""
 

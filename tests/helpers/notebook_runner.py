@@ -1,5 +1,5 @@
 """What an executed notebook shows: its errors, what it printed to stderr, what its self-checks printed.
-(``tests/learner_venv.py`` runs the student notebooks.)"""
+(``tests/helpers/learner_venv.py`` runs the student notebooks.)"""
 
 import ast
 

@@ -25,7 +25,7 @@ def results(tmp_path_factory):
                 return 64, 4 * 512 * 512, 4 * 512 * 512
             """}),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
+    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l03"), LESSON, notebooks)
 
 

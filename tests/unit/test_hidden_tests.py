@@ -1,7 +1,7 @@
 """The hidden-test channel on its own: the kernel side (``autograder/kernel/hidden_cell.py``) talking to the grader side
 (``autograder/grading/pipeline/hidden_tests.py``) in one process, the kernel's ``input()`` answered by ``Session.answer``.
 
-The real thing runs over a kernel's stdin channel (tests/test_grading_*.py, tests/test_tamper.py); here each
+The real thing runs over a kernel's stdin channel (tests/test_grading_*.py, tests/grading/test_tamper.py); here each
 step of the protocol is checked directly: a verdict the kernel cannot fake, helpers answered by the grader, a
 changed input seen by the test, a learner's error reported with the learner's own frames only.
 """

@@ -2,7 +2,7 @@
 (per-head loops, an explicit Jacobian) and a gradient check written differently (a loop over np.ndindex) get full
 and zero marks; scores read from the gradebook. Grading trains for a few steps only (MHA_SHORT_TRAINING, set by the
 grading command for every kernel), so a lesson 07 notebook grades quickly. Every catalogued bug of the lesson is
-graded by tests/test_mutations.py."""
+graded by tests/grading/test_mutations.py."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Lessons 04-06: the dtype contract, bugs that only unusual inputs or memory show, and diagnoses that name a
 mistake without handing out the answer. The hidden tests are called directly (no kernel); the mutation harness
-(tests/test_mutations.py) proves the same bugs through the real grading command."""
+(tests/grading/test_mutations.py) proves the same bugs through the real grading command."""
 
 import re
 

@@ -1,6 +1,6 @@
 """``make bundle``: one zip with the student notebooks, the glossary, a requirements.txt and a learner README, and
 nothing else. (Unzipped into an empty folder, a venv from its requirements.txt runs every lesson:
-``tests/test_notebooks.py``.)"""
+``tests/notebooks/test_notebooks.py``.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A learner's packages, set once in ``binder/environment.yml``: what the lessons import (read from the notebooks'
 code here, not from a list kept by hand), plus JupyterLab, with the pins of ``requirements.txt``; the README's
 Binder badge and its first screen. (A fresh venv of exactly these packages runs every lesson:
-``tests/test_notebooks.py``.)"""
+``tests/notebooks/test_notebooks.py``.)"""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="kernel isolation (uid
 
 GOOD_SOFTMAX = answers.model_answers(LESSON)["softmax"]
 OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source
-# Honest scores of lesson 01 (tests/test_grading_lesson01.py proves them on their own): softmax tests are worth
+# Honest scores of lesson 01 (tests/grading/test_grading_lesson01.py proves them on their own): softmax tests are worth
 # 2 + 1 points, attention tests 3 + 2.
 SOFTMAX_POINTS, FULL = 3.0, 8.0
 MARKER = f"/tmp/hostile-marker-{uuid.uuid4().hex}"

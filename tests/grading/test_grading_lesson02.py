@@ -122,7 +122,7 @@ def results(tmp_path_factory):
         "untouched": answers.student_notebook(LESSON),
         "misfit": answers.fill(LESSON, MISFIT),
     }
-    # every catalogued bug is graded by tests/test_mutations.py (autograder.proofs.mutation), in one batch
+    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
     notebooks["split_no_transpose"] = answers.fill(
         LESSON, {"split_heads": bugs.by_id("split_no_transpose").source})
     start = time.perf_counter()

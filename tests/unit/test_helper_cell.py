@@ -1,6 +1,6 @@
 """The first code cell of every student notebook carries its self-check modules (``autograder/course/helper_cell.py``).
 
-Run alone in an empty folder, every lesson works (``tests/test_notebooks.py`` runs them so); here: what the cell
+Run alone in an empty folder, every lesson works (``tests/notebooks/test_notebooks.py`` runs them so); here: what the cell
 carries, that it leaves an identical file untouched and replaces a missing, tampered or stale one, that a damaged
 cell says so, that nbgrader sees it as a locked, ungraded cell, and that grading does not rely on what it writes.
 """

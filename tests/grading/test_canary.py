@@ -3,7 +3,7 @@
 A copy of the course is graded with its own command (the copy on PYTHONPATH): once intact (the earlier run), once
 with a reference that disagrees with the model answers (the canary must refuse: exit status, the sentence, no
 student graded, nothing of the earlier run changed) and once repaired (everyone is graded). The normal run's
-canary is checked in ``tests/test_grade_command.py`` on its shared class.
+canary is checked in ``tests/grading/test_grade_command.py`` on its shared class.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Every hidden test passes on the model answers when every other function of the lesson raises (each is replaced
 by its reference stand-in while the test runs); every function the learner writes or pastes has a stand-in; and
 every graded cell whose visible self-check follows the hidden test declares that check, so it gives way when the
-hidden test passes. The real grading path is proven by the mutation harness (``tests/test_mutations.py``).
+hidden test passes. The real grading path is proven by the mutation harness (``tests/grading/test_mutations.py``).
 """
 
 import ast

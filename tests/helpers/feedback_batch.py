@@ -1,4 +1,4 @@
-"""One class graded through the real command for the feedback-page tests (tests/test_feedback_page.py and
+"""One class graded through the real command for the feedback-page tests (tests/grading/test_feedback_page.py and
 tests/browser/test_feedback_injection.py): failed hidden tests, a learner error, a timeout, outputs and markdown
 carrying injected script, a missing and an unreadable notebook. ``graded_batch`` grades it once per session.
 """

@@ -1,0 +1,223 @@
+"""The package's layers, declared once, and the import graph read from the source to prove them.
+
+    python -m autograder.proofs.layout            # rewrite docs/layers.svg (what `make docs` runs)
+    python -m autograder.proofs.layout --check    # fail if docs/layers.svg differs from what the source gives
+
+A layer may import from its own layer and the layers below it, never from one above; no import circle exists at
+all (imports inside functions count too). ``tests/unit/test_layout.py`` reads the graph and fails on a new circle,
+an upward import, a kernel module that imports the rest of the course, or a loose module too many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "autograder"
+DIAGRAM = ROOT / "docs" / "layers.svg"
+
+# Lowest first. Each entry: a package (or loose module) of autograder/ and what it is for.
+LAYERS = (
+    (("reference", "the one reference implementation (numpy)"),
+     ("kernel", "what runs inside the sandbox or starts it: hidden cell, wire protocol, launcher, bubblewrap, "
+                "warm server, cgroups, uids")),
+    (("course", "the lesson sources: ids, paths, notebooks read from solutions/, the helper cell, model answers"),),
+    (("bugs", "the catalog of learner bugs: data"),),
+    (("checks", "the hidden tests: registry, stand-ins, runner, bug matcher, one module per lesson"),),
+    (("publish", "generated files: lessons/, the bundle, the Binder environment, the answer key, the bug table"),
+     ("grading.pipeline", "nbgrader's autograde steps: sandboxed execute, hidden tests in the grader, learner "
+                          "errors, cell metadata, the feedback page")),
+    (("grading", "the grading command's steps: settings, intake, workspace, canary, pool, worker, records, "
+                 "gradebook, marks, outcome, results, report, insights"),
+     ("nbgrader_config", "the pipeline, declared once: loaded by every course folder")),
+    (("grade", "the command line: python -m autograder.grade"),),
+    (("proofs", "the proofs: mutation harness, placements, salt sweep, this layout"),),
+)
+# Imports that go up a layer on purpose, each with the reason (docs/maintainers.md repeats it).
+DECLARED_UPWARD = {
+    ("autograder.kernel.hidden_cell", "autograder.checks.registry"):
+        "outside grading (an instructor's kernel, nbval) a hidden cell runs its test in the kernel itself, where the "
+        "whole course is importable; in the sandbox that line is never reached and the kernel library has no checks",
+}
+MAX_LOOSE_MODULES = 5
+
+
+@dataclass(frozen=True)
+class Graph:
+    modules: dict  # dotted name -> path
+    edges: dict  # dotted name -> set of dotted names it imports (at module level or inside functions)
+
+
+def read_graph(package: Path = PACKAGE) -> Graph:
+    """Every module of ``package`` and the course modules each imports, read from the source (nothing is run)."""
+    modules = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+
+    def resolve(name: str):
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] == package.name and resolve(target) not in (None, name):
+                    found.add(resolve(target))
+        edges[name] = found
+    return Graph(modules, edges)
+
+
+def circles(graph: Graph) -> list:
+    """The import circles: every strongly connected group of two or more modules (Tarjan), sorted."""
+    index, low, stack, on_stack, groups, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph.modules):
+        if v not in index:
+            visit(v)
+    return sorted(groups)
+
+
+def layer_of(module: str):
+    """(layer number, declared part) of a module: the longest declared part that contains it; None if none does."""
+    best = None
+    for number, layer in enumerate(LAYERS):
+        for part, _ in layer:
+            full = f"autograder.{part}"
+            if (module == full or module.startswith(full + ".")) and (best is None or len(full) > len(best[1])):
+                best = (number, full)
+    return best
+
+
+def upward_imports(graph: Graph) -> list:
+    """(importer, imported) pairs where a module imports from a higher layer, declared exceptions left out."""
+    found = []
+    for source, targets in sorted(graph.edges.items()):
+        for target in sorted(targets):
+            a, b = layer_of(source), layer_of(target)
+            if a and b and b[0] > a[0] and (source, target) not in DECLARED_UPWARD:
+                found.append((source, target))
+    return found
+
+
+def undeclared(graph: Graph) -> list:
+    """Modules that belong to no declared layer (a new package or loose module must be placed in ``LAYERS``)."""
+    return sorted(m for m in graph.modules if m != "autograder" and layer_of(m) is None)
+
+
+def kernel_reaches_out(graph: Graph) -> list:
+    """Imports from ``autograder.kernel`` to the rest of the course (the kernel library holds the kernel package
+    only), declared exceptions left out."""
+    return sorted((s, t) for s, ts in graph.edges.items() if s.startswith("autograder.kernel")
+                  for t in ts if not t.startswith("autograder.kernel") and (s, t) not in DECLARED_UPWARD)
+
+
+def loose_modules(package: Path = PACKAGE) -> list:
+    return sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+
+
+def svg(graph: Graph) -> str:
+    """The layers as an SVG picture, top layer first: each part with what it is for and its modules."""
+    width, row_gap, pad = 1000, 14, 10
+    rows, y = [], 40
+    for number, layer in reversed(list(enumerate(LAYERS))):
+        boxes, x = [], 20
+        box_w = (width - 40 - (len(layer) - 1) * 10) // len(layer)
+        heights = []
+        for part, purpose in layer:
+            full = f"autograder.{part}"
+            members = sorted(m[len(full) + 1:] for m in graph.modules if m.startswith(full + ".")
+                             and layer_of(m) == (number, full))
+            lines = _wrap(purpose, box_w // 7) + _wrap(", ".join(members), box_w // 7) if members else \
+                _wrap(purpose, box_w // 7)
+            heights.append(28 + 15 * len(lines))
+            boxes.append((x, part, purpose, members, lines))
+            x += box_w + 10
+        h = max(heights)
+        for x, part, purpose, members, lines in boxes:
+            path = "autograder/" + part.replace(".", "/") + ("/" if members or (PACKAGE / part.replace(".", "/")).is_dir()
+                                                             else ".py")
+            rows.append(f'<rect x="{x}" y="{y}" width="{box_w}" height="{h}" rx="6" fill="#f4f6fb" stroke="#34495e"/>')
+            rows.append(f'<text x="{x + pad}" y="{y + 20}" font-weight="bold">{html.escape(path)}</text>')
+            for i, line in enumerate(lines):
+                italic = ' font-style="italic" fill="#555"' if members and i >= len(_wrap(purpose, box_w // 7)) else ""
+                rows.append(f'<text x="{x + pad}" y="{y + 38 + 15 * i}"{italic}>{html.escape(line)}</text>')
+        y += h + row_gap
+    height = y + 10
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif" font-size="12">\n'
+            "<!-- Generated by `python -m autograder.proofs.layout` (make docs) from LAYERS in "
+            "autograder/proofs/layout.py and the package's modules; do not edit. -->\n"
+            f'<title>The layers of autograder/: each imports only from its own row and the rows below</title>\n'
+            f'<text x="20" y="24" font-size="14" font-weight="bold">autograder/: a layer imports only from its own '
+            f'row and the rows below it (top: highest)</text>\n')
+    return head + "\n".join(rows) + "\n</svg>\n"
+
+
+def _wrap(text: str, width: int) -> list:
+    import textwrap
+
+    return textwrap.wrap(text, width=max(width, 20)) or [""]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if docs/layers.svg is not what the source gives")
+    args = parser.parse_args(argv)
+    text = svg(read_graph())
+    if args.check:
+        if not DIAGRAM.exists() or DIAGRAM.read_text(encoding="utf-8") != text:
+            print("docs/layers.svg differs from the package's layers: run `make docs`", file=sys.stderr)
+            return 1
+        return 0
+    DIAGRAM.write_text(text, encoding="utf-8")
+    print(f"wrote {DIAGRAM.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
