@@ -56,9 +56,10 @@ clean:
 bench: venv ## print speed and memory figures (every script in bench/)
 	@for f in bench/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
-docs: venv ## rebuild docs/bug-catalog.md from the bug catalog and the README's Binder badge
+docs: venv ## rebuild the generated docs: docs/bug-catalog.md, docs/layers.svg and the README's Binder badge
 	$(PY) -m autograder.publish.bug_table
 	$(PY) -m autograder.publish.learner_env
+	$(PY) -m autograder.proofs.layout
 
 # The learner bundle: make bundle [BUNDLE=path.zip]
 BUNDLE ?= build/mha-course-lessons.zip

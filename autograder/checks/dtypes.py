@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from autograder import reference
-from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, _call, _fresh, _outputs, bound
+from autograder.checks import bug_match, compare
+from autograder.checks.runner import Case, WrongAnswer, call_learner, fresh_copy, as_outputs, bound
 
 
 def _input_dtype(case: Case):
@@ -26,18 +26,13 @@ def _input_dtype(case: Case):
 
 def _catalogued(name, case, got, labels, rtol, atol):
     """The catalog bug of ``name`` whose result on ``case`` has the learner's dtypes and values, or None."""
-    from autograder import bugs as bug_catalog  # only on a failure: it builds every bug
 
-    for bug in bug_catalog.for_function(name):
-        try:
-            with np.errstate(all="ignore"):
-                wrong = _outputs(bug.make()(*[_fresh(a) for a in case.args], **case.kwargs), labels)
-        except Exception:
-            continue
-        if all(compare.is_array(w) and compare.is_array(g) and w.dtype == g.dtype
-               and compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
-            return bug
-    return None
+    def fits(bug) -> bool:
+        wrong = as_outputs(bug.make()(*[fresh_copy(a) for a in case.args], **case.kwargs), labels)
+        return all(compare.is_array(w) and compare.is_array(g) and w.dtype == g.dtype
+                   and compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong))
+
+    return bug_match.first_fit(name, fits)
 
 
 def _advice(given, got, expected) -> str:
@@ -61,8 +56,8 @@ def dtype_kept(name, fn, cases, *, outputs=("result",), rtol=1e-4, atol=1e-6, bi
     ref = ref or getattr(reference, name)
     for case in cases:
         with bound(fn, bind or {}), np.errstate(all="ignore"):
-            got = _outputs(_call(fn, case, name), outputs)
-        expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
+            got = as_outputs(call_learner(fn, case, name), outputs)
+        expected = as_outputs(ref(*[fresh_copy(a) for a in case.args], **case.kwargs), outputs)
         for label, g, e in zip(outputs, got, expected):
             if not compare.is_array(g) or g.dtype == e.dtype:
                 continue  # not an array at all: the value check says so

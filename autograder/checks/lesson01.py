@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder import reference
-from autograder.checks.runner import Case, WrongAnswer, bound, check, distinct_dims, rng_for
+from autograder.checks.runner import Case, WrongAnswer, bound, against_reference, distinct_dims, rng_for
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -34,7 +34,7 @@ def softmax_values(softmax):
         Case((rng.normal(size=(d["a"], d["b"], d["c"])) * 3,), {"axis": 1}, label="3-D, axis=1"),
         Case((rng.normal(size=(d["b"], d["c"])).astype(np.float32),), label="float32"),
     ]
-    check("softmax", softmax, cases, rtol=1e-5, atol=1e-7, inspect=_INSPECT["softmax"])
+    against_reference("softmax", softmax, cases, rtol=1e-5, atol=1e-7, inspect=_INSPECT["softmax"])
     dtype_kept("softmax", softmax, [Case((rng.normal(size=(d["a"], d["b"])).astype(dtype),), label=f"{dtype.__name__}")
                                     for dtype in (np.float32, np.float64)], rtol=1e-5, atol=1e-7)
 
@@ -68,7 +68,7 @@ def softmax_stable(softmax):
         Case((_far_rows(rng, (d["a"], d["b"])),), label="rows thousands apart, each with its own spread"),
         Case((_blocked_row(rng, (d["a"], d["b"])),), label="one row all -inf (every key blocked)"),
     ]
-    check("softmax", softmax, cases, rtol=1e-6, atol=1e-9, inspect=_INSPECT["softmax"])
+    against_reference("softmax", softmax, cases, rtol=1e-6, atol=1e-9, inspect=_INSPECT["softmax"])
 
 
 def _attention_dims(rng, names):
@@ -98,7 +98,7 @@ def attention_values(scaled_dot_product_attention, softmax=None):
         Case(_qkv(rng, (d["B"], d["H"]), d), label="batch and heads"),
         Case(_qkv(rng, (d["B"],), d, np.float32), label="float32"),
     ]
-    check(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
     dtype_kept(_SDPA, scaled_dot_product_attention,
                [Case(_qkv(rng, (d["B"],), d, dtype), label=f"batched, {dtype.__name__}")
@@ -133,7 +133,7 @@ def attention_mask(scaled_dot_product_attention, softmax=None):
         Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (d["B"], T_q, T_k), blocked_row=True)},
              label="batched, one query with every key blocked"),
     ]
-    check(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
     # blocked weights must be exactly zero, not merely small
     Q, K, V = _qkv(rng, (), d)

@@ -16,7 +16,7 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, check, distinct_dims, rng_for
+from autograder.checks.runner import Case, WrongAnswer, against_reference, distinct_dims, rng_for
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.lesson01 import _mask
 from autograder.checks.registry import hidden_test
@@ -54,7 +54,7 @@ def split_heads_values(split_heads):
         Case((rng.normal(size=(d["B"], d["L"], T, d_model)), h), label="two leading axes"),
         Case((rng.normal(size=(d["B"], T, d_model)).astype(np.float32), h), label="float32"),
     ]
-    check("split_heads", split_heads, cases, inspect=_INSPECT["split_heads"])
+    against_reference("split_heads", split_heads, cases, inspect=_INSPECT["split_heads"])
     dtype_kept("split_heads", split_heads, [Case((rng.normal(size=(T, d_model)).astype(dt), h), label=dt.__name__)
                                             for dt in _DTYPES], rtol=0.0, atol=0.0)
     bad_width = d_model + 1
@@ -82,7 +82,7 @@ def concat_heads_values(concat_heads):
         Case((rng.normal(size=(d["B"], d["L"], h, T, dh)),), label="two leading axes"),
         Case((rng.normal(size=(d["B"], h, T, dh)).astype(np.float32),), label="float32"),
     ]
-    check("concat_heads", concat_heads, cases, inspect=_INSPECT["concat_heads"])
+    against_reference("concat_heads", concat_heads, cases, inspect=_INSPECT["concat_heads"])
     dtype_kept("concat_heads", concat_heads, [Case((rng.normal(size=(h, T, dh)).astype(dt),), label=dt.__name__)
                                               for dt in _DTYPES], rtol=0.0, atol=0.0)
     x = rng.normal(size=(d["B"], T, d["d_model"]))
@@ -108,7 +108,7 @@ def output_projection_values(output_projection, concat_heads=None, split_heads=N
     rng = rng_for("output_projection_values")
     d = _dims(rng)
     bind = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
-    check("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind,
+    against_reference("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind,
           inspect=_INSPECT["output_projection"])
     h, T, dh, dm = d["n_heads"], d["T"], d["d_head"], d["d_model"]
     dtype_kept("output_projection", output_projection,
@@ -134,7 +134,7 @@ def mha_values(multi_head_attention, **learner_helpers):
         Case((rng.normal(size=(B, T, dm)).astype(np.float32), *_weights(rng, dm, np.float32), h),
              label="float32"),
     ]
-    check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
     dtype_kept(_MHA, multi_head_attention,
                [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h),
@@ -163,14 +163,14 @@ def mha_mask(multi_head_attention, **learner_helpers):
              {"mask": _mask(rng, (B, 1, T, T), blocked_row=True)},
              label="batched, per-example mask, one query with every key blocked"),
     ]
-    check(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
 
 
 def _passes(*args, **kwargs):
     """Run ``check``; None if it passes, else its message. A missing implementation is never excused."""
     try:
-        check(*args, **kwargs)
+        against_reference(*args, **kwargs)
     except WrongAnswer as exc:
         if "not implemented yet" in str(exc):
             raise

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as _np
 
-from autograder import bugs as bug_catalog
 from autograder import reference
+from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
 from autograder.checks.runner import WrongAnswer, bound, learner_error, rng_for
 
@@ -47,7 +47,7 @@ def _describe(args, kwargs):
     return "(" + ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]) + ")"
 
 
-def _call(fn, name, args, kwargs):
+def _count_of(fn, name, args, kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError:
@@ -62,9 +62,8 @@ def _call(fn, name, args, kwargs):
 def _matching_bug(name, observed):
     """The catalog bug of ``name`` that gives the learner's count on every case of ``observed`` [(args, kwargs,
     count)], or None (also when bugs with different diagnoses fit)."""
-    fits = [b for b in bug_catalog.for_function(name) if all(_bug_count(b, args, kwargs) == got
-                                                                for args, kwargs, got in observed)]
-    return fits[0] if len({b.diagnosis for b in fits}) == 1 else None
+    return bug_match.agreed_fit(name, lambda b: all(_bug_count(b, args, kwargs) == got
+                                                    for args, kwargs, got in observed))
 
 
 def _bug_count(b, args, kwargs):
@@ -87,7 +86,7 @@ def check_counts(name, fn, cases, bind=None):
     for args, kwargs in cases:
         if problem is None:
             with bound(fn, bind or {}):
-                got = _as_int(_call(fn, name, args, kwargs), name)
+                got = _as_int(_count_of(fn, name, args, kwargs), name)
         else:
             try:
                 with bound(fn, bind or {}):
@@ -159,12 +158,11 @@ def exercise_values(exercise_512, mha_param_count=None):
     if not callable(exercise_512):
         raise WrongAnswer(f"exercise_512 should be a function, got {type(exercise_512).__name__}")
     with bound(exercise_512, {"mha_param_count": reference.mha_param_count}):
-        got = _call(exercise_512, "exercise_512", (), {})
-    for b in bug_catalog.for_function("exercise_512"):
-        with bound(exercise_512, {"mha_param_count": reference.mha_param_count}):
-            wrong = b.make()()
-        if type(got) is tuple and [(type(v), v) for v in got] == [(type(v), v) for v in wrong]:
-            raise WrongAnswer(f"{b.diagnosis} [{b.id}] (exercise_512() returned {got!r})")
+        got = _count_of(exercise_512, "exercise_512", (), {})
+    b = bug_match.first_fit("exercise_512", lambda b: type(got) is tuple and
+                            [(type(v), v) for v in got] == [(type(v), v) for v in b.make()()])
+    if b is not None:
+        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (exercise_512() returned {got!r})")
     if type(got) is not tuple or len(got) != 3:
         raise WrongAnswer("exercise_512 should return a tuple of three numbers: (d_head, params_8_heads, "
                           f"params_1_head), got {type(got).__name__}")

@@ -17,8 +17,9 @@ import numpy as _np
 from autograder import reference
 from autograder.bugs import by_id
 from autograder.checks.dtypes import dtype_kept
+from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, call_measuring_memory, check, learner_error, rng_for
+from autograder.checks.runner import Case, WrongAnswer, call_measuring_memory, against_reference, learner_error, rng_for
 
 
 
@@ -57,7 +58,7 @@ def head_scores(multi_head_scores, split_heads=None):
         Case(_inputs(rng, (d["B"],), d, _np.float32), label="float32"),
     ]
     bind = {"split_heads": reference.split_heads}
-    check("multi_head_scores", multi_head_scores, cases, rtol=1e-4, atol=1e-6, bind=bind)
+    against_reference("multi_head_scores", multi_head_scores, cases, rtol=1e-4, atol=1e-6, bind=bind)
     dtype_kept("multi_head_scores", multi_head_scores,
                [Case(_inputs(rng, (), d, dtype), label=f"unbatched, {_np.dtype(dtype).name}")
                 for dtype in (_np.float32, _np.float64)], bind=bind)
@@ -121,17 +122,13 @@ def _diagnose(results, typical=True):
     """The diagnosis of the catalogued bug whose typical value every result of ``results`` {(d_k, scaled, seed):
     value} agrees with (``typical``: tried first, it costs nothing), or that gives exactly those results for the
     same seeds; else None."""
-    from autograder.bugs import for_function
-
     for bug_id, value in _TYPICAL.items() if typical else ():
         if all(abs(got / value(d_k, scaled)[0] - 1) <= value(d_k, scaled)[1]
                for (d_k, scaled, _), got in results.items()):
             b = by_id(bug_id)
             return f"{b.diagnosis} [{b.id}]"
-    for b in for_function("dot_product_std"):
-        if _same_as_bug(b, results):
-            return f"{b.diagnosis} [{b.id}]"
-    return None
+    b = bug_match.first_fit("dot_product_std", lambda b: _same_as_bug(b, results))
+    return f"{b.diagnosis} [{b.id}]" if b is not None else None
 
 
 def _table(results):

@@ -17,7 +17,7 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, distinct_dims, known_bug, rng_for
+from autograder.checks.runner import Case, WrongAnswer, call_learner, bound, against_reference, distinct_dims, known_bug, rng_for
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -137,9 +137,9 @@ def roundtrip(split_into_heads, merge_heads):
     """Both functions equal the reference on random inputs, and merge(split(x)) is x exactly."""
     rng = rng_for("roundtrip")
     d, cases = _split_cases(rng, "roundtrip")
-    check("split_into_heads", split_into_heads, cases, rtol=0.0, atol=0.0, ref=reference.split_heads)
+    against_reference("split_into_heads", split_into_heads, cases, rtol=0.0, atol=0.0, ref=reference.split_heads)
     merge_cases = [Case((reference.split_heads(c.args[0], c.args[1]).copy(),), label=c.label) for c in cases]
-    check("merge_heads", merge_heads, merge_cases, rtol=0.0, atol=0.0, ref=reference.concat_heads)
+    against_reference("merge_heads", merge_heads, merge_cases, rtol=0.0, atol=0.0, ref=reference.concat_heads)
     for name, fn, ref, dtype_cases in (("split_into_heads", split_into_heads, reference.split_heads, cases[1:3]),
                                        ("merge_heads", merge_heads, reference.concat_heads, merge_cases[1:3])):
         dtype_kept(name, fn, dtype_cases, rtol=0.0, atol=0.0, ref=ref)  # batched float64, float32
@@ -181,7 +181,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
     expected = reference.head_weights(x, W_Q, W_K, n_heads)
     with np.errstate(all="ignore"):
         with bound(head_weights, bind):
-            got = _call(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
+            got = call_learner(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
     if compare.is_array(got) and compare.shape_of(got) == compare.shape_of(expected):
         if compare.same_values(got[0], got[1], rtol=0.0, atol=1e-6):
             case = Case((x, W_Q, W_K, n_heads), label="the supplied layer")
@@ -196,7 +196,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
         cases.append(Case((xx, Wq, Wk, h), label=label))
     xx, (Wq, Wk, _, _), _ = _layer(rng, (), d)
     cases.append(Case((xx, Wq, Wk, 1), label="one head"))
-    check("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=reference.head_weights)
+    against_reference("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=reference.head_weights)
     dtype_kept("head_weights", head_weights, cases[:3], bind=bind, ref=reference.head_weights)
 
 
@@ -218,7 +218,7 @@ def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=N
         x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
         cases.append(Case((x, *Ws, h), label=label))
     bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "merge_heads", "softmax", "head_weights")}
-    check("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=bind, ref=reference.multi_head_attention)
     dtype_kept("mha_from_scratch", mha_from_scratch, cases[1:3], outputs=("out", "weights"), bind=bind,
                ref=reference.multi_head_attention)
@@ -248,9 +248,9 @@ def masked_attention_test(masked_attention):
                    for t, w in (("T_q", "d_k"), ("T_k", "d_k"), ("T_k", "d_v")))
         cases.append(Case((Q, K, V, _mask(rng, (*mask_lead, d["T_q"], d["T_k"]))), label=label))
     bind = {"softmax": reference.softmax}
-    check("masked_attention", masked_attention, cases[:3], outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
+    against_reference("masked_attention", masked_attention, cases[:3], outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
           bind=bind, ref=reference.scaled_dot_product_attention)
-    check("masked_attention", masked_attention, cases[3:], outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
+    against_reference("masked_attention", masked_attention, cases[3:], outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
           bind=bind, ref=reference.scaled_dot_product_attention)
     dtype_kept("masked_attention", masked_attention, cases[2:], outputs=("out", "weights"), bind=bind,
                ref=reference.scaled_dot_product_attention)
@@ -270,7 +270,7 @@ def attention_layer_test(attention_layer):
         x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
         cases.append(Case((x, *Ws, h), label=f"{label}, n_heads={h}"))
     bind = {"softmax": reference.softmax}
-    check("attention_layer", attention_layer, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6, bind=bind,
+    against_reference("attention_layer", attention_layer, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6, bind=bind,
           ref=reference.multi_head_attention)
     dtype_kept("attention_layer", attention_layer, cases[1:3], outputs=("out", "weights"), bind=bind,
                ref=reference.multi_head_attention)

@@ -12,10 +12,9 @@ import math
 
 import numpy as np
 
-from autograder import bugs as bug_catalog
 from autograder import reference
-from autograder.checks import compare
-from autograder.checks.runner import call_measuring_memory, Case, WrongAnswer, _call, check, known_bug, rng_for
+from autograder.checks import bug_match, compare
+from autograder.checks.runner import call_measuring_memory, Case, WrongAnswer, call_learner, against_reference, known_bug, rng_for
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -59,7 +58,7 @@ def repeat_kv_values(repeat_kv):
         shape = (*lead[:-1], B, n_kv, T, d_head) if lead else (n_kv, T, d_head)
         cases.append(Case((rng.normal(size=shape).astype(dtype), n_rep),
                           label=f"{'batched' if lead else 'unbatched'}, n_rep={n_rep}, {np.dtype(dtype).name}"))
-    check("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
+    against_reference("repeat_kv", repeat_kv, cases, rtol=0, atol=0)
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
@@ -82,11 +81,11 @@ def gqa_values(grouped_query_attention, repeat_kv=None):
         Case((*_layer(rng, n_heads, n_heads, d_head, T, (B,)), n_heads, n_heads), label="MHA end: n_kv_heads = n_heads"),
         Case((*_layer(rng, n_heads, 1, d_head, T, (B,)), n_heads, 1), label="MQA end: n_kv_heads = 1"),
     ]
-    check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
+    against_reference("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
           atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 1)
     f32 = [Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32")]
-    check("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
+    against_reference("grouped_query_attention", grouped_query_attention, f32, outputs=("out", "weights"), rtol=1e-3,
           atol=1e-5)
     gqa_masks_and_dtypes(grouped_query_attention, rng, f32[0])
 
@@ -104,7 +103,7 @@ def gqa_masks_and_dtypes(grouped_query_attention, rng, case32):
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv), {"mask": mask},
                           label=f"GQA n_heads={n_heads}, n_kv_heads={n_kv}, a mask with one fully blocked query"
                           + (", batched" if lead else ", unbatched")))
-    check("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
+    against_reference("grouped_query_attention", grouped_query_attention, cases, outputs=("out", "weights"), rtol=1e-6,
           atol=1e-9)
     dtype_kept("grouped_query_attention", grouped_query_attention, [case32, cases[1]], outputs=("out", "weights"))
 
@@ -117,7 +116,7 @@ def mask_conventions(causal_mask):
     for T in (5, 1, 8):
         for convention, allowed in kinds.items():
             case = Case((T, convention), label=f"T={T}, convention={convention!r}")
-            got = _call(causal_mask, case, "causal_mask")
+            got = call_learner(causal_mask, case, "causal_mask")
             expected = reference.causal_mask(T, convention)
             if not compare.is_array(got):
                 raise WrongAnswer(f"causal_mask should return a numpy array, got {type(got).__name__} on {case.describe()}")
@@ -129,13 +128,10 @@ def mask_conventions(causal_mask):
             g = [float(v) for v in compare.flat_floats(got)]
             e = [float(v) for v in compare.flat_floats(expected)]
             if g != e:
-                for b in bug_catalog.for_function("causal_mask"):
-                    try:
-                        w = [float(v) for v in compare.flat_floats(np.asarray(b.make()(T, convention)))]
-                    except Exception:
-                        continue
-                    if w == g:
-                        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()})")
+                b = bug_match.first_fit("causal_mask", lambda b: g == [
+                    float(v) for v in compare.flat_floats(np.asarray(b.make()(T, convention)))])
+                if b is not None:
+                    raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()})")
                 raise WrongAnswer(_mask_difference(T, convention, g, e), uncatalogued=True)
 
 
@@ -168,7 +164,7 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
         lead = (B,) if i != 1 else ()
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else ", unbatched")))
-    check("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
+    against_reference("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 3)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
     dtype_kept("causal_self_attention", causal_self_attention, [f32, cases[0]], outputs=("out", "weights"))
@@ -191,7 +187,7 @@ def kv_cache_append_values(kv_cache_append):
         Case(arrays((B,), 0, 1), label="batched, empty cache + 1 new"),
         Case(arrays((B,), T, 2, np.float32), label=f"float32, {T} cached tokens + 2 new"),
     ]
-    check("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
+    against_reference("kv_cache_append", kv_cache_append, cases, outputs=("cache_k", "cache_v"), rtol=0, atol=0)
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
@@ -208,7 +204,7 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
         cases.append(Case((x, *cache, W_Q, W_K, W_V, W_O, n_heads, n_kv),
                           label=f"cache of {T_past} tokens, n_heads={n_heads}, n_kv_heads={n_kv}"
                           + (", batched" if lead else ", unbatched")))
-    check("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9)
+    against_reference("decode_step", decode_step, cases, outputs=("out_t", "cache_k", "cache_v"), rtol=1e-6, atol=1e-9)
     n_heads, n_kv, d_head, B, _ = _config(rng, 3)
     x, W_Q, W_K, W_V, W_O = _layer(rng, n_heads, n_kv, d_head, 1, (B,), np.float32)
     cache = [rng.normal(size=(B, n_kv, 5, d_head)).astype(np.float32) for _ in range(2)]
@@ -227,7 +223,7 @@ def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=N
         lead = (B,) if i == 0 else ()
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"T={T}, n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else "")))
-    check("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
+    against_reference("decode_with_kv_cache", decode_with_kv_cache, cases, outputs=("out", "cache_k", "cache_v"), rtol=1e-6,
           atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 0)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")
@@ -272,8 +268,8 @@ def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
     f64, f32 = _tiled_cases(rng, np.float64), _tiled_cases(rng, np.float32)
-    check("tiled_attention", tiled_attention, f64, rtol=1e-10, atol=1e-10, ref=_tiled_reference)
-    check("tiled_attention", tiled_attention, f32, rtol=1e-4, atol=1e-5, ref=_tiled_reference)
+    against_reference("tiled_attention", tiled_attention, f64, rtol=1e-10, atol=1e-10, ref=_tiled_reference)
+    against_reference("tiled_attention", tiled_attention, f32, rtol=1e-4, atol=1e-5, ref=_tiled_reference)
     dtype_kept("tiled_attention", tiled_attention, [f32[0], f64[0]], ref=_tiled_reference)
 
 
@@ -343,10 +339,10 @@ def cross_attention_values(cross_attention):
     n_heads, _, d_head, B, T = _config(rng, 0)
     cases.append(_cross_case(rng, (B,), T, T, n_heads, d_head, mask=_padding(rng, B, T),
                              label="padding mask (B, 1, T_k), T_q = T_k"))
-    check("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
+    against_reference("cross_attention", cross_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
     n_heads, _, d_head, B, T_q = _config(rng, 1)
     T_k = int(rng.choice([s for s in _SIZES if s not in (n_heads, d_head, B, T_q)]))
     f32 = _cross_case(rng, (B,), T_q, T_k, n_heads, d_head, np.float32, mask=_padding(rng, B, T_k),
                       label="float32, padding mask")
-    check("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5)
+    against_reference("cross_attention", cross_attention, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5)
     dtype_kept("cross_attention", cross_attention, [f32, cases[1]], outputs=("out", "weights"))

@@ -18,9 +18,9 @@ import numpy as np
 
 from autograder import bugs as bug_catalog
 from autograder import course, reference
-from autograder.checks import compare
+from autograder.checks import bug_match, compare
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, _call, bound, check, rng_for
+from autograder.checks.runner import Case, WrongAnswer, call_learner, bound, against_reference, rng_for
 
 GRADIENTS = ("x", "W_Q", "W_K", "W_V", "W_O")
 _SIZES = (2, 3, 4, 5, 6, 7)
@@ -58,15 +58,15 @@ def softmax_backward_values(softmax_backward):
                       label="batched (B, n_heads, T_q, T_k), first query fully blocked"),
         _softmax_case(rng, (d["T_k"], d["T_q"]), 0, np.float64, label="softmax along axis 0"),
     ]
-    check("softmax_backward", softmax_backward, cases, rtol=1e-6, atol=1e-9)
+    against_reference("softmax_backward", softmax_backward, cases, rtol=1e-6, atol=1e-9)
     f32 = [_softmax_case(rng, (d["B"], d["T_q"], d["T_k"]), -1, np.float32, label="float32")]
-    check("softmax_backward", softmax_backward, f32, rtol=1e-4, atol=1e-6)
+    against_reference("softmax_backward", softmax_backward, f32, rtol=1e-4, atol=1e-6)
     _dtype_kept("softmax_backward", softmax_backward, f32[0], {})
 
 
 def _dtype_kept(name, fn, case, bind):
     with bound(fn, bind):
-        out = _call(fn, case, name)
+        out = call_learner(fn, case, name)
     outs = out.values() if isinstance(out, dict) else out if isinstance(out, tuple) else (out,)
     if any(getattr(o, "dtype", None) != np.float32 for o in outs):
         raise WrongAnswer(f"{name} turned float32 input into {[str(getattr(o, 'dtype', type(o))) for o in outs]}: "
@@ -98,10 +98,10 @@ def attention_backward_values(scaled_dot_product_attention_backward, softmax_bac
     d = _dims(rng)
     cases = [_attention_case(rng, (), d, False), _attention_case(rng, (d["B"], d["n_heads"]), d, False),
              _attention_case(rng, (d["B"], d["n_heads"]), d, True), _attention_case(rng, (), d, True)]
-    check("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, cases,
+    against_reference("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, cases,
           outputs=("dQ", "dK", "dV"), rtol=1e-6, atol=1e-9, bind=_ATTENTION_BIND)
     f32 = [_attention_case(rng, (d["B"],), d, True, np.float32)]
-    check("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, f32,
+    against_reference("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, f32,
           outputs=("dQ", "dK", "dV"), rtol=1e-3, atol=1e-5, bind=_ATTENTION_BIND)
     _dtype_kept("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, f32[0],
                 _ATTENTION_BIND)
@@ -138,24 +138,20 @@ def _keyed(result, on):
 
 def _mha_bug(case, got, rtol, atol):
     """The catalogued bug of the multi-head backward whose five gradients on ``case`` equal ``got``, or None."""
-    for bug in bug_catalog.for_function(_MHA):
-        try:
-            with np.errstate(all="ignore"):
-                wrong = bug.make()(*[compare.snapshot(a) if compare.is_array(a) else a for a in case.args],
-                                   **case.kwargs)
-            wrong = tuple(wrong[k] for k in GRADIENTS)
-        except Exception:  # noqa: BLE001 - a bug that fails on this input is not the learner's
-            continue
-        if all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
-            return bug
-    return None
+
+    def fits(bug) -> bool:
+        wrong = bug.make()(*[compare.snapshot(a) if compare.is_array(a) else a for a in case.args], **case.kwargs)
+        return all(compare.same_values(g, w, rtol=rtol, atol=atol)
+                   for g, w in zip(got, tuple(wrong[k] for k in GRADIENTS)))
+
+    return bug_match.first_fit(_MHA, fits)
 
 
 def _check_mha_backward(fn, cases, rtol, atol):
     for case in cases:
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
         with bound(fn, _MHA_BIND), np.errstate(all="ignore"):
-            got = _keyed(_call(fn, case, _MHA), case.describe())
+            got = _keyed(call_learner(fn, case, _MHA), case.describe())
         if any(b is not None and not compare.unchanged(b, a) for b, a in zip(before, case.args)):
             raise WrongAnswer(f"{_MHA} modified one of its inputs in place on {case.describe()}; work on new arrays "
                               "(e.g. `g = g @ W`, not `g @= W`)", uncatalogued=True)
@@ -197,10 +193,10 @@ def _gc_value(gradient_check, gradient_check_probe, inputs, grad, eps, scale, la
     before = [compare.snapshot(a) for a in arrays]
     case = Case((eps, scale, *arrays), label=label)
     if hasattr(gradient_check, "binding"):  # the notebook's function runs in the kernel: through its probe
-        got = _call(gradient_check_probe, case, "gradient_check")
+        got = call_learner(gradient_check_probe, case, "gradient_check")
     else:
         loss = _probe().probe_loss
-        got = _call(lambda e, s, *a: gradient_check(lambda *xs: s * loss(*xs), list(a[:len(inputs)]),
+        got = call_learner(lambda e, s, *a: gradient_check(lambda *xs: s * loss(*xs), list(a[:len(inputs)]),
                                                     list(a[len(inputs):]), e), case, "gradient_check")
     if any(not compare.unchanged(b, a) for b, a in zip(before, arrays)):
         b = bug_catalog.by_id("gc_perturbs_inputs")
@@ -246,17 +242,15 @@ def _gc_cases(rng):
 
 
 def _gc_bug(label, inputs, grad, eps, scale, got):
-    for bug in bug_catalog.for_function("gradient_check"):
+    """The catalogued bug of ``gradient_check`` that reports ``got`` on these inputs (to 0.1 %), or None."""
+
+    def fits(bug) -> bool:
         loss = _probe().probe_loss
-        try:
-            with np.errstate(all="ignore"):
-                value = float(bug.make()(lambda *xs: scale * loss(*xs), [compare.snapshot(a) for a in inputs],
-                                         [compare.snapshot(g) for g in grad], eps))
-        except Exception:  # noqa: BLE001
-            continue
-        if abs(value - got) <= 1e-3 * abs(value) + 1e-9:
-            return bug
-    return None
+        value = float(bug.make()(lambda *xs: scale * loss(*xs), [compare.snapshot(a) for a in inputs],
+                                 [compare.snapshot(g) for g in grad], eps))
+        return abs(value - got) <= 1e-3 * abs(value) + 1e-9
+
+    return bug_match.first_fit("gradient_check", fits)
 
 
 @hidden_test(uses=("gradient_check",), helpers=("gradient_check_probe",), visible_check="check_gradient_check")
@@ -283,4 +277,4 @@ def positions_values(sinusoidal_positions):
     """Several (T, d_model), d_model even and different from T."""
     cases = [Case((T, d_model), label=f"T={T}, d_model={d_model}") for T, d_model in ((9, 6), (4, 16), (50, 128),
                                                                                         (1, 2))]
-    check("sinusoidal_positions", sinusoidal_positions, cases, rtol=1e-9, atol=1e-9)
+    against_reference("sinusoidal_positions", sinusoidal_positions, cases, rtol=1e-9, atol=1e-9)

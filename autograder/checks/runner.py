@@ -1,8 +1,9 @@
 """Run a learner's function beside the reference on seeded cases, and explain any difference.
 
-A hidden test is a list of ``Case`` objects and one call to ``check``. ``check`` raises ``WrongAnswer`` (an
-``AssertionError``, so nbgrader scores the cell 0) with a message that says which input exposed the problem
-and, when the learner's result equals the result of a known bug from ``autograder.bugs``, names that bug.
+A hidden test is a list of ``Case`` objects and one call to ``against_reference``, which raises ``WrongAnswer`` (an
+``AssertionError``, so nbgrader scores the cell 0) with a message that says which input exposed the problem and,
+when the learner's results are those of a catalogued bug (``bug_match``), names that bug. ``call_learner``,
+``as_outputs`` and ``fresh_copy`` are the pieces a lesson's own tests use when they compare in their own way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder import reference
-from autograder.checks import compare
+from autograder.checks import bug_match, compare
 from autograder.kernel.protocol import learner_frames
 
 
@@ -35,23 +36,11 @@ class WrongAnswer(AssertionError):
         super().__init__(message)
         self.uncatalogued = uncatalogued
         text = str(message)
-        self.bug_id = bug.id if bug is not None else _bug_named_first(text)
+        self.bug_id = bug.id if bug is not None else bug_match.named_in(text)
         self.unanswered = bool(_STUB.match(text)) if unanswered is None else unanswered
 
 
 _STUB = re.compile(r"^\w+ is not implemented yet\b")
-
-
-def _bug_named_first(message: str):
-    """The id of the catalogued bug whose "diagnosis [id]" begins ``message``, or None."""
-    if "[" not in message:
-        return None
-    from autograder import bugs as bug_catalog
-
-    for b in bug_catalog.CATALOG:
-        if message.startswith(f"{b.diagnosis} [{b.id}]"):
-            return b.id
-    return None
 
 
 def learner_error(name: str, exc: Exception, on_input: str, hint: str = "", bug=None) -> WrongAnswer:
@@ -108,7 +97,9 @@ def bound(fn, names: dict):
                 g[k] = v
 
 
-def _call(fn, case: Case, name: str):
+def call_learner(fn, case: Case, name: str):
+    """The learner's ``fn`` called on ``case``; what it raises becomes a ``WrongAnswer`` that says on which input
+    and, when a catalogued bug raises alike, names it."""
     try:
         return fn(*case.args, **case.kwargs)
     except NotImplementedError:
@@ -148,7 +139,7 @@ def call_measuring_memory(fn, case: Case, name: str):
             out, measured["peak"] = fn.measuring_memory(*args, **kwargs)
             return out
 
-        out = _call(call, case, name)
+        out = call_learner(call, case, name)
         return out, measured["peak"] if measured.get("peak") is not None else -1
     import _tracemalloc  # the C module: the ``tracemalloc`` wrappers are attributes a notebook could rebind
 
@@ -158,7 +149,7 @@ def call_measuring_memory(fn, case: Case, name: str):
     _tracemalloc.reset_peak()
     base = _tracemalloc.get_traced_memory()[0]
     try:
-        out = _call(fn, case, name)
+        out = call_learner(fn, case, name)
         peak = _tracemalloc.get_traced_memory()[1] - base if _tracemalloc.is_tracing() else -1
     finally:
         if not was_tracing:
@@ -168,19 +159,19 @@ def call_measuring_memory(fn, case: Case, name: str):
 
 def _bug_raising(name: str, case: Case, exc: Exception):
     """The catalog bug of ``name`` that raises the same error as the learner's code on ``case``, or None."""
-    from autograder import bugs as bug_catalog
 
-    for bug in bug_catalog.for_function(name):
+    def raises_alike(bug) -> bool:
         try:
-            with np.errstate(all="ignore"):
-                bug.make()(*[_fresh(a) for a in case.args], **case.kwargs)
-        except Exception as other:
-            if type(other) is type(exc) and str(other) == str(exc):
-                return bug
-    return None
+            bug.make()(*[fresh_copy(a) for a in case.args], **case.kwargs)
+        except Exception as other:  # noqa: BLE001 - the error is what is compared
+            return type(other) is type(exc) and str(other) == str(exc)
+        return False
+
+    return bug_match.first_fit(name, raises_alike)
 
 
-def _outputs(result, labels):
+def as_outputs(result, labels):
+    """A result as a tuple of its parts (``labels`` names them); a WrongAnswer when it has the wrong number."""
     if len(labels) == 1:
         return (result,)
     if not isinstance(result, tuple) or len(result) != len(labels):
@@ -194,23 +185,20 @@ def known_bug(name: str, case: Case, got: tuple, labels, *, rtol, atol, modified
 
     ``modified``: index of an input the learner's function changed in place; the bug must change it too.
     """
-    from autograder import bugs as bug_catalog  # only when a result is wrong: it builds every bug
-
-    for bug in bug_catalog.for_function(name):
-        args = [_fresh(a) for a in case.args]
-        try:
-            with np.errstate(all="ignore"):
-                wrong = _outputs(bug.make()(*args, **case.kwargs), labels)
-        except Exception:
-            continue
-        if modified is not None and compare.unchanged(case.args[modified], args[modified]):
-            continue
-        if all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
-            return bug
-    return None
+    return bug_match.first_fit(name, lambda bug: _reproduces(bug, case, got, labels, rtol, atol, modified))
 
 
-def _fresh(a):
+def _reproduces(bug, case: Case, got: tuple, labels, rtol, atol, modified) -> bool:
+    """Whether ``bug`` gives ``got`` on ``case`` (and changes input ``modified`` in place, when one was)."""
+    args = [fresh_copy(a) for a in case.args]
+    wrong = as_outputs(bug.make()(*args, **case.kwargs), labels)
+    if modified is not None and compare.unchanged(case.args[modified], args[modified]):
+        return False
+    return all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong))
+
+
+def fresh_copy(a):
+    """A copy of an input array to hand to a function (it may change its arguments); other values as they are."""
     return compare.snapshot(a) if compare.is_array(a) else a
 
 
@@ -222,24 +210,8 @@ def matching_bug(name: str, observed, labels, *, rtol, atol):
     (and changes the same input): two bugs that agree on one input rarely agree on several inputs of different
     sizes. When two bugs with different diagnoses still fit every observation, none is named.
     """
-    from autograder import bugs as bug_catalog  # only when a result is wrong: it builds every bug
-
-    fits = []
-    for bug in bug_catalog.for_function(name):
-        for case, got, modified in observed:
-            args = [_fresh(a) for a in case.args]
-            try:
-                with np.errstate(all="ignore"):
-                    wrong = _outputs(bug.make()(*args, **case.kwargs), labels)
-            except Exception:
-                break
-            if modified is not None and compare.unchanged(case.args[modified], args[modified]):
-                break
-            if not all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong)):
-                break
-        else:
-            fits.append(bug)
-    return fits[0] if len({bug.diagnosis for bug in fits}) == 1 else None
+    return bug_match.agreed_fit(name, lambda bug: all(_reproduces(bug, case, got, labels, rtol, atol, modified)
+                                                      for case, got, modified in observed))
 
 
 def _changed_input(before, case):
@@ -249,7 +221,7 @@ def _changed_input(before, case):
     return None
 
 
-def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
+def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
     """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
 
     ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
@@ -265,11 +237,11 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
         if problem is None:
             with bound(fn, bind or {}), np.errstate(all="ignore"):
-                got = _outputs(_call(fn, case, name), outputs)
+                got = as_outputs(call_learner(fn, case, name), outputs)
         else:  # more evidence for naming the bug; a failure here ends the evidence, not the verdict
             try:
                 with bound(fn, bind or {}), np.errstate(all="ignore"):
-                    got = _outputs(fn(*case.args, **case.kwargs), outputs)
+                    got = as_outputs(fn(*case.args, **case.kwargs), outputs)
             except Exception:
                 break
         modified = _changed_input(before, case)
@@ -283,7 +255,7 @@ def check(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=No
             problem = (case, f"{name} modified its input argument {modified + 1} in place on {case.describe()}; "
                              "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
             continue
-        expected = _outputs(ref(*[_fresh(a) for a in case.args], **case.kwargs), outputs)
+        expected = as_outputs(ref(*[fresh_copy(a) for a in case.args], **case.kwargs), outputs)
         for label, g, e in zip(outputs, got, expected):
             why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
             if why is not None:

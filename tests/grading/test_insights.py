@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from autograder.checks.runner import Case, WrongAnswer, _call
+from autograder.checks.runner import Case, WrongAnswer, call_learner
 from autograder.grading import insights
 from autograder.grading.settings import Settings
 from insights_class import (ATTENTION_BUGS, CLASS_BUGS, LESSON, SOFTMAX_BUGS, UNNAMED_STUDENTS, UNTOUCHED,
@@ -47,7 +47,7 @@ def test_an_error_the_learner_raises_is_named_only_when_a_catalogued_bug_raises_
         raise ValueError(f"{SOFTMAX_BUGS[0].diagnosis} [{SOFTMAX_BUGS[0].id}]")
 
     with pytest.raises(WrongAnswer) as raised:
-        _call(forging, Case((np.ones((2, 3)),)), "softmax")
+        call_learner(forging, Case((np.ones((2, 3)),)), "softmax")
     assert raised.value.bug_id is None and f"[{SOFTMAX_BUGS[0].id}]" in str(raised.value)
 
 
