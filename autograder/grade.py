@@ -120,16 +120,10 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
 
 
 def _resolve_lessons(requested) -> list:
-    available = course.lesson_names()
-    if not requested:
-        return available
-    chosen = []
-    for name in requested:
-        match = [lesson for lesson in available if lesson == name or lesson.split("_", 1)[0] == name]
-        if not match:
-            raise SystemExit(f"unknown lesson {name!r}; available: {', '.join(available)}")
-        chosen += [m for m in match if m not in chosen]
-    return chosen
+    try:
+        return course.lessons_named(requested) if requested else course.lesson_names()
+    except KeyError as exc:
+        raise SystemExit(exc.args[0]) from None
 
 
 def main(argv=None) -> int:

@@ -43,7 +43,7 @@ def synthetic_class(root: Path, n_students: int, lessons) -> dict:
     """Write ``n_students`` folders of notebooks; returns {student: kind}."""
     kinds = {}
     for lesson in lessons:
-        lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson[:2]]
+        lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson]
         for i in range(n_students):
             student = f"s{i:03d}"
             kind = ("complete", "buggy", "blank")[i % 3]

@@ -16,7 +16,6 @@ the grading time is the sum of its records' seconds over ``--workers``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -33,7 +32,7 @@ from autograder.grading.settings import Settings  # noqa: E402
 
 
 def _record(rng, lesson: str, tests: dict, kind: str) -> dict:
-    lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson[:2] and set(b.tests) <= set(tests)]
+    lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson and set(b.tests) <= set(tests)]
     bug = rng.choice(lesson_bugs) if kind == "bug" and lesson_bugs else None
     unnamed = rng.choice(sorted(tests)) if kind == "unnamed" else None
     found = {}
@@ -59,7 +58,7 @@ def synthetic(out: Path, n_students: int, seed: int = 0):
     lessons = course.lesson_names()
     s = Settings(out=str(out), lessons=lessons)
     kinds = ("perfect", "perfect", "bug", "bug", "unnamed", "untouched")
-    points = {lesson: {gid: float(rng.choice((1, 2, 3))) for gid in registry.tests_of(registry.lesson_module(lesson))}
+    points = {lesson: {gid: float(rng.choice((1, 2, 3))) for gid in registry.tests_of(lesson)}
               for lesson in lessons}
     rows = []
     for i in range(n_students):

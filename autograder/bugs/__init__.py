@@ -22,7 +22,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Bug:
     id: str
-    lesson: str
+    lesson: str  # the lesson's id (01_warmup), from the module that declares the bug
     function: str
     diagnosis: str
     source: str
@@ -53,9 +53,18 @@ CATALOG: list = []
 LESSON_MODULES = []  # filled by _load_lessons(): autograder/bugs/lessonNN.py, one per lesson
 
 
-def bug(id, lesson, function, diagnosis, source, tests=(), visible=True, given=False):
-    CATALOG.append(Bug(id, lesson, function, " ".join(diagnosis.split()), textwrap.dedent(source).strip() + "\n",
-                       tuple(tests), visible, given))
+def declarer(module: str):
+    """The ``bug(id, function, diagnosis, source, ...)`` that a lesson's module (``bugs/lesson01.py``, named by
+    ``__name__``) declares its bugs with: each is filed under that lesson's id."""
+    from autograder import course
+
+    lesson = course.lesson_numbered(module)
+
+    def bug(id, function, diagnosis, source, tests=(), visible=True, given=False):
+        CATALOG.append(Bug(id, lesson, function, " ".join(diagnosis.split()), textwrap.dedent(source).strip() + "\n",
+                           tuple(tests), visible, given))
+
+    return bug
 
 
 def for_function(name: str) -> list:

@@ -8,7 +8,9 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 _SPLIT = ("split_heads_values",)
 _CONCAT = ("concat_heads_values",)
@@ -18,7 +20,7 @@ _MHA = ("mha_values", "mha_mask")
 # ---------------------------------------------------------------------------------------------------------
 # split_heads: (..., T, d_model) -> (..., n_heads, T, d_head)
 # ---------------------------------------------------------------------------------------------------------
-bug("split_no_transpose", "02", "split_heads",
+bug("split_no_transpose", "split_heads",
     """split_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so a "head" is a run of
     consecutive numbers from the flat memory: head 0 holds all columns of the first tokens instead of columns
     0:d_head of every token. Reshape to (..., T, n_heads, d_head) first, then swap the T and n_heads axes
@@ -31,7 +33,7 @@ bug("split_no_transpose", "02", "split_heads",
         return x.reshape(*lead, n_heads, T, d_model // n_heads)
     """, tests=_SPLIT)
 
-bug("split_strided_heads", "02", "split_heads",
+bug("split_strided_heads", "split_heads",
     """split_heads reshapes to (..., T, d_head, n_heads), so the heads are strided: head 0 holds columns 0,
     n_heads, 2*n_heads, ... of each token instead of the contiguous block 0:d_head. Reshape to
     (..., T, n_heads, d_head) (heads before the width) and then swap the T and n_heads axes.""",
@@ -44,7 +46,7 @@ bug("split_strided_heads", "02", "split_heads",
         return np.moveaxis(x, -1, -3)  # (..., n_heads, T, d_head)
     """, tests=_SPLIT)
 
-bug("split_swaps_leading_axes", "02", "split_heads",
+bug("split_swaps_leading_axes", "split_heads",
     """split_heads swaps axes 0 and 1, which is right for one sequence (T, n_heads, d_head) but on a batch
     (B, T, n_heads, d_head) swaps the batch axis with T. Count the axes from the end (-3 and -2) so leading batch
     axes stay in front.""",
@@ -60,7 +62,7 @@ bug("split_swaps_leading_axes", "02", "split_heads",
 # ---------------------------------------------------------------------------------------------------------
 # concat_heads: (..., n_heads, T, d_head) -> (..., T, n_heads * d_head)
 # ---------------------------------------------------------------------------------------------------------
-bug("concat_no_transpose", "02", "concat_heads",
+bug("concat_no_transpose", "concat_heads",
     """concat_heads reshapes (..., n_heads, T, d_head) straight to (..., T, n_heads*d_head) without moving the
     heads axis back, so token t's row is filled with the next numbers in memory (pieces of several tokens of
     head 0) instead of head 0, head 1, ... of token t side by side. Swap the n_heads and T axes back first
@@ -71,7 +73,7 @@ bug("concat_no_transpose", "02", "concat_heads",
         return x.reshape(*lead, T, n_heads * d_head)
     """, tests=_CONCAT)
 
-bug("concat_swaps_leading_axes", "02", "concat_heads",
+bug("concat_swaps_leading_axes", "concat_heads",
     """concat_heads swaps axes 0 and 1, which is right for one sequence (n_heads, T, d_head) but on a batch
     (B, n_heads, T, d_head) swaps the batch axis with the heads axis and mixes examples. Count the axes from
     the end (-3 and -2) before reshaping to (..., T, n_heads*d_head).""",
@@ -84,7 +86,7 @@ bug("concat_swaps_leading_axes", "02", "concat_heads",
 # ---------------------------------------------------------------------------------------------------------
 # output_projection: Concat(heads) @ W_O
 # ---------------------------------------------------------------------------------------------------------
-bug("output_W_O_transposed", "02", "output_projection",
+bug("output_W_O_transposed", "output_projection",
     """output_projection multiplies by W_O.T. W_O is (n_heads*d_head, d_model) and is applied as
     Concat(heads) @ W_O: row block i of W_O belongs to head i. Since W_O is square the shapes fit either way,
     but the values do not.""",
@@ -93,7 +95,7 @@ bug("output_W_O_transposed", "02", "output_projection",
         return concat_heads(heads) @ W_O.T
     """, tests=_OUTPUT)
 
-bug("output_W_O_forgotten", "02", "output_projection",
+bug("output_W_O_forgotten", "output_projection",
     """output_projection returns the concatenated heads without multiplying by W_O. Concatenation only puts
     the heads side by side; W_O is the learned map that mixes them into each output column, and the layer's
     result is the concatenation multiplied by it.""",
@@ -102,7 +104,7 @@ bug("output_W_O_forgotten", "02", "output_projection",
         return concat_heads(heads)
     """, tests=_OUTPUT)
 
-bug("output_heads_averaged", "02", "output_projection",
+bug("output_heads_averaged", "output_projection",
     """output_projection averages the heads' projected outputs. Concat(heads) @ W_O equals the *sum* over
     heads of head i times its own rows of W_O (rows i*d_head to (i+1)*d_head); the mean divides it by n_heads.""",
     """
@@ -112,7 +114,7 @@ bug("output_heads_averaged", "02", "output_projection",
         return np.mean(parts, axis=0)
     """, tests=_OUTPUT)
 
-bug("output_heads_summed", "02", "output_projection",
+bug("output_heads_summed", "output_projection",
     """output_projection adds the heads together before projecting, so every head meets the same rows of W_O
     and the model cannot tell them apart. Concatenate the heads (concat_heads) so head i meets its own rows of
     W_O (rows i*d_head to (i+1)*d_head).""",
@@ -125,7 +127,7 @@ bug("output_heads_summed", "02", "output_projection",
 # ---------------------------------------------------------------------------------------------------------
 # multi_head_attention
 # ---------------------------------------------------------------------------------------------------------
-bug("mha_shared_projection", "02", "multi_head_attention",
+bug("mha_shared_projection", "multi_head_attention",
     """Every head uses the same projection (the first d_head columns of W_Q, W_K and W_V), so all heads are
     copies of one head. Project with the full matrices (x @ W_Q is (..., T, d_model)) and then split_heads:
     head i gets its own columns i*d_head:(i+1)*d_head of each W.""",
@@ -139,7 +141,7 @@ bug("mha_shared_projection", "02", "multi_head_attention",
         return output_projection(heads, W_O), weights
     """, tests=_MHA)
 
-bug("mha_weights_transposed", "02", "multi_head_attention",
+bug("mha_weights_transposed", "multi_head_attention",
     """The weights are applied as x @ W.T (the convention of PyTorch's nn.Linear, which stores W as
     (out, in)). In this course every W is (d_model, d_model) and is applied as x @ W.""",
     """
@@ -151,7 +153,7 @@ bug("mha_weights_transposed", "02", "multi_head_attention",
         return output_projection(heads, W_O.T), weights
     """, tests=_MHA)
 
-bug("mha_mask_one_head", "02", "multi_head_attention",
+bug("mha_mask_one_head", "multi_head_attention",
     """The (T, T) mask reaches only head 0; the other heads still attend to blocked pairs. A (T, T) mask must
     apply to every head: pass it to the attention as it is, and it broadcasts over (..., n_heads, T, T).""",
     """
@@ -167,7 +169,7 @@ bug("mha_mask_one_head", "02", "multi_head_attention",
         return output_projection(heads, W_O), weights
     """, tests=("mha_mask",))
 
-bug("mha_scaled_by_d_model", "02", "multi_head_attention",
+bug("mha_scaled_by_d_model", "multi_head_attention",
     """The scores are divided by sqrt(d_model) instead of sqrt(d_head). Each head's dot product sums over its
     own d_head = d_model // n_heads columns, so the scale is math.sqrt(d_head).""",
     """
@@ -183,7 +185,7 @@ bug("mha_scaled_by_d_model", "02", "multi_head_attention",
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
 
-bug("mha_in_place", "02", "multi_head_attention",
+bug("mha_in_place", "multi_head_attention",
     """multi_head_attention folds the 1/sqrt(d_head) scale into W_Q with `W_Q /= ...`, which changes the
     caller's W_Q: every later call is scaled again. Compute a new array (x @ W_Q / math.sqrt(d_head)).""",
     """
@@ -200,7 +202,7 @@ bug("mha_in_place", "02", "multi_head_attention",
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
 
-bug("mha_no_W_O", "02", "multi_head_attention",
+bug("mha_no_W_O", "multi_head_attention",
     """The layer returns the concatenated heads without the output projection W_O. Concatenation only puts the
     heads side by side, each output column coming from one head; W_O is the learned map that mixes them, and it
     belongs to the layer.""",
@@ -213,7 +215,7 @@ bug("mha_no_W_O", "02", "multi_head_attention",
         return concat_heads(heads), weights
     """, tests=_MHA)
 
-bug("mha_W_O_rows_misplaced", "02", "multi_head_attention",
+bug("mha_W_O_rows_misplaced", "multi_head_attention",
     """W_O is applied head by head, but each head meets the rows of W_O that belong to another head (the row
     blocks in reverse order). Row block i of W_O (rows i*d_head to (i+1)*d_head) belongs to head i, exactly where
     head i's columns sit in the concatenation.""",
@@ -231,7 +233,7 @@ bug("mha_W_O_rows_misplaced", "02", "multi_head_attention",
         return out, weights
     """, tests=_MHA)
 
-bug("mha_np_sqrt_promotes", "02", "multi_head_attention",
+bug("mha_np_sqrt_promotes", "multi_head_attention",
     """The scale is a numpy float64 (np.sqrt of d_head), and a numpy float64 turns float32 scores into float64:
     float32 input must give float32 results. A Python float does not promote, so take the square root with the
     math module.""",
@@ -248,7 +250,7 @@ bug("mha_np_sqrt_promotes", "02", "multi_head_attention",
         return output_projection(weights @ V, W_O), weights
     """, tests=("mha_values",))
 
-bug("mha_K_fixed_axes", "02", "multi_head_attention",
+bug("mha_K_fixed_axes", "multi_head_attention",
     """K is transposed with fixed axes (transpose(0, 2, 1)), which is right for one sequence (n_heads, T,
     d_head) but fails on a batch (B, n_heads, T, d_head), which has four axes. Swap the last two axes, counted
     from the end, so any number of leading axes passes through.""",
@@ -265,7 +267,7 @@ bug("mha_K_fixed_axes", "02", "multi_head_attention",
         return output_projection(weights @ V, W_O), weights
     """, tests=_MHA)
 
-bug("mha_mask_large_negative", "02", "multi_head_attention",
+bug("mha_mask_large_negative", "multi_head_attention",
     """The layer's own attention gives blocked scores a large negative number instead of -inf. Where some keys
     stay open this happens to give weight 0, but a query whose keys are all blocked gets uniform weights, so
     blocked keys receive weight. Blocked must mean weight exactly 0 in every row, as in lesson 01.""",

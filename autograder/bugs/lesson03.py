@@ -4,11 +4,13 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 _COUNT_TESTS = ("param_count", "param_count_bias")
 
-bug("param_count_no_divisibility_check", "03", "mha_param_count",
+bug("param_count_no_divisibility_check", "mha_param_count",
     """mha_param_count returns a count when n_heads does not divide d_model. Such a layer cannot be split into
     equal heads of d_model // n_heads columns, so there is no such layer to count: the lesson asks for a
     ValueError in that case.""",
@@ -20,7 +22,7 @@ bug("param_count_no_divisibility_check", "03", "mha_param_count",
         return count
     """, tests=("param_count",))
 
-bug("exercise_d_head_float", "03", "exercise_512",
+bug("exercise_d_head_float", "exercise_512",
     """d_head is computed with / and comes out as the float 64.0. A head width is a whole number of columns:
     integer division (//) gives the int 64.""",
     """
@@ -29,7 +31,7 @@ bug("exercise_d_head_float", "03", "exercise_512",
         return d_head, mha_param_count(512, 8), mha_param_count(512, 1)
     """, tests=("exercise_values",))
 
-bug("param_count_no_W_O", "03", "mha_param_count",
+bug("param_count_no_W_O", "mha_param_count",
     """The count leaves out the output projection W_O. A multi-head attention layer owns four (d_model,
     d_model) matrices, W_Q, W_K, W_V and W_O: the heads' concatenated outputs are mixed by W_O, and its
     d_model^2 weights (plus d_model biases) belong to the layer too.""",
@@ -43,7 +45,7 @@ bug("param_count_no_W_O", "03", "mha_param_count",
         return count
     """, tests=_COUNT_TESTS)
 
-bug("param_count_times_heads", "03", "mha_param_count",
+bug("param_count_times_heads", "mha_param_count",
     """The count is multiplied by n_heads, as if every head had full (d_model, d_model) projections. Each head
     projects to d_head = d_model // n_heads columns, so the n_heads slices together make one (d_model, d_model)
     matrix per projection: the total is 4 d_model^2 whatever n_heads is.""",
@@ -57,7 +59,7 @@ bug("param_count_times_heads", "03", "mha_param_count",
         return count
     """, tests=_COUNT_TESTS)
 
-bug("param_count_bias_once", "03", "mha_param_count",
+bug("param_count_bias_once", "mha_param_count",
     """The biases are counted wrong: there is one bias vector of length d_model for each of the four
     projections (W_Q, W_K, W_V and W_O), so bias=True adds 4 * d_model, not d_model.""",
     """
@@ -76,7 +78,7 @@ _GQA_FULL_WIDTH = """W_K and W_V are counted as (d_model, d_model), as wide as W
     grouped-query attention they have n_kv_heads * d_head columns, where d_head = d_model // n_heads is the width
     of a *query* head: check both the number of heads they are sized with and the head width used."""
 
-bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count", _GQA_FULL_WIDTH,
+bug("gqa_kv_sized_with_query_heads", "gqa_param_count", _GQA_FULL_WIDTH,
     """
     def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
         d_head = d_model // n_heads
@@ -87,7 +89,7 @@ bug("gqa_kv_sized_with_query_heads", "03", "gqa_param_count", _GQA_FULL_WIDTH,
         return count
     """, tests=("gqa_count",))
 
-bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
+bug("kv_cache_keys_only", "kv_cache_bytes_per_token",
     """The cache holds a key *and* a value vector for every KV head in every layer: the count needs a factor
     of 2 for K and V.""",
     """
@@ -95,7 +97,7 @@ bug("kv_cache_keys_only", "03", "kv_cache_bytes_per_token",
         return n_layers * n_kv_heads * d_head * bytes_per_value
     """, tests=("kv_cache_bytes",))
 
-bug("gqa_d_head_from_kv_heads", "03", "gqa_param_count", _GQA_FULL_WIDTH,
+bug("gqa_d_head_from_kv_heads", "gqa_param_count", _GQA_FULL_WIDTH,
     """
     def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
         d_head = d_model // n_kv_heads

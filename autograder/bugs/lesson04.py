@@ -4,7 +4,9 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 _SCORES = ("head_scores",)
 
@@ -20,28 +22,28 @@ def _scores_source(scale_expr):
     """
 
 
-bug("scores_no_scaling", "04", "multi_head_scores",
+bug("scores_no_scaling", "multi_head_scores",
     """The scores are not scaled at all: divide each head's Q K^T by math.sqrt(d_head). Unscaled, their
     standard deviation grows like sqrt(d_head) and softmax saturates.""",
     _scores_source("1"), tests=_SCORES)
 
-bug("scores_scaled_by_d_k", "04", "multi_head_scores",
+bug("scores_scaled_by_d_k", "multi_head_scores",
     """The scores are divided by d_head instead of sqrt(d_head). The variance of q.k is d_head, so its
     standard deviation, the number to divide by, is sqrt(d_head).""",
     _scores_source("d_head"), tests=_SCORES)
 
-bug("scores_scaled_by_d_model", "04", "multi_head_scores",
+bug("scores_scaled_by_d_model", "multi_head_scores",
     """The scores are scaled by sqrt(d_model) instead of the per-head sqrt(d_head). Inside one head the dot
     product sums over d_head = d_model // n_heads terms, so its spread is sqrt(d_head); dividing by
     sqrt(d_model) shrinks every score by a further sqrt(n_heads) and flattens the weights.""",
     _scores_source("math.sqrt(d_model)"), tests=_SCORES)
 
-bug("scores_scaled_by_seq_len", "04", "multi_head_scores",
+bug("scores_scaled_by_seq_len", "multi_head_scores",
     """The scores are scaled by the sequence length (x.shape[-2], the T axis) instead of the head width
     d_head. The dot product sums over the d_head entries of q and k; that sum is what sets the scale.""",
     _scores_source("math.sqrt(x.shape[-2])"), tests=_SCORES)
 
-bug("std_experiment_one_query", "04", "dot_product_std",
+bug("std_experiment_one_query", "dot_product_std",
     """The experiment draws one query and measures it against n_samples keys, so every dot product shares the
     same q: the spread measures the length of that one q, which changes from seed to seed, instead of the
     spread of q.k over independent pairs. Each sample needs its own q as well as its own k.""",
@@ -55,7 +57,7 @@ bug("std_experiment_one_query", "04", "dot_product_std",
         return float(np.std(dots))
     """, tests=("std_experiment",))
 
-bug("std_experiment_variance", "04", "dot_product_std",
+bug("std_experiment_variance", "dot_product_std",
     """The experiment returns the variance of q.k (about d_k) rather than its standard deviation (about
     sqrt(d_k)): use np.std, or take the square root of the variance.""",
     """
@@ -68,7 +70,7 @@ bug("std_experiment_variance", "04", "dot_product_std",
         return float(np.var(dots))
     """, tests=("std_experiment",))
 
-bug("std_experiment_scaled_by_d_k", "04", "dot_product_std",
+bug("std_experiment_scaled_by_d_k", "dot_product_std",
     """With scaled=True the experiment divides q.k by d_k instead of sqrt(d_k), so the scaled spread falls
     like 1/sqrt(d_k) instead of staying near 1.""",
     """
@@ -81,7 +83,7 @@ bug("std_experiment_scaled_by_d_k", "04", "dot_product_std",
         return float(np.std(dots))
     """, tests=("std_experiment",))
 
-bug("std_experiment_global_rng", "04", "dot_product_std",
+bug("std_experiment_global_rng", "dot_product_std",
     """The experiment draws from numpy's global random state instead of the `rng` it is given, so the same
     seed does not give the same result. Draw q and k with rng.standard_normal(...).""",
     """
@@ -94,13 +96,13 @@ bug("std_experiment_global_rng", "04", "dot_product_std",
         return float(np.std(dots))
     """, tests=("std_experiment",))
 
-bug("scores_np_sqrt_promotes", "04", "multi_head_scores",
+bug("scores_np_sqrt_promotes", "multi_head_scores",
     """The scale is a numpy float64 (np.sqrt of the head width), and a numpy float64 turns float32 scores into
     float64: float32 input must give float32 scores. A Python float does not promote, so take the square root
     with the math module.""",
     _scores_source("np.sqrt(d_head)"), tests=_SCORES)
 
-bug("scores_computed_in_float32", "04", "multi_head_scores",
+bug("scores_computed_in_float32", "multi_head_scores",
     """The scores are computed in float32 whatever the input, so float64 input loses half its digits. Keep the
     input's dtype: cast nothing.""",
     """
@@ -112,7 +114,7 @@ bug("scores_computed_in_float32", "04", "multi_head_scores",
         return Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)
     """, tests=_SCORES)
 
-bug("scores_fixed_axes", "04", "multi_head_scores",
+bug("scores_fixed_axes", "multi_head_scores",
     """K is transposed with fixed axes (transpose(0, 2, 1)), which swaps T and d_head for one sequence
     (n_heads, T, d_head) but moves the head axis when a batch axis comes first. Swap the last two axes, counted
     from the end, so any number of leading axes passes through.""",
@@ -124,7 +126,7 @@ bug("scores_fixed_axes", "04", "multi_head_scores",
         return Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)
     """, tests=_SCORES)
 
-bug("std_experiment_pairwise_matrix", "04", "dot_product_std",
+bug("std_experiment_pairwise_matrix", "dot_product_std",
     """The experiment builds the (n_samples, n_samples) matrix of every query against every key and keeps only
     its diagonal (np.diag(q @ k.T)): the values are right, but it holds n_samples^2 numbers to use n_samples of
     them. Multiply each query by its own key, entry by entry, and sum over the d_k axis.""",

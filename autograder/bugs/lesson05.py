@@ -9,12 +9,14 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 05: split_into_heads / merge_heads (graded by the round-trip test)
 # ---------------------------------------------------------------------------------------------------------
-bug("split_into_heads_bare_reshape", "05", "split_into_heads",
+bug("split_into_heads_bare_reshape", "split_into_heads",
     """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 gets the
     first T*d_head numbers of the array (whole token vectors) instead of columns 0:d_head of every token. The
     shapes fit and a bare-reshape merge even undoes it exactly, which is why an exact round trip alone proves
@@ -25,7 +27,7 @@ bug("split_into_heads_bare_reshape", "05", "split_into_heads",
         return x.reshape(*lead, n_heads, T, d_model // n_heads)
     """, tests=("roundtrip",))
 
-bug("merge_heads_bare_reshape", "05", "merge_heads",
+bug("merge_heads_bare_reshape", "merge_heads",
     """merge_heads reshapes straight to (..., T, d_model) without first moving the head axis back behind T,
     so token t's row is filled with pieces of several tokens. Swap axes -3 and -2 first, then reshape.""",
     """
@@ -34,7 +36,7 @@ bug("merge_heads_bare_reshape", "05", "merge_heads",
         return x.reshape(*lead, T, n_heads * d_head)
     """, tests=("roundtrip",))
 
-bug("split_into_heads_strided", "05", "split_into_heads",
+bug("split_into_heads_strided", "split_into_heads",
     """split_into_heads reshapes to (..., T, d_head, n_heads), so head i holds every n_heads-th column (i,
     i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head. Reshape to (..., T, n_heads,
     d_head).""",
@@ -45,7 +47,7 @@ bug("split_into_heads_strided", "05", "split_into_heads",
         return np.moveaxis(x, -1, -3)
     """, tests=("roundtrip",))
 
-bug("split_into_heads_fixed_axes", "05", "split_into_heads",
+bug("split_into_heads_fixed_axes", "split_into_heads",
     """split_into_heads swaps axes 0 and 1, which is right for one sequence (T, d_model) but swaps the batch
     axis on batched input. Count the two axes to swap from the end, so leading batch axes pass through.""",
     """
@@ -58,7 +60,7 @@ bug("split_into_heads_fixed_axes", "05", "split_into_heads",
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 05: head_weights (graded by the "heads differ" test)
 # ---------------------------------------------------------------------------------------------------------
-bug("head_weights_random_patterns", "05", "head_weights",
+bug("head_weights_random_patterns", "head_weights",
     """head_weights returns random attention patterns. Two random patterns always differ, so they say nothing
     about the layer: the weights must be computed from x, W_Q and W_K, softmax(Q_h K_h^T / sqrt(d_head)) for
     each head h.""",
@@ -71,7 +73,7 @@ bug("head_weights_random_patterns", "05", "head_weights",
         return e / e.sum(axis=-1, keepdims=True)
     """, tests=("heads_differ",))
 
-bug("head_weights_same_columns", "05", "head_weights",
+bug("head_weights_same_columns", "head_weights",
     """Every head uses the first d_head columns of Q and K, so all heads are copies of head 0. Head h must use
     its own columns h*d_head:(h+1)*d_head: split Q and K into heads.""",
     """
@@ -85,7 +87,7 @@ bug("head_weights_same_columns", "05", "head_weights",
         return np.repeat(w[..., None, :, :], n_heads, axis=-3)
     """, tests=("heads_differ",))
 
-bug("head_weights_scaled_by_d_model", "05", "head_weights",
+bug("head_weights_scaled_by_d_model", "head_weights",
     """The scores are divided by sqrt(d_model). Inside one head the dot product sums over d_head = d_model //
     n_heads terms, so the scale is sqrt(d_head); sqrt(d_model) makes every head's softmax too flat.""",
     """
@@ -118,38 +120,38 @@ _MERGE = """
         concat = np.swapaxes(weights @ V, -3, -2).reshape(*lead, T, d_model)
 """
 
-bug("mha_from_scratch_no_w_o", "05", "mha_from_scratch",
+bug("mha_from_scratch_no_w_o", "mha_from_scratch",
     """The output is the concatenation of the heads without W_O. Each column would then come from one head
     only: return Concat(heads) @ W_O.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_w_o_transposed", "05", "mha_from_scratch",
+bug("mha_from_scratch_w_o_transposed", "mha_from_scratch",
     """W_O is applied transposed (concat @ W_O.T). W_O has shape (n_heads*d_head, d_model) and is applied as
     Concat(heads) @ W_O.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O.T, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_scaled_by_d_model", "05", "mha_from_scratch",
+bug("mha_from_scratch_scaled_by_d_model", "mha_from_scratch",
     """The scores are divided by sqrt(d_model) instead of the per-head sqrt(d_head): inside one head the dot
     product sums over d_head terms.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_model)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_heads_summed", "05", "mha_from_scratch",
+bug("mha_from_scratch_heads_summed", "mha_from_scratch",
     """The heads are summed (or averaged) instead of concatenated, and the sum is tiled back to d_model columns.
     Concatenate the heads side by side, (..., T, n_heads*d_head), then apply W_O.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX
     + "        summed = (weights @ V).sum(axis=-3)\n"
     + "        return np.concatenate([summed] * n_heads, axis=-1) @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_np_sqrt_promotes", "05", "mha_from_scratch",
+bug("mha_from_scratch_np_sqrt_promotes", "mha_from_scratch",
     """The scale is a numpy float64 (np.sqrt of the head width), which turns float32 input into float64 results;
     the exercise asks for math.sqrt, a Python float, which keeps float32 float32.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_projections_transposed", "05", "mha_from_scratch",
+bug("mha_from_scratch_projections_transposed", "mha_from_scratch",
     """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
     projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
     all zeros) the two agree, which is why only a random layer shows it.""",
@@ -157,13 +159,13 @@ bug("mha_from_scratch_projections_transposed", "05", "mha_from_scratch",
     + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
-bug("mha_from_scratch_fixed_axes", "05", "mha_from_scratch",
+bug("mha_from_scratch_fixed_axes", "mha_from_scratch",
     """K is transposed with fixed axes (transpose(0, 2, 1)): right for one sequence (n_heads, T, d_head), wrong
     once a batch axis comes first. Swap the last two axes counted from the end, so leading axes pass through.""",
     _MHA_HEAD + "        scores = Q @ K.transpose(0, 2, 1) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
-bug("head_weights_projections_transposed", "05", "head_weights",
+bug("head_weights_projections_transposed", "head_weights",
     """The queries and keys are projected with the transposed weights (x @ W.T). The course applies every
     projection as x @ W: the rows of W take the input's d_model features. With a symmetric W (the identity, or
     all zeros) the two agree, which is why only a random layer shows it.""",
@@ -182,7 +184,7 @@ bug("head_weights_projections_transposed", "05", "head_weights",
 # Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/publish/given_code.py):
 # it runs, its shapes are right, and it carries one catalogued mistake that the learner finds and fixes.
 # ---------------------------------------------------------------------------------------------------------
-bug("masked_attention_zeroed_after_softmax", "05", "masked_attention",
+bug("masked_attention_zeroed_after_softmax", "masked_attention",
     """The mask is applied after the softmax: blocked weights are set to 0, but the weights left in the row are
     not renormalised, so a row with blocked keys sums to less than 1 and its output shrinks. Block the *scores*
     (-inf) before the softmax, so the softmax spreads the whole weight over the open keys.""",
@@ -196,7 +198,7 @@ bug("masked_attention_zeroed_after_softmax", "05", "masked_attention",
         return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
     ''', tests=("masked_attention_test",), given=True)
 
-bug("attention_layer_strided_heads", "05", "attention_layer",
+bug("attention_layer_strided_heads", "attention_layer",
     """The layer splits Q, K and V with a reshape to (..., T, d_head, n_heads), so head i holds every n_heads-th
     column (i, i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head, while the merge puts
     head i back into that block: the heads attend in the wrong subspaces. Split by reshaping to (..., T,

@@ -4,7 +4,9 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 # ---------------------------------------------------------------------------------------------------------
 # Grouped-query attention: KV heads repeated in the wrong order
@@ -13,14 +15,14 @@ _TILE_DIAGNOSIS = """The KV heads come out in the order 0, 1, 0, 1, ... (the who
     KV head i % n_kv_heads. In grouped-query attention each KV head serves a *consecutive* group of
     n_heads // n_kv_heads query heads (0, 0, 1, 1, ...): each head must be repeated in place, next to itself."""
 
-bug("repeat_kv_tiled", "06", "repeat_kv", _TILE_DIAGNOSIS,
+bug("repeat_kv_tiled", "repeat_kv", _TILE_DIAGNOSIS,
     """
     def repeat_kv(x, n_rep):
         reps = (1,) * (x.ndim - 3) + (n_rep, 1, 1)
         return np.tile(x, reps)
     """, tests=("repeat_kv_values",))
 
-bug("gqa_kv_heads_tiled", "06", "grouped_query_attention", _TILE_DIAGNOSIS,
+bug("gqa_kv_heads_tiled", "grouped_query_attention", _TILE_DIAGNOSIS,
     """
     def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
         n_rep = n_heads // n_kv_heads
@@ -35,7 +37,7 @@ bug("gqa_kv_heads_tiled", "06", "grouped_query_attention", _TILE_DIAGNOSIS,
 # ---------------------------------------------------------------------------------------------------------
 # KV cache and the full (uncached) path
 # ---------------------------------------------------------------------------------------------------------
-bug("kv_cache_wrong_axis", "06", "kv_cache_append",
+bug("kv_cache_wrong_axis", "kv_cache_append",
     """The cache grows along the wrong axis: with the layout (B, n_kv_heads, T, d_head) axis 1 is the KV-head
     axis, so appending there adds heads instead of time steps. Concatenate along the time axis, axis=-2
     (which is also right for an unbatched (n_kv_heads, T, d_head) cache).""",
@@ -44,7 +46,7 @@ bug("kv_cache_wrong_axis", "06", "kv_cache_append",
         return np.concatenate([cache_k, k], axis=1), np.concatenate([cache_v, v], axis=1)
     """, tests=("kv_cache_append_values",))
 
-bug("kv_cache_feature_axis", "06", "kv_cache_append",
+bug("kv_cache_feature_axis", "kv_cache_append",
     """The cache grows along its last axis, d_head, so each cached key gets wider instead of the cache getting
     longer. The time axis of (..., n_kv_heads, T, d_head) is axis=-2.""",
     """
@@ -52,7 +54,7 @@ bug("kv_cache_feature_axis", "06", "kv_cache_append",
         return np.concatenate([cache_k, k], axis=-1), np.concatenate([cache_v, v], axis=-1)
     """, tests=("kv_cache_append_values",))
 
-bug("causal_mask_forgotten", "06", "causal_self_attention",
+bug("causal_mask_forgotten", "causal_self_attention",
     """The full path attends without the causal mask, so every token also sees the tokens after it and the
     result cannot match token-by-token decoding. Give the attention the course's causal mask (True = blocked:
     every key after the query).""",
@@ -61,7 +63,7 @@ bug("causal_mask_forgotten", "06", "causal_self_attention",
         return grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)
     """, tests=("causal_full_values",))
 
-bug("causal_mask_diagonal_blocked", "06", "causal_self_attention",
+bug("causal_mask_diagonal_blocked", "causal_self_attention",
     """The causal mask also blocks the diagonal, so a token cannot attend to itself and the first token has no
     key at all. Only the keys strictly after the query are the future: the diagonal stays open.""",
     """
@@ -71,7 +73,7 @@ bug("causal_mask_diagonal_blocked", "06", "causal_self_attention",
         return grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=mask)
     """, tests=("causal_full_values",))
 
-bug("decode_step_new_token_not_seen", "06", "decode_step",
+bug("decode_step_new_token_not_seen", "decode_step",
     """The newest token attends only to the old cache: it must be appended to the cache *before* attending,
     because a token may attend to itself (the diagonal of the causal mask is open).""",
     """
@@ -88,7 +90,7 @@ bug("decode_step_new_token_not_seen", "06", "decode_step",
 # ---------------------------------------------------------------------------------------------------------
 # Mask conventions
 # ---------------------------------------------------------------------------------------------------------
-bug("mask_sdpa_polarity", "06", "causal_mask",
+bug("mask_sdpa_polarity", "causal_mask",
     """The mask for F.scaled_dot_product_attention has the wrong polarity: its boolean attn_mask marks the
     pairs that *may attend* with True (the opposite of this course and of nn.MultiheadAttention), so the causal
     mask is True on and below the diagonal.""",
@@ -103,7 +105,7 @@ bug("mask_sdpa_polarity", "06", "causal_mask",
 # ---------------------------------------------------------------------------------------------------------
 # Tiled attention with an online softmax
 # ---------------------------------------------------------------------------------------------------------
-bug("tiled_no_rescale", "06", "tiled_attention",
+bug("tiled_no_rescale", "tiled_attention",
     """The running sums are not rescaled when a block raises the running maximum: before adding a block, multiply
     the running sum and the running output by exp(m_old - m_new), so every term is measured against the same
     maximum.""",
@@ -155,29 +157,29 @@ def _tiled_source(*, m_init="np.full((*lead, T_q, 1), -np.inf, dtype=dtype)", bl
     """
 
 
-bug("tiled_max_starts_at_zero", "06", "tiled_attention",
+bug("tiled_max_starts_at_zero", "tiled_attention",
     """The running maximum starts at 0 instead of minus infinity, so for a query whose scores are all far below
     0 the shift stays 0, every exp(score) underflows to 0 and the row comes out 0/0 = NaN (rows near 0 come out
     right, which is why ordinary inputs hide it). The running maximum must be the largest score seen so far:
     before any key, that is minus infinity.""",
     _tiled_source(m_init="np.zeros((*lead, T_q, 1), dtype=dtype)"), tests=("tiled_values",))
 
-bug("tiled_no_scale", "06", "tiled_attention",
+bug("tiled_no_scale", "tiled_attention",
     """The block scores are not divided by sqrt(d_k): tiled attention must equal plain scaled dot-product
     attention, softmax(Q K^T / sqrt(d_k)) V, block by block.""",
     _tiled_source(scale="1.0"), tests=("tiled_values",))
 
-bug("tiled_drops_last_block", "06", "tiled_attention",
+bug("tiled_drops_last_block", "tiled_attention",
     """The last, shorter block of keys is left out: when T_k is not a multiple of block_size the loop stops
     before the keys that do not fill a whole block. Every key belongs to some block, the last one included.""",
     _tiled_source(blocks="range(0, T_k - block_size + 1, block_size)"), tests=("tiled_values",))
 
-bug("tiled_float64_accumulators", "06", "tiled_attention",
+bug("tiled_float64_accumulators", "tiled_attention",
     """The running maximum, sum and output are created as float64 (np.zeros and np.full without dtype=), so
     float32 input comes back float64. Create them with the input's dtype.""",
     _tiled_source(dtype="np.float64"), tests=("tiled_values",))
 
-bug("decode_loop_float64_cache", "06", "decode_with_kv_cache",
+bug("decode_loop_float64_cache", "decode_with_kv_cache",
     """The empty caches are created as float64 (np.zeros without dtype=), and appending float32 keys to a
     float64 cache makes float64: float32 input must give float32 output and caches. Create the empty caches
     with the input's dtype.""",
@@ -195,7 +197,7 @@ bug("decode_loop_float64_cache", "06", "decode_with_kv_cache",
         return np.concatenate(outs, axis=-2), cache_k, cache_v
     """, tests=("decode_loop_values",))
 
-bug("gqa_mask_dropped", "06", "grouped_query_attention",
+bug("gqa_mask_dropped", "grouped_query_attention",
     """The mask is never passed on to the attention, so blocked pairs get weight like any other: with a mask
     the result differs, without one it is right. Every query head must see the mask it was given.""",
     """
@@ -210,7 +212,7 @@ bug("gqa_mask_dropped", "06", "grouped_query_attention",
 
 # Not visible: the self-check runs the learner's pasted lesson-01 attention, which this lesson does not grade
 # and which may give NaN on a fully blocked row; the hidden test binds the course's own.
-bug("gqa_blocked_row_uniform", "06", "grouped_query_attention",
+bug("gqa_blocked_row_uniform", "grouped_query_attention",
     """Blocked pairs get a large negative score (-1e9) instead of being excluded, so a query whose keys are all
     blocked gets uniform weights 1/T over keys it may not see. The contract: a fully blocked row gets all-zero
     weights, and so a zero output row.""",
@@ -229,7 +231,7 @@ bug("gqa_blocked_row_uniform", "06", "grouped_query_attention",
         return concat_heads(weights @ V) @ W_O, weights
     """, tests=("gqa_values",), visible=False)
 
-bug("gqa_kv_split_into_query_heads", "06", "grouped_query_attention",
+bug("gqa_kv_split_into_query_heads", "grouped_query_attention",
     """K and V are split into n_heads heads, as many as the queries, but W_K and W_V have only n_kv_heads *
     d_head columns: there are n_kv_heads key/value heads of width d_head, shared by groups of query heads.""",
     """
@@ -242,7 +244,7 @@ bug("gqa_kv_split_into_query_heads", "06", "grouped_query_attention",
         return concat_heads(heads) @ W_O, weights
     """, tests=("gqa_values",))
 
-bug("causal_self_attention_calls_mha", "06", "causal_self_attention",
+bug("causal_self_attention_calls_mha", "causal_self_attention",
     """The full path calls multi-head attention, whose W_K and W_V are (d_model, d_model): with fewer KV heads
     they are narrower, (d_model, n_kv_heads * d_head), and groups of query heads share each KV head. The full
     path is the same grouped-query attention as the cached one, with the causal mask.""",
@@ -252,7 +254,7 @@ bug("causal_self_attention_calls_mha", "06", "causal_self_attention",
         return multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=causal_mask(T))
     """, tests=("causal_full_values",))
 
-bug("causal_mask_blocks_diagonal", "06", "causal_mask",
+bug("causal_mask_blocks_diagonal", "causal_mask",
     """The mask blocks the diagonal too, so a query may not attend to its own key (and the first query has no
     key at all). Causal means no key *after* the query: the diagonal is open in every convention.""",
     """
@@ -270,7 +272,7 @@ bug("causal_mask_blocks_diagonal", "06", "causal_mask",
 # ---------------------------------------------------------------------------------------------------------
 # Cross-attention with a padding mask
 # ---------------------------------------------------------------------------------------------------------
-bug("cross_kv_from_queries", "06", "cross_attention",
+bug("cross_kv_from_queries", "cross_attention",
     """The keys and values are projected from x_q, the queries' own sequence, so the layer is self-attention
     over the queries (weights (..., n_heads, T_q, T_q)) and never reads x_kv. In cross-attention only the
     queries come from x_q; the keys and values come from the other sequence, x_kv, with T_k tokens.""",
@@ -285,7 +287,7 @@ bug("cross_kv_from_queries", "06", "cross_attention",
         return concat_heads(heads) @ W_O, weights
     """, tests=("cross_attention_values",))
 
-bug("cross_padding_mask_over_queries", "06", "cross_attention",
+bug("cross_padding_mask_over_queries", "cross_attention",
     """The padding mask is applied over the query axis: its head axis was added at the end, so the mask's key
     axis lines up with the queries and whole rows of queries are blocked (or the shapes do not broadcast when
     T_q != T_k). A padding mask blocks keys, the last axis of the weights (..., n_heads, T_q, T_k): the head axis
@@ -301,7 +303,7 @@ bug("cross_padding_mask_over_queries", "06", "cross_attention",
         return concat_heads(heads) @ W_O, weights
     """, tests=("cross_attention_values",))
 
-bug("cross_mask_without_head_axis", "06", "cross_attention",
+bug("cross_mask_without_head_axis", "cross_attention",
     """The mask is given to the attention without a head axis: a padding mask (B, 1, T_k) then lines its batch
     axis up with the heads of the weights (B, n_heads, T_q, T_k), which fails (or mixes sequences up) unless
     B is 1. The mask applies to every head: give it a head axis of size 1 in front of its (query, key) axes.""",
@@ -332,13 +334,13 @@ def _cross_softmax_source(blocked_score, safe_shift):
     """
 
 
-bug("cross_blocked_row_nan", "06", "cross_attention",
+bug("cross_blocked_row_nan", "cross_attention",
     """A query whose keys are all blocked (a sequence that is all padding) gets NaN weights: every score of its
     row is -inf, so the row maximum is -inf and exp(-inf - (-inf)) is NaN. The contract is all-zero weights for
     such a row: shift by 0 where the row maximum is -inf, and divide only where the row's sum is positive.""",
     _cross_softmax_source("-np.inf", safe_shift=False), tests=("cross_attention_values",))
 
-bug("cross_blocked_row_uniform", "06", "cross_attention",
+bug("cross_blocked_row_uniform", "cross_attention",
     """Blocked pairs get a large negative score (-1e9) instead of -inf, so a query whose keys are all blocked (a
     sequence that is all padding) gets uniform weights 1/T_k over keys it may not see. The contract: a fully
     blocked row gets all-zero weights, and so a zero output row.""",

@@ -5,12 +5,14 @@ import math  # noqa: F401 - used inside the bug sources' namespace
 
 import numpy as np  # noqa: F401
 
-from autograder.bugs import bug
+from autograder.bugs import declarer
+
+bug = declarer(__name__)
 
 # ------------------------------------------------------------------------------------------- softmax backward
 _SOFTMAX = ("softmax_backward_values",)
 
-bug("softmax_backward_no_subtraction", "07", "softmax_backward",
+bug("softmax_backward_no_subtraction", "softmax_backward",
     """The gradient is weights * grad_weights: the term that subtracts sum(grad_weights * weights) along each row
     is missing. Softmax's Jacobian is diag(p) - p p^T, and the p p^T part is that subtraction; without it the rows
     of the gradient do not sum to 0.""",
@@ -19,7 +21,7 @@ bug("softmax_backward_no_subtraction", "07", "softmax_backward",
         return weights * grad_weights
     """, tests=_SOFTMAX)
 
-bug("softmax_backward_global_sum", "07", "softmax_backward",
+bug("softmax_backward_global_sum", "softmax_backward",
     """The sum of grad_weights * weights runs over the whole array instead of along `axis` of each row: every row
     subtracts the same number. Sum along `axis` with keepdims=True.""",
     """
@@ -27,7 +29,7 @@ bug("softmax_backward_global_sum", "07", "softmax_backward",
         return weights * (grad_weights - np.sum(grad_weights * weights))
     """, tests=_SOFTMAX)
 
-bug("softmax_backward_fixed_axis", "07", "softmax_backward",
+bug("softmax_backward_fixed_axis", "softmax_backward",
     """The row sum always runs along the last axis, ignoring the `axis` argument: a softmax taken along another
     axis gets the wrong gradient. Pass `axis` to the sum.""",
     """
@@ -51,35 +53,35 @@ def _attention_source(dq_dk="grad_scores @ K * scale, np.swapaxes(grad_scores, -
     """
 
 
-bug("attention_backward_no_scale", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_no_scale", "scaled_dot_product_attention_backward",
     """dQ and dK miss the 1/sqrt(d_k) factor: the scores are Q K^T / sqrt(d_k), so the gradient reaching Q and K
     through them is divided by sqrt(d_k) too. Without it both are sqrt(d_k) times too big.""",
     _attention_source(dq_dk="grad_scores @ K, np.swapaxes(grad_scores, -1, -2) @ Q"), tests=_ATTENTION)
 
-bug("attention_backward_scaled_by_d_k", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_scaled_by_d_k", "scaled_dot_product_attention_backward",
     """dQ and dK are divided by d_k instead of sqrt(d_k): the forward pass divides the scores by sqrt(d_k), and the
     backward pass divides their gradient by the same number.""",
     _attention_source(dq_dk="grad_scores @ K / Q.shape[-1], np.swapaxes(grad_scores, -1, -2) @ Q / Q.shape[-1]"),
     tests=_ATTENTION)
 
-bug("attention_backward_unmasked_weights", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_unmasked_weights", "scaled_dot_product_attention_backward",
     """The weights are recomputed from Q and K without the mask, so gradient flows into blocked pairs, which
     the forward pass gave weight 0. Use the `weights` the forward pass returned (0 on every blocked pair).""",
     _attention_source(before="""
         weights = np.exp(Q @ np.swapaxes(K, -1, -2) * scale)
         weights = weights / weights.sum(axis=-1, keepdims=True)"""), tests=_ATTENTION)
 
-bug("attention_backward_no_softmax_backward", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_no_softmax_backward", "scaled_dot_product_attention_backward",
     """The gradient of the weights is used as the gradient of the scores: the step through softmax is missing.
     Pass dL/dweights = grad_out V^T through softmax_backward(weights, ...) first.""",
     _attention_source(scores="grad_out @ np.swapaxes(V, -1, -2)"), tests=_ATTENTION)
 
-bug("attention_backward_dv_untransposed", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_dv_untransposed", "scaled_dot_product_attention_backward",
     """dV is computed with the weights untransposed. out = weights @ V, so dV = weights^T @ grad_out:
     (T_k, T_q) @ (T_q, d_v). With T_q != T_k the shapes do not even fit.""",
     _attention_source(dv="weights @ grad_out"), tests=_ATTENTION)
 
-bug("attention_backward_dot_T", "07", "scaled_dot_product_attention_backward",
+bug("attention_backward_dot_T", "scaled_dot_product_attention_backward",
     """The transposes use .T, which reverses every axis, batch axes included: on batched input the heads and the
     batch are swapped (or the shapes do not fit). Swap only the last two axes, np.swapaxes(a, -1, -2).""",
     """
@@ -112,46 +114,46 @@ def _mha_source(grad_heads="split_heads(grad_out @ W_O.T, n_heads)", weight="fla
     """
 
 
-bug("mha_backward_not_summed_over_batch", "07", "multi_head_attention_backward",
+bug("mha_backward_not_summed_over_batch", "multi_head_attention_backward",
     """The weight gradients keep a batch axis (x^T @ dQ per example): a weight is shared by every example and every
     position, so its gradient is the sum over all of them. Flatten to (B*T, d_model) before the matmul.""",
     _mha_source(weight="np.swapaxes(x, -1, -2) @ {d}",
                 grad_W_O="np.swapaxes(concat, -1, -2) @ grad_out"), tests=_MHA)
 
-bug("mha_backward_averaged_over_batch", "07", "multi_head_attention_backward",
+bug("mha_backward_averaged_over_batch", "multi_head_attention_backward",
     """The weight gradients are averaged over the batch instead of summed: the loss adds every example's
     contribution, so its gradient adds theirs too.""",
     _mha_source(weight="(np.swapaxes(x, -1, -2) @ {d}).reshape(-1, d_model, d_model).mean(axis=0)",
                 grad_W_O="(np.swapaxes(concat, -1, -2) @ grad_out).reshape(-1, d_model, d_model).mean(axis=0)"),
     tests=_MHA)
 
-bug("mha_backward_heads_merged_by_reshape", "07", "multi_head_attention_backward",
+bug("mha_backward_heads_merged_by_reshape", "multi_head_attention_backward",
     """The heads' gradients are put back with a plain reshape of (..., n_heads, T, d_head) to (..., T, d_model),
     without swapping the heads and T axes back: the wrong permutation, so one token's gradient lands in another
     token's row. Use concat_heads, the inverse of the split the forward pass made.""",
     _mha_source(merge="{g}.reshape(x.shape)"), tests=_MHA)
 
-bug("mha_backward_split_without_transpose", "07", "multi_head_attention_backward",
+bug("mha_backward_split_without_transpose", "multi_head_attention_backward",
     """The gradient of the concatenated heads is split into heads with a plain reshape to (..., n_heads, T,
     d_head): the wrong permutation (the forward split swaps the T and heads axes). Use split_heads.""",
     _mha_source(grad_heads="(grad_out @ W_O.T).reshape(*x.shape[:-2], n_heads, x.shape[-2], -1)"), tests=_MHA)
 
-bug("mha_backward_one_path_to_x", "07", "multi_head_attention_backward",
+bug("mha_backward_one_path_to_x", "multi_head_attention_backward",
     """x's gradient comes only through the queries: x feeds W_Q, W_K and W_V, so its gradient is the sum of the
     three paths, dQ W_Q^T + dK W_K^T + dV W_V^T.""",
     _mha_source(grad_x="dQ @ W_Q.T"), tests=_MHA)
 
-bug("mha_backward_w_o_grad_transposed", "07", "multi_head_attention_backward",
+bug("mha_backward_w_o_grad_transposed", "multi_head_attention_backward",
     """W_O's gradient is transposed: out = concat @ W_O, so dW_O = concat^T @ grad_out (rows for concat's
     columns, columns for the output's), not grad_out^T @ concat.""",
     _mha_source(grad_W_O="flat(grad_out).T @ flat(concat)"), tests=_MHA)
 
-bug("mha_backward_skips_w_o", "07", "multi_head_attention_backward",
+bug("mha_backward_skips_w_o", "multi_head_attention_backward",
     """The output's gradient is split into heads without going back through W_O first: the heads' gradient is
     split_heads(grad_out @ W_O^T).""",
     _mha_source(grad_heads="split_heads(grad_out, n_heads)"), tests=_MHA)
 
-bug("mha_backward_weights_not_transposed", "07", "multi_head_attention_backward",
+bug("mha_backward_weights_not_transposed", "multi_head_attention_backward",
     """x's gradient multiplies by W_Q, W_K, W_V instead of their transposes: for y = x @ W, dx = dy @ W^T.""",
     _mha_source(grad_x="dQ @ W_Q + dK @ W_K + dV @ W_V"), tests=_MHA)
 
@@ -185,27 +187,27 @@ def _gc_source(numeric="(f_plus - f_minus) / (2 * eps)", error="np.max(np.abs(a 
     """
 
 
-bug("gc_forward_difference", "07", "gradient_check",
+bug("gc_forward_difference", "gradient_check",
     """The numeric gradient is one-sided, (f(x + eps) - f(x)) / eps, which is off by O(eps); the central
     difference (f(x + eps) - f(x - eps)) / (2 eps) is off by O(eps^2).""",
     _gc_source(numeric="(f_plus - f_0) / eps"), tests=_GC)
 
-bug("gc_absolute_error", "07", "gradient_check",
+bug("gc_absolute_error", "gradient_check",
     """The error is absolute, max|analytic - numeric|, not relative: the same mistake then looks 1000 times
     bigger in a loss 1000 times bigger. Divide by the largest magnitude of the two gradients.""",
     _gc_source(error="np.max(np.abs(a - n))"), tests=_GC)
 
-bug("gc_per_entry_relative", "07", "gradient_check",
+bug("gc_per_entry_relative", "gradient_check",
     """The error is relative entry by entry, |a - n| / max(|a|, |n|), not relative to the whole gradient's size:
     a small entry then weighs as much as the largest, and an entry that is exactly 0 divides rounding noise by
     (almost) 0.""",
     _gc_source(error="np.max(np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), 1e-12))"), tests=_GC)
 
-bug("gc_first_input_only", "07", "gradient_check",
+bug("gc_first_input_only", "gradient_check",
     """Only the first input is checked: return the largest error over every input and its gradient.""",
     _gc_source(inputs="zip(xs[:1], grad[:1])"), tests=_GC)
 
-bug("gc_perturbs_inputs", "07", "gradient_check",
+bug("gc_perturbs_inputs", "gradient_check",
     """The caller's own arrays are moved and moved back by adding eps again, which leaves them slightly changed
     (x + eps - 2 eps + eps is not always x in floating point), and a float32 input cannot even hold a step of
     1e-6. Perturb float64 copies, np.array(a, dtype=np.float64), and put each entry back by assigning the saved
@@ -224,13 +226,13 @@ def _pe_source(body):
     """
 
 
-bug("positions_sines_then_cosines", "07", "sinusoidal_positions",
+bug("positions_sines_then_cosines", "sinusoidal_positions",
     """All the sines come first and all the cosines after; the paper interleaves them: sine in column 2i, cosine in
     column 2i + 1, one pair per frequency.""",
     _pe_source("""        freq = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
         return np.concatenate([np.sin(t * freq), np.cos(t * freq)], axis=1)"""), tests=_PE)
 
-bug("positions_cos_sin_swapped", "07", "sinusoidal_positions",
+bug("positions_cos_sin_swapped", "sinusoidal_positions",
     """Cosine and sine are swapped: the paper puts the sine in the even columns 2i and the cosine in the odd
     columns 2i + 1.""",
     _pe_source("""        freq = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)
@@ -239,7 +241,7 @@ bug("positions_cos_sin_swapped", "07", "sinusoidal_positions",
         pe[:, 1::2] = np.sin(t * freq)
         return pe"""), tests=_PE)
 
-bug("positions_frequency_per_column", "07", "sinusoidal_positions",
+bug("positions_frequency_per_column", "sinusoidal_positions",
     """Every column gets its own frequency, 10000^(-j/d_model) for column j; in the paper the two columns of a pair
     share one, 10000^(-2i/d_model), so that each pair is a rotation by a fixed angle per step.""",
     _pe_source("""        freq = 10000.0 ** (-np.arange(d_model) / d_model)
@@ -247,7 +249,7 @@ bug("positions_frequency_per_column", "07", "sinusoidal_positions",
         pe[:, 1::2] = np.cos(t * freq)[:, 1::2]
         return pe"""), tests=_PE)
 
-bug("positions_exponent_without_two", "07", "sinusoidal_positions",
+bug("positions_exponent_without_two", "sinusoidal_positions",
     """The exponent is i/d_model for pair i instead of 2i/d_model: the frequencies fall only to 10000^(-1/2) = 0.01
     instead of about 1/10000.""",
     _pe_source("""        freq = 10000.0 ** (-np.arange(d_model // 2) / d_model)

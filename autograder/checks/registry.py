@@ -28,7 +28,7 @@ from autograder.checks.runner import bound
 
 @dataclass(frozen=True)
 class HiddenTest:
-    lesson: str  # "lesson01"
+    lesson: str  # the lesson's id, "01_warmup"
     name: str  # the graded cell's grade_id
     function: object
     uses: tuple
@@ -64,7 +64,7 @@ def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None)
     """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
 
     def register(function):
-        lesson = function.__module__.rsplit(".", 1)[-1]
+        lesson = course.lesson_numbered(function.__module__)  # declared in autograder/checks/lessonNN.py
         test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
                           tuple(together))
         _TESTS[(lesson, test.name)] = test
@@ -73,14 +73,11 @@ def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None)
     return register
 
 
-def lesson_module(notebook_name: str) -> str:
-    """``01_warmup`` -> ``lesson01``."""
-    return f"lesson{notebook_name[:2]}"
-
-
 def tests_of(lesson: str) -> dict:
-    """{grade_id: HiddenTest} of one lesson (``lesson01``)."""
-    importlib.import_module(f"autograder.checks.{lesson}")
+    """{grade_id: HiddenTest} of one lesson (``01_warmup``); {} for a notebook that is no lesson of the course."""
+    if lesson not in course.lesson_names():
+        return {}
+    importlib.import_module(f"autograder.checks.lesson{course.lesson_number(lesson)}")
     return {name: test for (les, name), test in _TESTS.items() if les == lesson}
 
 
@@ -89,15 +86,15 @@ def find(lesson: str, grade_id: str):
 
 
 def all_tests() -> dict:
-    for name in course.lesson_names():
-        tests_of(lesson_module(name))
+    for lesson in course.lesson_names():
+        tests_of(lesson)
     return dict(_TESTS)
 
 
 def run_here(grade_id: str, namespace: dict) -> HiddenTest:
     """Run a hidden test in this process, on the notebook's own namespace (an instructor's kernel, nbval)."""
-    for name in course.lesson_names():
-        test = find(lesson_module(name), grade_id)
+    for lesson in course.lesson_names():
+        test = find(lesson, grade_id)
         if test is not None:
             missing = object()
             values = {n: namespace.get(n, missing) for n in test.names}

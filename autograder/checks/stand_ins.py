@@ -10,7 +10,7 @@ answer cells has a stand-in. The stand-ins run in the grader's process only: the
 
 from __future__ import annotations
 
-from autograder import reference
+from autograder import course, reference
 
 _LESSON01 = ("softmax", "scaled_dot_product_attention")
 _LESSON02 = (*_LESSON01, "split_heads", "concat_heads", "output_projection", "multi_head_attention")
@@ -32,27 +32,28 @@ def _lesson05() -> dict:
             "masked_attention": reference.scaled_dot_product_attention, "attention_layer": reference.multi_head_attention}
 
 
-_BY_LESSON = {
-    "lesson01": lambda: _reference(*_LESSON01),
+_BY_LESSON = {  # by lesson number
+    "01": lambda: _reference(*_LESSON01),
     # output_projection_per_head: the ungraded exercise computes output_projection without concatenating
-    "lesson02": lambda: {**_reference(*_LESSON02), "output_projection_per_head": reference.output_projection},
-    "lesson03": lambda: {**_reference("mha_param_count", "gqa_param_count", "kv_cache_bytes_per_token"),
+    "02": lambda: {**_reference(*_LESSON02), "output_projection_per_head": reference.output_projection},
+    "03": lambda: {**_reference("mha_param_count", "gqa_param_count", "kv_cache_bytes_per_token"),
                          "exercise_512": _exercise_512},
     # softmax and split_heads are given in a locked cell
-    "lesson04": lambda: _reference("softmax", "split_heads", "multi_head_scores", "dot_product_std"),
-    "lesson05": _lesson05,
+    "04": lambda: _reference("softmax", "split_heads", "multi_head_scores", "dot_product_std"),
+    "05": _lesson05,
     # lesson 06 pastes lesson 01's functions and lesson 02's split_heads, concat_heads and multi_head_attention
-    "lesson06": lambda: _reference(*_LESSON01, "split_heads", "concat_heads", "multi_head_attention", "repeat_kv",
+    "06": lambda: _reference(*_LESSON01, "split_heads", "concat_heads", "multi_head_attention", "repeat_kv",
                                    "grouped_query_attention", "causal_mask", "causal_self_attention",
                                    "kv_cache_append", "decode_step", "decode_with_kv_cache", "tiled_attention",
                                    "cross_attention"),
-    "lesson07": lambda: _reference("softmax_backward", "gradient_check", "scaled_dot_product_attention_backward",
+    "07": lambda: _reference("softmax_backward", "gradient_check", "scaled_dot_product_attention_backward",
                                    "multi_head_attention_backward", "sinusoidal_positions"),
 }
 
 
 def of(lesson: str) -> dict:
-    """{learner function name: its reference stand-in} of one lesson (``lesson06``)."""
-    if lesson not in _BY_LESSON:
+    """{learner function name: its reference stand-in} of one lesson (``06_going_further``)."""
+    number = course.lesson_number(lesson)
+    if number not in _BY_LESSON:
         raise KeyError(f"no stand-ins are declared for {lesson}: add them to autograder/checks/stand_ins.py")
-    return _BY_LESSON[lesson]()
+    return _BY_LESSON[number]()

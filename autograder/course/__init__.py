@@ -63,7 +63,35 @@ def lesson_sources():
 
 
 def lesson_names():
+    """Every lesson's id, in order: the stem of its source (``01_warmup``)."""
     return [p.stem for p in lesson_sources()]
+
+
+def lessons_named(requested) -> list:
+    """The ids of the lessons a command line names, by id (``01_warmup``) or number (``01``), in the order given."""
+    chosen = []
+    for name in requested:
+        match = [lesson for lesson in lesson_names() if name in (lesson, lesson_number(lesson))]
+        if not match:
+            raise KeyError(f"unknown lesson {name!r}; available: {', '.join(lesson_names())}")
+        chosen += [m for m in match if m not in chosen]
+    return chosen
+
+
+def lesson_number(lesson: str) -> str:
+    """``01_warmup`` -> ``01``: what a lesson's code modules are named by (``checks/lesson01.py``,
+    ``bugs/lesson01.py``, ``selfcheck_01.py``), as a Python name cannot begin with a digit."""
+    return lesson[:2]
+
+
+def lesson_numbered(number: str) -> str:
+    """The id of the lesson numbered ``number`` (``01`` -> ``01_warmup``), or the module ``lesson01`` /
+    ``autograder.checks.lesson01`` / ``selfcheck_01`` belongs to: the one way back from a code module's name."""
+    digits = re.search(r"(\d\d)$", number)
+    found = [name for name in lesson_names() if digits and lesson_number(name) == digits.group(1)]
+    if len(found) != 1:
+        raise KeyError(f"no lesson numbered {number!r} in solutions/ (lessons: {', '.join(lesson_names())})")
+    return found[0]
 
 
 def provenance(name: str) -> dict:
@@ -74,7 +102,7 @@ def provenance(name: str) -> dict:
 
 def selfcheck_module(lesson: str) -> str:
     """The name of a lesson's self-check module (``selfcheck_01`` for ``01_warmup``): its setup cell imports it."""
-    return f"selfcheck_{lesson[:2]}"
+    return f"selfcheck_{lesson_number(lesson)}"
 
 
 def import_helper(module: str):

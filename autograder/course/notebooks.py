@@ -16,8 +16,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course import LESSONS, ROOT, SOLUTIONS, SourceError, lesson_names, nbgrader_metadata, provenance
-from autograder.course import helper_cell
+from autograder.course import (LESSONS, ROOT, SOLUTIONS, SourceError, helper_cell, lesson_names, lesson_number,
+                               nbgrader_metadata, provenance)
 
 NBGRADER_CONFIG = ROOT / "autograder" / "nbgrader_config.py"
 
@@ -62,7 +62,7 @@ def read_source(path) -> nbformat.NotebookNode:
         cell.metadata.pop("jupyter", None)
     for i, cell in enumerate(nb.cells):
         meta = cell.metadata.get("nbgrader")
-        cell["id"] = meta["grade_id"] if meta else f"{path.stem[:2]}-cell-{i:03d}"
+        cell["id"] = meta["grade_id"] if meta else f"{lesson_number(path.stem)}-cell-{i:03d}"
     nb.metadata = nbformat.from_dict({
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from autograder import course
 from autograder.grading import items, outcome, state
 from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt
@@ -266,7 +267,7 @@ def page(s: Settings, rows: list, lessons: list, found: list, changed: list) -> 
     bars = None
     if seen:
         shown = seen[:25]
-        bars = insights_plots.misconception_bars([f"{m['bug']} ({m['lesson'][:2]})" for m in shown],
+        bars = insights_plots.misconception_bars([f"{m['bug']} ({course.lesson_number(m['lesson'])})" for m in shown],
                                                  [len(m["students"]) for m in shown],
                                                  max(len(lesson.attempted) for lesson in lessons))
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE.parent), autoescape=True,

@@ -110,21 +110,14 @@ class PlacementVerdict:
 
     def line(self) -> str:
         placed = ", ".join(b.id for b in self.placement.bugs)
-        return f"{self.placement.lesson[:2]} {self.placement.id:38} {self.total[0]:g}/{self.total[1]:g} ({placed})"
-
-
-def lesson_of(bug) -> str:
-    for name in course.lesson_names():
-        if name.startswith(bug.lesson + "_"):
-            return name
-    raise KeyError(f"bug {bug.id} names lesson {bug.lesson}, which has no source in solutions/")
+        return f"{course.lesson_number(self.placement.lesson)} {self.placement.id:38} {self.total[0]:g}/{self.total[1]:g} ({placed})"
 
 
 def bugs_by_lesson() -> dict:
     """{lesson name: its catalogued bugs, in catalog order}."""
     found = {}
     for b in catalog.CATALOG:
-        found.setdefault(lesson_of(b), []).append(b)
+        found.setdefault(b.lesson, []).append(b)
     return found
 
 
@@ -153,7 +146,7 @@ def mutants_for(lesson: str, bug_list) -> list:
                 break
         else:
             rounds.append([b])
-    return [Mutant(f"mutant-{lesson[:2]}-{r + 1:02d}", lesson, tuple(placed)) for r, placed in enumerate(rounds)]
+    return [Mutant(f"mutant-{course.lesson_number(lesson)}-{r + 1:02d}", lesson, tuple(placed)) for r, placed in enumerate(rounds)]
 
 
 def _defines_only(source: str) -> bool:

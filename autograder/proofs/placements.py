@@ -68,13 +68,15 @@ def replace_function(cell: str, name: str, source: str) -> str:
 
 def ungraded_functions(lesson: str) -> list:
     """The functions of ``lesson``'s answer cells that none of its hidden tests grades, in notebook order."""
-    tests = registry.tests_of(registry.lesson_module(lesson)).values()
+    tests = registry.tests_of(lesson).values()
     graded = {n for t in tests for n in (*t.uses, *t.together)}
     return [f for f in defining_cells(answers.model_answers(lesson)) if f not in graded]
 
 
-def _probe(id, lesson, function, source, tests):
-    return catalog.Bug(id, lesson, function, "", textwrap.dedent(source).strip() + "\n", tuple(tests))
+def _probe(id, number, function, source, tests):
+    """A probe of the lesson numbered ``number``: a wrong function outside the catalog."""
+    return catalog.Bug(id, course.lesson_numbered(number), function, "", textwrap.dedent(source).strip() + "\n",
+                       tuple(tests))
 
 
 PROBES = (
@@ -106,9 +108,9 @@ def for_lesson(lesson: str) -> list:
     the probes of that lesson."""
     by_function = [catalog.for_function(f) for f in ungraded_functions(lesson)]
     rounds = max((len(bs) for bs in by_function), default=0)
-    placed = [Placement(f"placed-{lesson[:2]}-{r + 1}", lesson, tuple(bs[r] for bs in by_function if r < len(bs)))
+    placed = [Placement(f"placed-{course.lesson_number(lesson)}-{r + 1}", lesson, tuple(bs[r] for bs in by_function if r < len(bs)))
               for r in range(rounds)]
-    probes = [Placement(f"probe-{p.id}", lesson, (p,), p.tests) for p in PROBES if lesson.startswith(p.lesson + "_")]
+    probes = [Placement(f"probe-{p.id}", lesson, (p,), p.tests) for p in PROBES if p.lesson == lesson]
     return placed + probes
 
 

@@ -1,6 +1,6 @@
 """Every catalogued bug against each hidden test it must fail, over many grading salts, without a kernel.
 
-    python -m autograder.proofs.salt_sweep [--salts 200] [--lessons 01 04 ...]
+    python -m autograder.proofs.salt_sweep [--salts 200] [--lessons 01_warmup 04 ...]
 
 A hidden test draws its inputs from ``rng_for(test_id)``, seeded by the grading salt that each grading run draws
 afresh; a test that catches a bug for one salt may pass it for another. The sweep calls each hidden test's
@@ -49,10 +49,6 @@ class Rate:
     def line(self) -> str:
         return (f"{self.bug.id:38} {self.test:26} detected {self.detected}/{self.salts}, "
                 f"named {self.named}/{self.salts}")
-
-
-def lesson_name(number: str) -> str:
-    return next(name for name in course.lesson_names() if name.startswith(number + "_"))
 
 
 def model_namespace(lesson: str) -> dict:
@@ -112,13 +108,13 @@ def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
     bug_list = [b for b in (bug_list or catalog.CATALOG) if not lessons or b.lesson in lessons]
     namespaces, rates = {}, []
     for b in bug_list:
-        lesson = lesson_name(b.lesson)
+        lesson = b.lesson
         if lesson not in namespaces:
             namespaces[lesson] = model_namespace(lesson)
         values = dict(namespaces[lesson])
         values[b.function] = b.make()
         for test_id in b.tests:
-            test = registry.find(registry.lesson_module(lesson), test_id)
+            test = registry.find(lesson, test_id)
             if test is None:
                 raise LookupError(f"bug {b.id} names the test {test_id!r}, which {lesson} does not register")
             rate = Rate(b, test_id)
@@ -156,10 +152,10 @@ def report(rates, seconds) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--salts", type=int, default=200, help="grading salts 0 .. N-1")
-    parser.add_argument("--lessons", nargs="*", help="lesson numbers (01, 02, ...); default: all")
+    parser.add_argument("--lessons", nargs="*", help="lessons (names or numbers: 01_warmup or 01); default: all")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    rates = sweep(salts=range(args.salts), lessons=args.lessons)
+    rates = sweep(salts=range(args.salts), lessons=course.lessons_named(args.lessons) if args.lessons else None)
     print(report(rates, time.perf_counter() - t0))
     return 0 if all(r.perfect for r in rates) else 1
 

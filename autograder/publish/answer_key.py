@@ -39,7 +39,7 @@ def render() -> str:
              ""]
     for lesson in course.lesson_names():
         for grade_id, points, question, answer in written_answers(lesson):
-            lines += [f"## Lesson {lesson[:2]}, `{grade_id}` ({points} points)", "",
+            lines += [f"## Lesson {course.lesson_number(lesson)}, `{grade_id}` ({points} points)", "",
                       "*The question, as the lesson asks it:*", "",
                       *(f"> {line}".rstrip() for line in question.splitlines()), "", answer, ""]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ def render() -> str:
     for b in bugs.CATALOG:
         message = b.diagnosis.replace("|", "\\|")
         tests = ", ".join(f"`{t}`" for t in b.tests)
-        lines.append(f"| `{b.id}` | {b.lesson} | `{b.function}` | {tests} | {'yes' if b.visible else 'no'} "
+        lines.append(f"| `{b.id}` | {course.lesson_number(b.lesson)} | `{b.function}` | {tests} | {'yes' if b.visible else 'no'} "
                      f"| {message} |")
     lines.append("")
     lines.append(f"{len(bugs.CATALOG)} bugs in {len({b.lesson for b in bugs.CATALOG})} lessons.")

@@ -17,7 +17,7 @@ from autograder import bugs
 
 def given_bugs(lesson: str) -> list:
     """The bugs handed out in ``lesson`` (``05_exercises``)."""
-    return [b for b in bugs.CATALOG if b.given and lesson.startswith(b.lesson + "_")]
+    return [b for b in bugs.CATALOG if b.given and b.lesson == lesson]
 
 
 def answer_cell_of(nb, function: str):

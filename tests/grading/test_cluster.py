@@ -25,7 +25,7 @@ from worker_killer import WorkerKiller, kernel_launchers
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the cluster's workers grade in the uid sandbox (root)")
-BUGS = [b for b in bugs.CATALOG if b.lesson == "01" and not b.given][:6]
+BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON and not b.given][:6]
 COMPARED = (f"{LESSON} status", f"{LESSON} score", f"{LESSON} max", "total", "flags")
 
 

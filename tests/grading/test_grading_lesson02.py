@@ -19,7 +19,7 @@ LESSON = "02_multi_head"
 FULL = 12.0
 POINTS = {"split_heads_values": 2, "concat_heads_values": 2, "output_projection_values": 2, "mha_values": 3,
           "mha_mask": 2, "mha_composition": 1}
-LESSON02_BUGS = [b for b in bugs.CATALOG if b.lesson == "02"]
+LESSON02_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 # The bugs the course spec names for this lesson; each must be in the catalog and proven below.
 REQUIRED = {
     "split_no_transpose", "split_strided_heads", "split_swaps_leading_axes", "concat_no_transpose",

@@ -10,7 +10,7 @@ from grading_helpers import grade, lost
 LESSON = "03_param_count"
 POINTS = {"setup": 0, "param_count": 2, "param_count_bias": 1, "exercise_values": 1, "gqa_count": 2,
           "kv_cache_bytes": 1}
-LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "03"]
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 pytestmark = pytest.mark.grading
 
 

@@ -10,7 +10,7 @@ from grading_helpers import grade, lost
 
 LESSON = "04_dk_scaling"
 POINTS = {"setup": 0, "std_experiment": 3, "head_scores": 3}
-LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "04"]
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 pytestmark = pytest.mark.grading
 
 # A correct experiment written differently from the model answer: a loop over d_k-wide rows, einsum, and the

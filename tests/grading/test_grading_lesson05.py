@@ -195,7 +195,7 @@ def _selfcheck():
 
 LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights", "mha_from_scratch",
                                  "masked_attention", "attention_layer")
-                 for b in for_function(name) if b.lesson == "05"]
+                 for b in for_function(name) if b.lesson == LESSON]
 
 
 def _model_functions():

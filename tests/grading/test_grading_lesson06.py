@@ -12,7 +12,7 @@ from grading_helpers import grade, lost
 LESSON = "06_going_further"
 pytestmark = pytest.mark.grading
 
-LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == "06"]
+LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 REQUIRED = {"repeat_kv_tiled", "gqa_kv_heads_tiled", "kv_cache_wrong_axis", "causal_mask_forgotten"}
 
 FULL_MATRIX_TILED = '''

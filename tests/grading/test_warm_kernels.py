@@ -90,7 +90,7 @@ print("SEES", json.dumps(sees, sort_keys=True))
 
 def _grade(base, warm: bool) -> dict:
     root, out = base / "class", base / "out"
-    bug = next(b for b in bugs.CATALOG if b.lesson == LESSON[:2])
+    bug = next(b for b in bugs.CATALOG if b.lesson == LESSON)
     nbs = {"a_leaver": with_cell(answers.fill(LESSON), "softmax", LEAVER),
            "b_probe": with_cell(answers.fill(LESSON), "softmax", PROBE),
            "c_buggy": answers.fill(LESSON, {bug.function: bug.source}), "d_blank": answers.student_notebook(LESSON)}

@@ -38,7 +38,7 @@ def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
 
 def test_a_correct_function_passes_and_its_visible_check_gives_way(monkeypatch, capsys):
     ns = {"softmax": reference.softmax, "check_softmax": "the visible check"}
-    assert _grade(monkeypatch, "lesson01", "softmax_values", ns) == (True, None)
+    assert _grade(monkeypatch, "01_warmup", "softmax_values", ns) == (True, None)
     assert ns["check_softmax"] != "the visible check" and hidden_cell.PASSED in capsys.readouterr().out
 
 
@@ -46,7 +46,7 @@ def test_a_catalogued_bug_fails_with_its_diagnosis(monkeypatch):
     bug = by_id("softmax_no_max_subtraction")
     ns = {}
     exec(bug.source, {"np": np}, ns)
-    passed, message = _grade(monkeypatch, "lesson01", "softmax_stable", ns)
+    passed, message = _grade(monkeypatch, "01_warmup", "softmax_stable", ns)
     assert not passed and bug.id in message
 
 
@@ -54,9 +54,9 @@ def test_the_outcome_kept_for_the_instructor_names_the_bug_the_grader_found(monk
     bug = by_id("softmax_no_max_subtraction")
     ns = {}
     exec(bug.source, {"np": np}, ns)
-    _grade(monkeypatch, "lesson01", "softmax_stable", ns)
+    _grade(monkeypatch, "01_warmup", "softmax_stable", ns)
     assert _grade.session.outcome() == {"result": "bug", "bug": bug.id}
-    _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": reference.softmax},
+    _grade(monkeypatch, "01_warmup", "softmax_values", {"softmax": reference.softmax},
            lambda prompt: "{not json" if json.loads(prompt)["op"] == "result" else prompt)
     assert _grade.session.outcome() == {"result": "interfered", "bug": None}
 
@@ -73,14 +73,14 @@ def test_helpers_are_answered_by_the_grader(monkeypatch):
         scores = Q @ np.swapaxes(K, -1, -2) / np.sqrt(Q.shape[-1]).astype(Q.dtype)
         if mask is not None:
             scores = np.where(mask, -np.inf, scores)
-        weights = softmax(scores)
+        weights = softmax(scores)  # noqa: F821 - looked up in this module, where the test binds it
         weights = np.where(np.isnan(weights), 0.0, weights).astype(Q.dtype)
         return weights @ V, weights
 
     ns = {"softmax": wrong_softmax}
     attention.__globals__["softmax"] = wrong_softmax  # the learner's namespace is this module's here
     ns["scaled_dot_product_attention"] = attention
-    passed, message = _grade(monkeypatch, "lesson01", "attention_values", ns)
+    passed, message = _grade(monkeypatch, "01_warmup", "attention_values", ns)
     assert passed, message
     assert calls == [], "the notebook's own softmax ran while its attention was graded"
 
@@ -92,7 +92,7 @@ def test_a_changed_input_is_seen_by_the_test(monkeypatch):
         x /= x.sum(axis=axis, keepdims=True)
         return x
 
-    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": softmax})
+    passed, message = _grade(monkeypatch, "01_warmup", "softmax_values", {"softmax": softmax})
     assert not passed and "in place" in message
 
 
@@ -100,13 +100,13 @@ def test_a_learners_error_is_reported_with_the_learners_frames_only(monkeypatch)
     source = "def softmax(x, axis=-1):\n    return x / undefined_name\n"
     ns = {"np": np}
     exec(compile(source, "/tmp/ipykernel_1/123.py", "exec"), ns)
-    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", ns)
+    passed, message = _grade(monkeypatch, "01_warmup", "softmax_values", ns)
     assert not passed and "NameError" in message and "undefined_name" in message
     assert "autograder" not in message and "hidden_cell" not in message
 
 
 def test_an_undefined_function_fails_the_test(monkeypatch):
-    passed, message = _grade(monkeypatch, "lesson01", "softmax_values", {})
+    passed, message = _grade(monkeypatch, "01_warmup", "softmax_values", {})
     assert not passed and "softmax" in message
 
 
@@ -123,7 +123,7 @@ def test_the_kernel_cannot_talk_its_way_to_a_pass(monkeypatch, forgery):
             return json.dumps(message)
         return prompt
 
-    passed, _ = _grade(monkeypatch, "lesson01", "softmax_values", {"softmax": reference.softmax}, forge)
+    passed, _ = _grade(monkeypatch, "01_warmup", "softmax_values", {"softmax": reference.softmax}, forge)
     assert passed is False
 
 
@@ -143,7 +143,7 @@ def test_every_graded_cell_has_exactly_one_registered_test_and_every_test_is_use
 
     cells = set()
     for source in course.lesson_sources():
-        lesson = registry.lesson_module(source.stem)
+        lesson = source.stem
         for cell in notebooks.read_source(source).cells:
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("grade") and cell.cell_type == "code" and meta.get("points", 0) > 0:

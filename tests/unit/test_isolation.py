@@ -41,10 +41,9 @@ def _run_isolated(lesson, test, namespace, stand_in_names):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_hidden_test_passes_when_every_function_it_does_not_grade_raises(lesson):
-    module = registry.lesson_module(lesson)
-    names = set(stand_ins.of(module))
+    names = set(stand_ins.of(lesson))
     with mutation.answers_run_here(lesson, answers.fill(lesson)) as namespace:
-        for test in registry.tests_of(module).values():
+        for test in registry.tests_of(lesson).values():
             _run_isolated(lesson, test, namespace, names)
 
 
@@ -54,13 +53,13 @@ def test_without_stand_ins_a_pasted_function_reaches_the_graded_one(monkeypatch)
     monkeypatch.setattr(stand_ins, "of", lambda lesson: {})
     with mutation.answers_run_here(lesson, answers.fill(lesson)) as namespace:
         with pytest.raises(AssertionError, match="scaled_dot_product_attention was called"):
-            _run_isolated(lesson, registry.find("lesson06", "gqa_values"), namespace, ["scaled_dot_product_attention"])
+            _run_isolated(lesson, registry.find("06_going_further", "gqa_values"), namespace, ["scaled_dot_product_attention"])
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_function_of_the_answer_cells_has_a_stand_in(lesson):
     defined = set(placements.defining_cells(answers.model_answers(lesson)))
-    missing = defined - set(stand_ins.of(registry.lesson_module(lesson)))
+    missing = defined - set(stand_ins.of(lesson))
     assert not missing, f"add a stand-in for {sorted(missing)} to autograder/checks/stand_ins.py"
 
 
@@ -78,7 +77,7 @@ def _visible_calls(cell_source):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_visible_self_check_after_a_hidden_test_is_declared(lesson):
-    tests = registry.tests_of(registry.lesson_module(lesson))
+    tests = registry.tests_of(lesson)
     for cell in notebooks.read_source(course.SOLUTIONS / f"{lesson}.py").cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id not in tests:

@@ -61,7 +61,7 @@ def is_test_cell(cell) -> bool:
 def function_under_test(cell, notebook: str) -> str:
     """The learner function a hidden-test cell grades (the first name its registered test uses), or ''."""
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-    test = registry.find(registry.lesson_module(notebook), grade_id) if notebook[:2].isdigit() else None
+    test = registry.find(notebook, grade_id)
     return test.uses[0] if test is not None and is_test_cell(cell) else ""
 
 
