@@ -25,13 +25,11 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import course
 from autograder.course import answers
-from autograder.grading import gradebook, state, workspace
+from autograder.grading import gradebook, outcome, state, workspace
 from autograder.grading import pool as pool_module
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 _KERNEL_START = re.compile(r"kernel_info|Kernel didn't respond|Kernel died before|kernel start|start(ing)? the kernel"
                            r"|No such kernel|could not drop privileges|unshare|mount ", re.I)
 
@@ -149,7 +147,7 @@ def diagnose(s, lesson: str, first: dict) -> str:
     ename, evalue, kind = first["ename"], first["evalue"], first["kind"]
     text = f"{ename}: {evalue}"
     missing = re.search(r"No module named '([\w.]+)'", text)
-    if missing and missing.group(1).split(".")[0] in _COURSE_MODULES:
+    if missing and missing.group(1).split(".")[0] in outcome.COURSE_MODULES:
         return (f"Kernels cannot import the course's module {missing.group(1)}: the kernel library the command "
                 f"copies to {workspace.kernel_library(s)} lacks it or cannot be read; delete {s.out}/course.json "
                 "so the next run rebuilds the grading course, and check that the course itself is complete "

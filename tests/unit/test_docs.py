@@ -158,7 +158,7 @@ def test_every_docs_page_is_linked():
 def test_the_checks_catch_stale_names(tmp_path):
     """Each check fails on what it is meant to catch and accepts placeholders, outputs and commands."""
     text = ("Run `make lab`, `make frobnicate`, `python -m autograder.grade`, `python -m autograder.nosuch`; see\n"
-            "`autograder/checks/lessonNN.py`, `solutions/NN_name.py`, `tests/test_grading_*.py`,\n"
+            "`autograder/checks/lessonNN.py`, `solutions/NN_name.py`, `tests/grading/test_grading_*.py`,\n"
             "`feedback/<student>/<lesson>.html`, `OUT/canary/<lesson>.ipynb`, `build/screenshots/<lesson>.png`,\n"
             "`autograder/bugs.py`, `tests/test_gone.py`, `page_safety.py`, `gone_module.py`, `grades.csv`.\n"
             "```bash\nPYTHONPATH=. python bench/nothing.py  # a command\n```\n"
