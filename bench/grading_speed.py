@@ -34,9 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.course import answers  # noqa: E402
 from autograder import bugs, course, grade
-from autograder.course import notebooks
+from autograder.course import (
+    answers,  # noqa: E402
+    notebooks,
+)
 
 
 def synthetic_class(root: Path, n_students: int, lessons) -> dict:

@@ -20,7 +20,7 @@ from autograder import bugs as bug_catalog
 from autograder import course, reference
 from autograder.checks import bug_match, compare
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, call_learner, bound, against_reference, rng_for
+from autograder.checks.runner import Case, WrongAnswer, against_reference, bound, call_learner, rng_for
 
 GRADIENTS = ("x", "W_Q", "W_K", "W_V", "W_O")
 _SIZES = (2, 3, 4, 5, 6, 7)

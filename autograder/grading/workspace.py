@@ -26,10 +26,10 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.kernel import sandbox
-from autograder.kernel import cgroups
 from autograder.grading import dburl, findings, gradebook, intake, scan, state
 from autograder.grading.settings import COURSE_ID, Settings, SetupError
+from autograder.kernel import cgroups, sandbox
+
 
 def config_lines(s: Settings) -> str:
     lines = [
@@ -124,12 +124,11 @@ class Rebuild:
 def release_lessons(s: Settings) -> None:
     """nbgrader's generate_assignment for every lesson, in this process (which has imported nbgrader already): it
     writes release/ and records every cell in the gradebook, which autograde needs."""
+    import nbgrader.api
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
     from nbgrader.utils import capture_log
     from traitlets.config.loader import PyFileConfigLoader
-
-    import nbgrader.api
 
     nbgrader.api.get_alembic_version = alembic_head  # the gradebook it creates gets its schema's revision
     config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()

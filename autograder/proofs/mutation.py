@@ -46,11 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import bugs as catalog
-from autograder.course import answers
 from autograder import course
-from autograder.course import notebooks
-from autograder.proofs import placements
+from autograder.course import answers, notebooks
 from autograder.grading import results
+from autograder.proofs import placements
 
 
 @dataclass(frozen=True)

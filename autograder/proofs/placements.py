@@ -20,9 +20,9 @@ import textwrap
 from dataclasses import dataclass
 
 from autograder import bugs as catalog
-from autograder.course import answers
 from autograder import course
 from autograder.checks import registry
+from autograder.course import answers
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder import bugs as catalog
-from autograder.course import answers
 from autograder import course, reference
 from autograder.checks import registry
+from autograder.course import answers
 
 SALT_VARIABLE = "MHA_GRADING_SALT"
 

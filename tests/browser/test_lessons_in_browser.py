@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 import labdriver as lab
-from autograder.course import answers
-from autograder import course
-from autograder.course import notebooks
-from autograder.publish import given_code
+import pytest
 from labserver import SCREENSHOTS
+
+from autograder import course
+from autograder.course import answers, notebooks
+from autograder.publish import given_code
 
 pytestmark = pytest.mark.browser
 LESSONS = course.lesson_names()

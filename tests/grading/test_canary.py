@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder import course, grade
-from autograder.course import notebooks
-from autograder.course import answers
+from autograder.course import answers, notebooks
 from autograder.grading import canary, intake, state
 from autograder.grading.settings import COURSE_ID
 

@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-
-from autograder.course import answers
-from autograder import bugs, course, grade
-from autograder.course import notebooks
-from autograder.grading import intake
 from postgres_server import free_port
 from worker_killer import WorkerKiller, kernel_launchers
+
+from autograder import bugs, course, grade
+from autograder.course import answers, notebooks
+from autograder.grading import intake
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
@@ -180,8 +179,8 @@ def test_a_worker_that_cannot_sandbox_as_the_run_does_grades_nothing(tmp_path, p
     graded there first, becomes a grading error that names the worker, and no student is graded."""
     from distributed import LocalCluster
 
-    from autograder.kernel import sandbox
     from autograder.grading import canary
+    from autograder.kernel import sandbox
 
     root = tmp_path / "class"
     notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")

@@ -20,14 +20,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from autograder import course, grade
-from autograder.course import notebooks
-from autograder.course import answers
-from autograder.bugs import by_id
-from autograder.grading import findings, intake, scan, workspace
 from run_once import once
 from worker_killer import WorkerKiller, kernel_launchers
+
+from autograder import course, grade
+from autograder.bugs import by_id
+from autograder.course import answers, notebooks
+from autograder.grading import findings, intake, scan, workspace
 
 LESSON = "01_warmup"
 LESSONS = course.lesson_names()

@@ -3,11 +3,10 @@ catalogued lesson-06 bug (plus a tiled attention that builds the full matrix). E
 points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
 
 import pytest
+from grading_helpers import grade, lost
 
 from autograder import bugs, course
-from autograder.course import notebooks
-from autograder.course import answers
-from grading_helpers import grade, lost
+from autograder.course import answers, notebooks
 
 LESSON = "06_going_further"
 pytestmark = pytest.mark.grading
@@ -89,9 +88,9 @@ def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(res
 def _learner_namespace(replacement=None):
     """The notebook's given tools and model answers (one replaced by a bug), as a learner's kernel holds them."""
     import math
+    import textwrap
     import time
     import tracemalloc
-    import textwrap
 
     import numpy as np
 

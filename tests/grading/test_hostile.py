@@ -18,14 +18,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from autograder.course import answers, helper_cell
-from autograder import course, grade
-from autograder.course import notebooks
-from autograder.bugs import by_id
-from autograder.grading import intake
 from grading_helpers import with_cell
 from run_once import once
+
+from autograder import course, grade
+from autograder.bugs import by_id
+from autograder.course import answers, helper_cell, notebooks
+from autograder.grading import intake
 
 LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]

@@ -15,12 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_once import once
 
 from autograder import course
-from autograder.course import notebooks
-from autograder.course import answers
+from autograder.course import answers, notebooks
 from autograder.grading.settings import COURSE_ID
-from run_once import once
 
 LESSON = "05_exercises"
 # The scores the instructor gives alice: full marks but one point short on explain_w_o (2 points).

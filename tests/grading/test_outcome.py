@@ -24,13 +24,12 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
+from run_once import once
 
 from autograder import course, grade
-from autograder.course import notebooks
-from autograder.course import answers
+from autograder.course import answers, notebooks
 from autograder.grading import dburl, intake, outcome, workspace
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
-from run_once import once
 
 LESSON = "01_warmup"
 

@@ -10,9 +10,8 @@ import os
 import pytest
 
 from autograder import grade
-from autograder.course import notebooks
-from autograder.course import answers
 from autograder.bugs import by_id
+from autograder.course import answers, notebooks
 from autograder.grading.settings import COURSE_ID
 
 LESSON = "01_warmup"

@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from autograder import course
-from autograder.course import notebooks
-from autograder.course import answers
 from autograder.bugs import by_id
+from autograder.course import answers, notebooks
 
 LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]

@@ -26,15 +26,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from autograder import grade
-from autograder.course import notebooks
-from autograder.kernel import sandbox
-from autograder.course import answers
-from autograder.grading.pipeline import execute
-from autograder.kernel import uids
 from grading_helpers import with_cell
 from run_once import once
+
+from autograder import grade
+from autograder.course import answers, notebooks
+from autograder.grading.pipeline import execute
+from autograder.kernel import sandbox, uids
 
 LESSON = "01_warmup"
 FULL = 8.0

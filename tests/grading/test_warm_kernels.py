@@ -22,13 +22,12 @@ import re
 
 import nbformat
 import pytest
-
-from autograder.course import answers
-from autograder import bugs, grade
-from autograder.course import notebooks
-from autograder.kernel import sandbox
 from grading_helpers import with_cell
 from run_once import once
+
+from autograder import bugs, grade
+from autograder.course import answers, notebooks
+from autograder.kernel import sandbox
 
 LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading,
@@ -170,8 +169,8 @@ def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
 def test_a_kernel_library_written_again_gets_a_new_server(tmp_path):
     """Each run writes the kernel library afresh; a server still bound to the old folder would show kernels an
     empty one (the lesson's self-check modules missing), so the next kernel gets a new server."""
-    from autograder.kernel import warm_kernels
     from autograder.grading import workspace
+    from autograder.kernel import warm_kernels
 
     library = str(workspace.write_kernel_library(tmp_path / "kernel-library"))
     first = warm_kernels.Server.shared(library=library)

@@ -11,15 +11,13 @@ import sys
 import time
 
 import pytest
-
-from nbgrader.utils import compute_checksum
-
-from autograder.course import answers, helper_cell
-from autograder import course
-from autograder.course import notebooks
-from autograder.publish import given_code
 from learner_venv import LearnerMachine
+from nbgrader.utils import compute_checksum
 from notebook_runner import errors, self_check_cells, stderr_text
+
+from autograder import course
+from autograder.course import answers, helper_cell, notebooks
+from autograder.publish import given_code
 
 LESSONS = course.lesson_names()
 

@@ -17,8 +17,7 @@ import pytest
 from nbgrader.utils import compute_checksum
 
 from autograder import course
-from autograder.course import notebooks
-from autograder.course import helper_cell
+from autograder.course import helper_cell, notebooks
 
 LESSONS = course.lesson_names()
 

@@ -10,11 +10,10 @@ import ast
 
 import pytest
 
-from autograder.course import answers
 from autograder import course
-from autograder.course import notebooks
-from autograder.proofs import mutation, placements
 from autograder.checks import registry, stand_ins
+from autograder.course import answers, notebooks
+from autograder.proofs import mutation, placements
 
 LESSONS = course.lesson_names()
 

@@ -47,10 +47,9 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
-from autograder.kernel import sandbox, warm_kernels
 from autograder.checks import registry
-from autograder.kernel import cgroups, uids
 from autograder.grading.pipeline import hidden_tests
+from autograder.kernel import cgroups, sandbox, uids, warm_kernels
 from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
