@@ -114,7 +114,31 @@ def test_mha_backward_equals_finite_differences(inputs):
         return np.sum(grad_out * ref.multi_head_attention(x, *Ws, n_heads, mask)[0])
 
     grads = ref.multi_head_attention_backward(x, *Ws, n_heads, grad_out, mask)
-    assert ref.gradient_check(loss, [x, *Ws], [grads[n] for n in NAMES]) < 1e-6
+    numeric = _central_differences(loss, [x, *Ws])
+    # Relative to the whole gradient, not to each input's own: when two tokens are nearly alike, the gradients of
+    # W_Q and W_K are tiny and finite differences there are rounding noise (1e-10), which must not fail the test.
+    scale = max(float(np.max(np.abs(grads[n]))) for n in NAMES)
+    for name, num in zip(NAMES, numeric):
+        assert float(np.max(np.abs(grads[name] - num))) <= 1e-6 * scale, name
+
+
+def _central_differences(f, inputs, eps=1e-6):
+    """d f / d input, entry by entry, by central differences in float64 copies of ``inputs``."""
+    xs = [np.array(a, dtype=np.float64) for a in inputs]
+    out = []
+    for x in xs:
+        g = np.zeros_like(x)
+        flat, g_flat = x.reshape(-1), g.reshape(-1)  # views of x and g
+        for i in range(flat.size):
+            old = flat[i]
+            flat[i] = old + eps
+            up = float(f(*xs))
+            flat[i] = old - eps
+            down = float(f(*xs))
+            flat[i] = old
+            g_flat[i] = (up - down) / (2 * eps)
+        out.append(g)
+    return out
 
 
 def test_gradient_check_measures_a_wrong_entry_relative_to_the_whole_gradient():
