@@ -31,7 +31,7 @@ from nbgrader.preprocessors import (  # noqa: E402
     OverwriteKernelspec, SaveAutoGrades,
 )
 
-from autograder.grading.pipeline import feedback_page  # noqa: E402
+from autograder.grading.pipeline import feedback_page, formgrader_page  # noqa: E402
 from autograder.grading.pipeline.cell_metadata import CheckCellMetadata  # noqa: E402 - nbgrader's, its schema compiled once
 from autograder.grading.pipeline.execute import SafeExecute  # noqa: E402
 from autograder.grading.pipeline.learner_errors import LearnerFacingErrors  # noqa: E402
@@ -48,3 +48,6 @@ c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKern
 # Error outputs say what went wrong in the learner's terms, never in the grader's (autograder/grading/
 # learner_errors.py); feedback pages are sanitised, script-free and render maths offline (feedback_page.py).
 feedback_page.configure(c)
+# formgrader's page of a submission, which the instructor opens on the Jupyter server, is sanitised the same way and
+# runs no script but formgrader's own (autograder/grading/pipeline/formgrader_page.py).
+formgrader_page.configure(c)

@@ -184,7 +184,7 @@ def test_page_parts_are_remembered_by_their_whole_text():
             fresh = MarkdownWithMath(renderer=feedback_page.MathMLRenderer(
                 escape=False, attachments={}, embed_images=False, anchor_link_text="¶",
                 exclude_anchor_links=False)).render(text)
-            assert feedback_page._markdown_html(text, "¶", False) == fresh
+            assert feedback_page.markdown_html(text, "¶", False) == fresh
             assert page_safety.clean(fresh) == page_safety._CLEANER.clean(fresh)
     assert page_safety.clean("<b>1</b>") == "<b>1</b>" and page_safety.clean("<b>2</b>") == "<b>2</b>"
     assert "<script>" not in page_safety.clean("<script>alert(1)</script>")

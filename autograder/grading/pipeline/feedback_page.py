@@ -82,7 +82,7 @@ class RememberedHighlight(Highlight2HTML):
 
 
 @page_safety.remembered
-def _markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
+def markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
     renderer = MathMLRenderer(escape=False, attachments={}, embed_images=False, anchor_link_text=anchor_link_text,
                               exclude_anchor_links=exclude_anchor_links)
     return MarkdownWithMath(renderer=renderer).render(source)
@@ -116,6 +116,7 @@ class FeedbackExporter(HTMLExporter):
         config.FeedbackExporter.template_name = TEMPLATE_NAME
         config.FeedbackExporter.extra_template_basedirs = [str(TEMPLATES), str(NBGRADER_TEMPLATES)]
         config.FeedbackExporter.sanitize_html = True
+        config.FeedbackExporter.filters = {}  # not formgrader's page filters (formgrader_page.py), set on HTMLExporter
         super().__init__(config=config, **kwargs)
 
     def _create_environment(self):
@@ -127,7 +128,7 @@ class FeedbackExporter(HTMLExporter):
     def markdown2html(self, context, source):
         attachments = context.get("cell", {}).get("attachments", {})
         if not attachments:  # the same text, the same page part
-            return _markdown_html(source, self.anchor_link_text, bool(self.exclude_anchor_links))
+            return markdown_html(source, self.anchor_link_text, bool(self.exclude_anchor_links))
         renderer = MathMLRenderer(escape=False, attachments=attachments, embed_images=False,
                                   anchor_link_text=self.anchor_link_text,
                                   exclude_anchor_links=self.exclude_anchor_links)

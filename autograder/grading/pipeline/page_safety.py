@@ -9,6 +9,12 @@ The feedback pages (``autograder/grading/pipeline/feedback_page.py``) and ``repo
   MathJax, no script and no network;
 * ``protect`` puts a Content-Security-Policy first in ``<head>``: no script at all, no frame, no form target, no
   request to any server; only the page's own ``<style>`` blocks (by hash) and ``data:`` images and fonts.
+
+A page the Jupyter server serves with scripts of its own (formgrader's page of one submission,
+``autograder/grading/pipeline/formgrader_page.py``) is protected with ``own_markup``, the markup of its own that comes
+before any learner content: the scripts of ``<head>`` and of that markup get a nonce drawn afresh for the page, and
+its inline event handlers are allowed by hash; the page may load style sheets and fonts from, and send requests to,
+the server that serves it. Every other script, the learner's, has no nonce and does not run.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import html
 import re
+import secrets
 
 import bleach
 
@@ -105,14 +113,28 @@ _FONT_FACE = re.compile(r"@font-face\s*\{(?:(?!data:)[^}])*url\((?!\s*['\"]?data
 _STYLE_BLOCK = re.compile(r"<style[^>]*>(.*?)</style>", re.S | re.I)
 
 
-def policy(page_head: str) -> str:
-    """The Content-Security-Policy of a page whose ``<head>`` is ``page_head``: its own style blocks, nothing else."""
-    hashes = sorted({base64.b64encode(hashlib.sha256(m.group(1).encode("utf-8")).digest()).decode()
-                     for m in _STYLE_BLOCK.finditer(page_head)})
-    styles = " ".join(f"'sha256-{h}'" for h in hashes) or "'none'"
-    return (f"default-src 'none'; script-src 'none'; style-src {styles}; img-src data:; font-src data:; "
-            "object-src 'none'; frame-src 'none'; child-src 'none'; worker-src 'none'; connect-src 'none'; "
+def policy(page_head: str, *, nonce: str | None = None, handlers=(), served: bool = False) -> str:
+    """The Content-Security-Policy of a page whose ``<head>`` is ``page_head``: its own style blocks, nothing else.
+
+    ``nonce``: the scripts carrying it run; ``handlers``: inline event handlers allowed by the hash of their code;
+    ``served``: the page may also load style sheets and fonts from, and send requests to, its own server."""
+    hashes = sorted({_digest(m.group(1)) for m in _STYLE_BLOCK.finditer(page_head)})
+    own = "'self' " if served else ""
+    connect = "'self'" if served else "'none'"
+    styles = (own + " ".join(f"'sha256-{h}'" for h in hashes)).strip() or "'none'"
+    scripts = "'none'"
+    if nonce is not None:
+        allowed = sorted({_digest(code) for code in handlers})
+        scripts = " ".join([f"'nonce-{nonce}'"] + (["'unsafe-hashes'"] if allowed else [])
+                           + [f"'sha256-{h}'" for h in allowed])
+    return (f"default-src 'none'; script-src {scripts}; style-src {styles}; img-src data:; font-src {own}data:; "
+            "object-src 'none'; frame-src 'none'; child-src 'none'; worker-src 'none'; "
+            f"connect-src {connect}; "
             "media-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
+
+
+def _digest(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
 
 
 _COLOURED_SPAN = re.compile(r'<span((?: class="[^"]*")?) style="((?:(?:background-)?color: rgb\(\d{1,3},\d{1,3},\d{1,3}\);? ?)+)"')
@@ -135,20 +157,42 @@ def _colours_as_classes(body: str) -> tuple:
     return body, (f"<style>\n{css}</style>\n" if css else "")
 
 
-def protect(page: str) -> str:
+_SCRIPT_TAG = re.compile(r"<script\b", re.I)
+_HANDLER = re.compile(r"""\son[a-z]+\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.I)
+
+
+def protect(page: str, *, own_markup: str | None = None) -> str:
     """``page`` with its Content-Security-Policy as the first element of ``<head>``.
 
     Only the styles in ``<head>`` (the page's own, written before any learner content) are allowed. Font faces
     loaded from files (bootstrap's icon font) are dropped: the policy would refuse them, with a console error; so
     are ``style`` attributes, whose colours become classes (``_colours_as_classes``).
+
+    ``own_markup``: a page the Jupyter server serves with scripts of its own (see the module's note); it must occur
+    in the page's ``<body>``. Its scripts and those of ``<head>`` get the page's nonce, its event handlers their hashes,
+    and the page may use its server; without it the page runs no script at all.
     """
+    served = own_markup is not None
     page = _FONT_FACE.sub("", page)
     head = re.search(r"<head[^>]*>", page, re.I)
     end = page.find("</head>")
     if head is None or end < head.end():
         raise ValueError("the page has no <head>; write the page with one before protecting it")
+    nonce, handlers = None, ()
+    if served:
+        nonce = secrets.token_urlsafe(18)
+        at = page.find(own_markup, end)
+        if not own_markup or at < 0:
+            raise ValueError("the page's own markup is not in its <body>: the page is not the one it was meant to be")
+        signed = _SCRIPT_TAG.sub(f'<script nonce="{nonce}"', own_markup)
+        handlers = [html.unescape(m.group(1) if m.group(1) is not None else m.group(2))
+                    for m in _HANDLER.finditer(own_markup)]
+        page = (page[:head.end()] + _SCRIPT_TAG.sub(f'<script nonce="{nonce}"', page[head.end():end])
+                + page[end:at] + signed + page[at + len(own_markup):])
+        end = page.find("</head>")
     body, colours = _colours_as_classes(page[end:])
     page = page[:end] + colours + body
     end += len(colours)
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy(page[head.end():end])}">'
+    meta = (f'<meta http-equiv="Content-Security-Policy" '
+            f'content="{policy(page[head.end():end], nonce=nonce, handlers=handlers, served=served)}">')
     return page[:head.end()] + meta + page[head.end():]
