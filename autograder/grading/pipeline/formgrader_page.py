@@ -48,5 +48,3 @@ def configure(c) -> None:
     c.HTMLExporter.extra_template_paths = [str(feedback_page.NBGRADER_TEMPLATES)]
     c.HTMLExporter.sanitize_html = True
     c.HTMLExporter.filters = dict(FILTERS)
-
-
