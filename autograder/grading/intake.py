@@ -187,7 +187,18 @@ def _not_utf8_flags(ids: dict) -> dict:
 def known_ids(out) -> dict:
     """{id: folder name} of every student graded in ``out`` before (``OUT/students.json``)."""
     path = Path(out) / REGISTRY
-    return json.loads(path.read_text(encoding="ascii")) if path.is_file() else {}
+    if not path.exists():
+        return {}
+    try:
+        known = json.loads(read_regular(path).decode("ascii"))
+    except (OSError, ValueError) as exc:
+        raise LayoutError(f"{path} could not be read ({type(exc).__name__}: {exc}); it keeps each student id from "
+                          "being given to another name in a later batch: restore it from a backup, or move it "
+                          "aside to start it afresh") from None
+    if not isinstance(known, dict):
+        raise LayoutError(f"{path} is not a map of student ids to folder names; restore it from a backup, or move it "
+                          "aside to start it afresh")
+    return known
 
 
 def remember(out, roster: Roster) -> None:
@@ -291,7 +302,7 @@ def _plan(zf: zipfile.ZipFile, zip_path, dest: Path, limits: ZipLimits) -> tuple
     if total > limits.max_bytes:
         raise _refuse_zip(zip_path, f"it unpacks to {total / 2**20:.0f} MB", f"{limits.max_bytes / 2**20:.0f} MB")
     if total > limits.ratio_floor and total > limits.max_ratio * max(packed, 1):
-        raise _refuse_zip(zip_path, f"it is compressed {total / max(packed, 1):.0f} times (a zip bomb?)",
+        raise _refuse_zip(zip_path, f"it is compressed {total / max(packed, 1):.0f} times, as a zip bomb is",
                           f"{limits.max_ratio} times, beyond {limits.ratio_floor / 2**20:.0f} MB")
     free = shutil.disk_usage(dest.parent).free
     if total > free:

@@ -111,6 +111,9 @@ def test_the_registry_round_trips_any_name(tmp_path):
     roster = intake.Roster(root=tmp_path, names={intake.student_id(name): name})
     intake.remember(tmp_path, roster)
     assert intake.known_ids(tmp_path) == roster.names
+    (tmp_path / intake.REGISTRY).write_text("{not json")
+    with pytest.raises(intake.LayoutError, match="restore it from a backup"):
+        intake.known_ids(tmp_path)
 
 
 # ---------------------------------------------------------------- the class folder
