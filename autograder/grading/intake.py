@@ -57,6 +57,7 @@ STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
 COURSE_FILES = ("nbgrader_config.py", "gradebook.db")
 COURSE_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
+JUNK = {"__MACOSX", ".ipynb_checkpoints", ".DS_Store", ".git"}  # hidden entries not worth a note
 REGISTRY = "students.json"
 MAX_NOTEBOOK_BYTES = 256 * 2**20
 LAYOUT_HELP = """expected one of:
@@ -468,10 +469,13 @@ def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
 
 
 def _top_level(root: Path) -> tuple:
-    """({name: None for a folder, or what a refused entry is}, names of the files) at the top of the class."""
+    """({name: None for a folder, or what a refused entry is}, names of the files and hidden folders) at the top
+    of the class: neither is a student."""
     students, files = {}, []
     for item in sorted(os.scandir(root), key=lambda e: e.name):
         if _hidden(item.name):
+            if item.name not in JUNK:
+                files.append(item.name)
             continue
         try:
             kind = _kind(item.stat(follow_symlinks=False).st_mode)
@@ -507,7 +511,7 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None) -> R
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
     if files:
-        roster.notes.append(f"not graded: {len(files)} files at the top of the class folder ("
+        roster.notes.append(f"not graded: {len(files)} files or hidden folders at the top of the class folder ("
                             + ", ".join(display(f) for f in files[:8]) + (", ..." if len(files) > 8 else "")
                             + "); each student's work must be in a folder of its own")
     ids, id_flags = assign_ids(students, known)
@@ -551,16 +555,25 @@ def _fingerprint(path: Path):
 
 def tree_hashes(path: Path) -> dict:
     """sha256 of every file under ``path`` (or of ``path`` itself), to prove the originals were left untouched.
-    Links are recorded, not followed; a file that vanishes or cannot be read is recorded as such, never raised."""
+    Links are recorded, not followed; a file that vanishes or cannot be read is recorded as such, never raised; the
+    walk is a loop, so no depth of folders ends it."""
     path = Path(path)
     if not path.is_dir():
         return {display(path.name): _fingerprint(path)}
-    hashes = {}
-    for top, dirs, files in os.walk(path):
-        for name in dirs + files:
-            fingerprint = _fingerprint(Path(top, name))
-            if fingerprint is not None:
-                hashes[display(Path(top, name).relative_to(path))] = fingerprint
+    hashes, pending = {}, [path]
+    while pending:
+        here = pending.pop()
+        try:
+            names = os.listdir(here)
+        except OSError as exc:
+            hashes[display(here.relative_to(path)) + "/"] = f"unreadable: {exc.strerror or type(exc).__name__}"
+            continue
+        for name in names:
+            fingerprint = _fingerprint(here / name)
+            if fingerprint is None:
+                pending.append(here / name)
+            else:
+                hashes[display((here / name).relative_to(path))] = fingerprint
     return hashes
 
 

@@ -210,6 +210,32 @@ def test_the_originals_hashes_record_links_and_survive_a_changing_tree(tmp_path)
         thread.join()
 
 
+def test_no_depth_of_folders_ends_intake_or_the_hashes(tmp_path):
+    root = tmp_path / "class"
+    _student(root, "alice")
+    deep = root / "eve"
+    deep.mkdir()
+    for _ in range(1500):  # deeper than Python's recursion limit (one level at a time: mkdir -p recurses)
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / f"{LESSON}.ipynb").write_text(NOTEBOOK)
+    roster = intake.collect(root, [LESSON], tmp_path / "work")
+    assert roster.entries["eve"][LESSON].status == "misnamed"  # found, however deep, and flagged
+    assert set(intake.tree_hashes(root)) == {f"alice/{LESSON}.ipynb", f"eve/{'d/' * 1500}{LESSON}.ipynb"}
+
+
+def test_files_and_hidden_folders_at_the_top_are_named_in_the_report(tmp_path):
+    root = tmp_path / "class"
+    _student(root, "alice")
+    _write(root / f"{LESSON}.ipynb")
+    _student(root, ".eve")
+    (root / "__MACOSX").mkdir()
+    roster = intake.collect(root, [LESSON], tmp_path / "work")
+    assert set(roster.entries) == {"alice"}
+    assert roster.notes == [f"not graded: 2 files or hidden folders at the top of the class folder (.eve, "
+                            f"{LESSON}.ipynb); each student's work must be in a folder of its own"]
+
+
 # ---------------------------------------------------------------- zips
 
 def _zip(path: Path, entries: dict, compression=zipfile.ZIP_DEFLATED) -> Path:
