@@ -97,7 +97,8 @@ def _later_batch(base: Path, honest: str, colliding: str) -> dict:
     return {"grades": _rows(base / "out", "grades.csv"), "errors": run["errors"],
             "honest_total": results.submission_total(s, LESSON, sid),
             "honest_record": state.read(s, sid, LESSON)["score"],
-            "registry": json.loads((base / "out" / "students.json").read_text())}
+            "registry": json.loads(registry.read_text()) if (registry := base / "out" / "students.json").exists()
+            else None}
 
 
 def _batches(base: Path) -> dict:

@@ -213,15 +213,21 @@ def test_the_originals_hashes_record_links_and_survive_a_changing_tree(tmp_path)
 def test_no_depth_of_folders_ends_intake_or_the_hashes(tmp_path):
     root = tmp_path / "class"
     _student(root, "alice")
-    deep = root / "eve"
-    deep.mkdir()
-    for _ in range(1500):  # deeper than Python's recursion limit (one level at a time: mkdir -p recurses)
-        deep = deep / "d"
-        deep.mkdir()
-    (deep / f"{LESSON}.ipynb").write_text(NOTEBOOK)
-    roster = intake.collect(root, [LESSON], tmp_path / "work")
-    assert roster.entries["eve"][LESSON].status == "misnamed"  # found, however deep, and flagged
-    assert set(intake.tree_hashes(root)) == {f"alice/{LESSON}.ipynb", f"eve/{'d/' * 1500}{LESSON}.ipynb"}
+    levels = [root / "eve"]
+    for _ in range(1100):  # deeper than Python's recursion limit (made one level at a time: mkdir -p recurses)
+        levels.append(levels[-1] / "d")
+    try:
+        for level in levels:
+            level.mkdir()
+        (levels[-1] / f"{LESSON}.ipynb").write_text(NOTEBOOK)
+        roster = intake.collect(root, [LESSON], tmp_path / "work")
+        assert roster.entries["eve"][LESSON].status == "misnamed"  # found, however deep, and flagged
+        assert set(intake.tree_hashes(root)) == {f"alice/{LESSON}.ipynb", f"eve/{'d/' * 1100}{LESSON}.ipynb"}
+    finally:  # removed here, bottom up: shutil.rmtree (and so pytest's clean-up of old tmp folders) recurses
+        (levels[-1] / f"{LESSON}.ipynb").unlink(missing_ok=True)
+        for level in reversed(levels):
+            if level.exists():
+                level.rmdir()
 
 
 def test_files_and_hidden_folders_at_the_top_are_named_in_the_report(tmp_path):
