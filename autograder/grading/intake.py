@@ -416,7 +416,9 @@ def _read_check(path: Path) -> str:
 
 def _find(student_dir: Path, lesson: str, found: dict, claimed: set):
     """(path, status, note) of one lesson's notebook among ``found`` ({path: None, or what a refused one is})."""
-    rel = lambda p: display(p.relative_to(student_dir))  # noqa: E731
+    def rel(path: Path) -> str:
+        return display(path.relative_to(student_dir))
+
     for path in (student_dir / f"{lesson}.ipynb", student_dir / lesson / f"{lesson}.ipynb"):
         if path in found:
             return _found(path, found[path], "ok", "", rel)
@@ -576,6 +578,3 @@ def tree_hashes(path: Path) -> dict:
                 hashes[display((here / name).relative_to(path))] = fingerprint
     return hashes
 
-
-def file_hash(path: Path) -> str:
-    return hashlib.sha256(read_regular(path)).hexdigest()

@@ -20,12 +20,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from name_collisions import colliding_pair
+from run_once import once
 
 from autograder import grade
 from autograder.course import answers, notebooks
 from autograder.grading import intake, results, state
-from name_collisions import colliding_pair
-from run_once import once
 
 LESSON = "01_warmup"
 FORMULA = '=HYPERLINK("evil.example","click")'

@@ -11,7 +11,7 @@ from autograder.grading import intake
 SEPARATORS = " ,.;'"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def colliding_pair(first: str = "Petrov", last: str = "Ivan") -> tuple:
     """(a, b): two names spelled ``first``, punctuation, ``last``, with ``student_id(a) == student_id(b)``."""
     seen = {}

@@ -12,10 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from name_collisions import colliding_pair
 
 from autograder import course
 from autograder.grading import csv_cells, intake
-from name_collisions import colliding_pair
 
 LESSON = "01_warmup"
 NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
@@ -238,8 +238,8 @@ def test_files_and_hidden_folders_at_the_top_are_named_in_the_report(tmp_path):
     (root / "__MACOSX").mkdir()
     roster = intake.collect(root, [LESSON], tmp_path / "work")
     assert set(roster.entries) == {"alice"}
-    assert roster.notes == [f"not graded: 2 files or hidden folders at the top of the class folder (.eve, "
-                            f"{LESSON}.ipynb); each student's work must be in a folder of its own"]
+    assert roster.notes == [(f"not graded: 2 files or hidden folders at the top of the class folder (.eve, "
+                             f"{LESSON}.ipynb); each student's work must be in a folder of its own")]
 
 
 # ---------------------------------------------------------------- zips
