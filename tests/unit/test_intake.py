@@ -80,6 +80,13 @@ def test_a_name_that_looks_like_a_generated_id_is_never_taken_as_it_is():
     assert intake.student_id("anne-marie") == "anne-marie"  # an ordinary name with a hyphen stays as it is
 
 
+@pytest.mark.parametrize("name", ["_canary-01_warmup", "CON", "nul", "a" * 255, "-rf", "..."])
+def test_reserved_and_odd_names_get_ids_of_their_own(name):
+    sid = intake.student_id(name)
+    assert intake.STUDENT_ID.fullmatch(sid) and not sid.startswith("_")  # never a canary's id
+    assert (sid == name) == (name in ("CON", "nul"))  # valid ids as they are; the rest hashed
+
+
 def test_two_names_with_one_id_are_both_kept_and_flagged():
     a, b = colliding_pair()
     assert a != b and intake.student_id(a) == intake.student_id(b)  # a real 32-bit collision
