@@ -76,9 +76,10 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
         raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
-    roster = intake.collect(original, s.lessons, out)
+    roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out))
     workspace.preflight(s)
     pool.preflight(s)
+    intake.remember(out, roster)  # no later folder takes one of these ids
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log)
@@ -100,7 +101,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
-    notes += workspace.isolation_notes(s)
+    notes += roster.notes + workspace.isolation_notes(s)
     after = intake.tree_hashes(original)
     integrity = before == after
     if not integrity:

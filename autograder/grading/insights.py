@@ -17,7 +17,6 @@ clicking a bug opens the list of its students (``<details>``), each linked to th
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder import course
-from autograder.grading import items, outcome, state
+from autograder.grading import csv_cells, items, outcome, state
 from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt
 from autograder.grading.settings import Settings
@@ -172,7 +171,7 @@ def need_help(s: Settings, lessons: list) -> list:
     for lesson in lessons:
         for student, cell in lesson.cells.items():
             record = lesson.records.get(student)
-            if cell["status"] in (outcome.MISSING, outcome.MALFORMED):
+            if cell["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED):
                 reasons[student].append((lesson.name, cell["status"], None))
             elif record and not record.get("attempted", True):
                 reasons[student].append((lesson.name, "not attempted", feedback_link(s, student, lesson.name)))
@@ -242,7 +241,7 @@ def distributions(lessons: list) -> list:
         out.append({"lesson": lesson.name, "png": png, "alt": alt, "graded": len(cells),
                     "attempted": len(lesson.attempted), "not_attempted": len(lesson.records) - len(lesson.attempted),
                     "missing": sum(1 for c in lesson.cells.values()
-                                   if c["status"] in (outcome.MISSING, outcome.MALFORMED))})
+                                   if c["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED))})
     return out
 
 
@@ -250,7 +249,7 @@ def distributions(lessons: list) -> list:
 def write_csv(s: Settings, found: list) -> Path:
     path = Path(s.out) / "misconceptions.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(CSV_HEADER)
         for student, lesson, gid, bug, why, lost in found:
             writer.writerow([student, lesson, gid, bug, why, fmt(lost), feedback_link(s, student, lesson) or ""])

@@ -13,32 +13,53 @@ Accepted layouts (``SUBMISSIONS`` is a folder or a ``.zip`` of one):
    files are fine);
 4. a zip of any of these, with or without one enclosing folder.
 
+The class folder is the folder the instructor named; no student's folder name or content decides it. A folder is
+taken as a course folder only when ``submitted/`` sits beside nbgrader's own files (``nbgrader_config.py``,
+``gradebook.db``), or beside ``source/`` or ``release/`` with no other folder: a student folder called
+``submitted`` in a class of other students is that student. Only a zip's one enclosing folder is stepped into.
+
 A notebook with another name (``01_warmup (1).ipynb``, ``01-Warmup.ipynb``, or the only notebook in
 ``alice/01_warmup/``) is graded and flagged ``misnamed``; a lesson with no notebook is ``missing``; a file that is
-not a readable notebook is ``malformed``. Each of these scores 0 only for that lesson of that student; a student
-folder that holds no notebook at all is every lesson ``missing``.
+not a readable notebook is ``malformed``; a symbolic link or a special file (fifo, device, socket) is ``refused``:
+never followed, never opened. Each of these scores 0 only for that lesson of that student; a student folder that
+holds no notebook at all is every lesson ``missing``.
 
 Student ids: a folder whose name is a valid nbgrader student id (``STUDENT_ID``: a letter or digit, then letters,
-digits, ``_ . @ -``; at most 100) is graded under that name. Any other name (``Petrov, Ivan``, ``o'brien``) gets the
-safe id ``student_id`` makes from it: its ASCII letters and digits in lower case joined by ``_`` (at most 40), a
-``-``, and the first 8 hex digits of the SHA-256 of the folder name (UTF-8), e.g. ``petrov_ivan-3f1c2a9b``. The same
-name always gets the same id; the grading command writes the mapping to ``OUT/student_ids.csv`` and keeps the
-folder name in ``grades.csv``.
+digits, ``_ . @ -``; at most 100) and does not end like an id this module makes (``GENERATED``) is graded under that
+name. Any other name (``Petrov, Ivan``, ``o'brien``, a name that is not UTF-8) gets the safe id ``student_id`` makes
+from it: its ASCII letters and digits in lower case joined by ``_`` (at most 40), a ``-``, and the first 8 hex
+digits of the SHA-256 of the folder name's bytes, e.g. ``petrov_ivan-3f1c2a9b``. The same name always gets the same
+id. Two names that would share an id (also in a later batch, and ids that differ only in case) are both kept: the
+later one gets 16 hex digits, and both are flagged (``assign_ids``; ``OUT/students.json`` remembers every id's
+name). The grading command writes the mapping to ``OUT/student_ids.csv`` and keeps the folder name in
+``grades.csv``, shown with ``display`` (bytes that are not UTF-8 and unprintable characters escaped).
+
+A zip is unpacked by ``safe_extract`` within ``ZipLimits`` (total size, number of files, depth of paths,
+compression ratio, free disk space); a zip past one is refused whole and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 import shutil
+import stat
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import nbformat
 
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}$")
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
+GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
+COURSE_FILES = ("nbgrader_config.py", "gradebook.db")
+COURSE_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
+JUNK = {"__MACOSX", ".ipynb_checkpoints", ".DS_Store", ".git"}  # hidden entries not worth a note
+REGISTRY = "students.json"
+MAX_NOTEBOOK_BYTES = 256 * 2**20
 LAYOUT_HELP = """expected one of:
   SUBMISSIONS/<student>/<lesson>.ipynb                    (a folder of per-student folders)
   SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb           (one folder per lesson, nbgrader's layout)
@@ -58,7 +79,7 @@ class Entry:
     student: str
     lesson: str
     path: Path | None = None
-    status: str = "ok"  # ok | misnamed | missing | malformed
+    status: str = "ok"  # ok | misnamed | missing | malformed | refused
     note: str = ""
 
     @property
@@ -70,144 +91,490 @@ class Entry:
 class Roster:
     root: Path
     entries: dict = field(default_factory=dict)  # student id -> {lesson: Entry}
-    folders: dict = field(default_factory=dict)  # student id -> the folder's name
+    folders: dict = field(default_factory=dict)  # student id -> the folder's name, as ``display`` shows it
+    names: dict = field(default_factory=dict)  # student id -> the folder's name as the file system gives it
+    flags: dict = field(default_factory=dict)  # student id -> flags about the student's folder itself
+    notes: list = field(default_factory=list)  # what the report says about the class folder
 
     @property
     def students(self):
         return sorted(self.entries)
 
 
-def student_id(folder_name: str) -> str:
+@dataclass(frozen=True)
+class ZipLimits:
+    """What ``safe_extract`` unpacks at most. The ratio is checked once the total passes ``ratio_floor``."""
+
+    max_bytes: int = 4 * 2**30
+    max_files: int = 50_000
+    max_depth: int = 16
+    max_ratio: int = 100
+    ratio_floor: int = 16 * 2**20
+
+
+# ------------------------------------------------------------------------------------------------ names
+
+def display(name) -> str:
+    """A file name as text anyone can read: bytes that are not UTF-8 as ``\\xe9``, unprintable characters (line
+    breaks, terminal escapes, direction marks) as ``\\n``, ``\\x1b``, ``\\u202e``."""
+    text = os.fsencode(str(name)).decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def student_id(folder_name: str, digits: int = 8) -> str:
     """The nbgrader student id of a student folder (see the module's docstring for the rule)."""
-    if STUDENT_ID.match(folder_name):
+    if digits == 8 and STUDENT_ID.fullmatch(folder_name) and not GENERATED.search(folder_name):
         return folder_name
-    ascii_name = unicodedata.normalize("NFKD", folder_name).encode("ascii", "ignore").decode()
+    raw = os.fsencode(folder_name)
+    ascii_name = unicodedata.normalize("NFKD", raw.decode("utf-8", "ignore")).encode("ascii", "ignore").decode()
     slug = re.sub(r"[^a-z0-9]+", "_", ascii_name.lower()).strip("_")[:40].strip("_") or "student"
-    return f"{slug}-{hashlib.sha256(folder_name.encode('utf-8')).hexdigest()[:8]}"
+    return f"{slug}-{hashlib.sha256(raw).hexdigest()[:digits]}"
+
+
+def assign_ids(names, known: dict | None = None) -> tuple:
+    """({name: id}, {id: flags}) for the folder names of a class: one id per name, never one id for two names.
+
+    ``known`` ({id: name}, from earlier runs) keeps each name's id from batch to batch. A name whose id another name
+    holds (or an id differing only in case, which some file systems merge) gets ``student_id(name, 16)``; both are
+    flagged and both graded.
+    """
+    known = dict(known or {})
+    by_name = {name: sid for sid, name in known.items()}
+    holder = {sid.casefold(): name for sid, name in known.items()}
+    ids, flags = {}, {}
+    for name in sorted(names, key=os.fsencode):
+        sid = by_name.get(name) or student_id(name)
+        owner = holder.get(sid.casefold(), name)
+        if owner != name:
+            wanted, sid = sid, student_id(name, 16)
+            flags.setdefault(sid, []).append(
+                f"the folder '{display(name)}' would get the id {wanted}, which the folder '{display(owner)}' "
+                f"has; graded as {sid} (both kept: check which student is whom)")
+            if owner in ids:
+                flags.setdefault(ids[owner], []).append(
+                    f"the folder '{display(name)}' would get this student's id; it was graded as {sid}")
+        holder[sid.casefold()] = name
+        ids[name] = sid
+    return ids, flags
+
+
+def _look_alike_flags(ids: dict) -> dict:
+    """{id: flags} for folder names that differ only in case, accents, spaces or punctuation, or that look like an
+    id this module makes."""
+    groups, flags = {}, {}
+    for name, sid in ids.items():
+        groups.setdefault(_norm(display(name)), []).append(name)
+        if GENERATED.search(name):
+            flags.setdefault(sid, []).append(f"the folder name '{display(name)}' looks like a student id the "
+                                             f"grading command makes; graded under its own id {sid}")
+    for names in groups.values():
+        for name in names if len(names) > 1 else ():
+            others = ", ".join(f"'{display(n)}'" for n in names if n != name)
+            flags.setdefault(ids[name], []).append(f"the folder '{display(name)}' looks like {others}: graded "
+                                                   "apart; check they are different students")
+    return flags
+
+
+def _not_utf8_flags(ids: dict) -> dict:
+    flags = {}
+    for name, sid in ids.items():
+        try:
+            os.fsencode(name).decode("utf-8")
+        except UnicodeDecodeError:
+            flags[sid] = [f"the folder's name is not UTF-8; it is shown as '{display(name)}'"]
+    return flags
+
+
+def known_ids(out) -> dict:
+    """{id: folder name} of every student graded in ``out`` before (``OUT/students.json``)."""
+    path = Path(out) / REGISTRY
+    if not path.exists():
+        return {}
+    try:
+        known = json.loads(read_regular(path).decode("ascii"))
+    except (OSError, ValueError) as exc:
+        raise LayoutError(f"{path} could not be read ({type(exc).__name__}: {exc}); it keeps each student id from "
+                          "being given to another name in a later batch: restore it from a backup, or move it "
+                          "aside to start it afresh") from None
+    if not isinstance(known, dict):
+        raise LayoutError(f"{path} is not a map of student ids to folder names; restore it from a backup, or move it "
+                          "aside to start it afresh")
+    return known
+
+
+def remember(out, roster: Roster) -> None:
+    """Add the roster's ids to ``OUT/students.json`` (ASCII JSON: any name, any bytes, round-trips)."""
+    path = Path(out) / REGISTRY
+    merged = {**known_ids(out), **roster.names}
+    tmp = path.with_name(REGISTRY + ".tmp")
+    tmp.write_text(json.dumps(merged, sort_keys=True, indent=1) + "\n", encoding="ascii")
+    os.replace(tmp, path)
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
-def _notebooks(folder: Path):
-    return sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
-                  and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+# ------------------------------------------------------------------------------------------------ files
+
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "__MACOSX"))
 
 
-def _subdirs(folder: Path):
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX")))
+def _kind(mode: int) -> str:
+    """'dir', 'file', or what a file that is neither is (never followed, never opened)."""
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    kinds = {stat.S_ISFIFO: "a fifo", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISSOCK: "a socket"}
+    return "a special file (" + next((k for test, k in kinds.items() if test(mode)), "unknown type") + ")"
+
+
+def scan(folder: Path) -> tuple:
+    """(the notebooks under ``folder``, {path: what it is} of the links and special files refused there), from
+    ``lstat`` alone: no link is followed, no special file opened; hidden folders and checkpoints are skipped."""
+    notebooks, refused, pending = [], {}, [folder]
+    while pending:
+        here = pending.pop()
+        try:
+            with os.scandir(here) as it:
+                found = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            refused[Path(here)] = f"a folder that could not be read ({exc.strerror or type(exc).__name__})"
+            continue
+        for item in found:
+            if _hidden(item.name):
+                continue
+            try:
+                kind = _kind(item.stat(follow_symlinks=False).st_mode)
+            except OSError:  # gone since it was listed
+                continue
+            path = Path(item.path)
+            if kind == "dir":
+                pending.append(path)
+            elif kind != "file":
+                refused[path] = kind
+            elif item.name.endswith(".ipynb"):
+                notebooks.append(path)
+    return sorted(notebooks), refused
+
+
+def read_regular(path) -> bytes:
+    """The bytes of a regular file, read once; a link is not followed and a fifo or device not waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with open(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{display(Path(path).name)} is {_kind(info.st_mode)}, not a file")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise OSError(f"{display(Path(path).name)} is {info.st_size / 2**20:.0f} MB, more than a notebook can "
+                          f"be ({MAX_NOTEBOOK_BYTES // 2**20} MB)")
+        return fh.read()
+
+
+def _plain_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+# ------------------------------------------------------------------------------------------------ archives
+
+def _refuse_zip(zip_path, what: str, limit: str = "") -> LayoutError:
+    return LayoutError(
+        f"{zip_path} was not unpacked: {what}{f' (the limit is {limit})' if limit else ''}. Nothing was extracted. "
+        "If the archive is what you expect, unpack it yourself with a tool you trust (e.g. `unzip "
+        f"{zip_path} -d class`), check what it holds, and pass the folder; otherwise download it again.")
+
+
+def _plan(zf: zipfile.ZipFile, zip_path, dest: Path, limits: ZipLimits) -> tuple:
+    """([(info, target)] to extract, {relative path: what it is} skipped), or LayoutError before anything is
+    written."""
+    infos = zf.infolist()
+    total, packed = sum(i.file_size for i in infos), sum(i.compress_size for i in infos)
+    if len(infos) > limits.max_files:
+        raise _refuse_zip(zip_path, f"it holds {len(infos)} files", f"{limits.max_files} files")
+    if total > limits.max_bytes:
+        raise _refuse_zip(zip_path, f"it unpacks to {total / 2**20:.0f} MB", f"{limits.max_bytes / 2**20:.0f} MB")
+    if total > limits.ratio_floor and total > limits.max_ratio * max(packed, 1):
+        raise _refuse_zip(zip_path, f"it is compressed {total / max(packed, 1):.0f} times, as a zip bomb is",
+                          f"{limits.max_ratio} times, beyond {limits.ratio_floor / 2**20:.0f} MB")
+    free = shutil.disk_usage(dest.parent).free
+    if total > free:
+        raise _refuse_zip(zip_path, f"it unpacks to {total / 2**20:.0f} MB and {dest.parent} has "
+                                    f"{free / 2**20:.0f} MB free")
+    members, skipped, seen = [], {}, set()
+    for info in infos:
+        name = PurePosixPath(info.filename)
+        if name.is_absolute() or info.filename.startswith("\\") or ".." in name.parts or "\x00" in info.filename:
+            raise _refuse_zip(zip_path, f"it holds an unsafe path {info.filename!r}")
+        if len(name.parts) > limits.max_depth:
+            raise _refuse_zip(zip_path, f"it holds a path {len(name.parts)} folders deep",
+                              f"{limits.max_depth} folders")
+        if name.parts in seen:
+            raise _refuse_zip(zip_path, f"it holds {info.filename!r} twice")
+        seen.add(name.parts)
+        mode = info.external_attr >> 16
+        kind = _kind(mode if stat.S_IFMT(mode) else mode | stat.S_IFREG)  # no type bits: a plain file or folder
+        if kind not in ("dir", "file"):
+            skipped[name] = kind
+        elif name.parts:
+            members.append((info, dest.joinpath(*name.parts)))
+    return members, skipped
+
+
+def _copy(src, dst, budget: int) -> int:
+    """Copy ``src`` to ``dst``; the bytes copied; past ``budget`` (a zip whose headers lie) raise OverflowError."""
+    copied = 0
+    while chunk := src.read(1 << 20):
+        copied += len(chunk)
+        if copied > budget:
+            raise OverflowError
+        dst.write(chunk)
+    return copied
+
+
+def safe_extract(zip_path: Path, dest: Path, limits: ZipLimits = ZipLimits()) -> dict:
+    """Extract a zip into ``dest`` within ``limits``; returns {relative path: what it is} of the links and special
+    files it did not extract. Absolute paths, ``..``, duplicates and any limit refuse the whole archive, and then
+    ``dest`` is removed: a refused archive leaves nothing behind."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            members, skipped = _plan(zf, zip_path, dest, limits)
+            dest.mkdir()
+            budget = min(limits.max_bytes, sum(i.file_size for i, _ in members))
+            for info, target in members:
+                if info.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, open(target, "xb") as dst:
+                    budget -= _copy(src, dst, budget)
+            for rel in skipped:  # their folders are kept, so their students are flagged, not lost
+                dest.joinpath(*rel.parent.parts).mkdir(parents=True, exist_ok=True)
+    except LayoutError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    except OverflowError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise _refuse_zip(zip_path, "it unpacks to more than its headers declare") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise _refuse_zip(zip_path, f"it could not be read ({type(exc).__name__}: {exc})") from None
+    return skipped
+
+
+# ------------------------------------------------------------------------------------------------ layout
+
+def is_course_folder(path: Path) -> bool:
+    """An nbgrader course folder: ``submitted/`` beside nbgrader's own files, or beside ``source/`` or ``release/``
+    and no other folder. Files are the instructor's (students are folders), so no student's name decides it."""
+    if not _plain_dir(path / "submitted"):
+        return False
+    if any(_plain_file(path / name) for name in COURSE_FILES):
+        return True
+    folders = {p.name for p in path.iterdir() if _plain_dir(p) and not _hidden(p.name)}
+    return folders <= COURSE_FOLDERS and bool(folders & {"source", "release"})
 
 
 def _is_student_folder(folder: Path, lessons) -> bool:
     return any(folder.glob("*.ipynb")) or any((folder / lesson).is_dir() for lesson in lessons)
 
 
-def safe_extract(zip_path: Path, dest: Path) -> Path:
-    """Extract a zip into ``dest`` refusing absolute paths, ``..`` and links (nothing lands outside ``dest``)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(zip_path) as zf:
-        for info in zf.infolist():
-            parts = Path(info.filename).parts
-            if info.filename.startswith(("/", "\\")) or ".." in parts or ":" in info.filename:
-                raise LayoutError(f"{zip_path} holds an unsafe path {info.filename!r}; refusing to extract it")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                raise LayoutError(f"{zip_path} holds a symbolic link {info.filename!r}; refusing to extract it")
-        zf.extractall(dest)
-    return dest
-
-
-def class_root(path: Path, lessons) -> Path:
-    """The folder whose sub-folders are the students."""
-    if (path / "submitted").is_dir():
+def class_root(path: Path, lessons, archive: bool = False) -> tuple:
+    """(the folder whose sub-folders are the students, notes): the folder named, its ``submitted/`` when it is a
+    course folder, and inside a zip the one folder it encloses (not a student's folder)."""
+    notes = []
+    if archive and not is_course_folder(path):
+        tops = [p for p in path.iterdir() if not _hidden(p.name)]
+        if len(tops) == 1 and _plain_dir(tops[0]) and not _is_student_folder(tops[0], lessons):
+            path = tops[0]
+            notes.append(f"the zip holds one folder, '{display(path.name)}': its folders were taken as the students")
+    if is_course_folder(path):
         path = path / "submitted"
-    while not any(path.glob("*.ipynb")):
-        subs = _subdirs(path)
-        if len(subs) != 1 or _is_student_folder(subs[0], lessons):
-            break
-        path = subs[0]
-        if (path / "submitted").is_dir():
-            path = path / "submitted"
-    return path
+    return path, notes
 
 
 def _read_check(path: Path) -> str:
     """'' when ``path`` is a notebook nbformat can read, else why not."""
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(read_regular(path).decode("utf-8"), as_version=4)
     except Exception as exc:  # noqa: BLE001 - any reading failure means the file is not a notebook
-        return f"{path.name} is not a readable notebook ({type(exc).__name__}: {str(exc)[:120]})"
+        return f"{display(path.name)} is not a readable notebook ({type(exc).__name__}: {display(str(exc)[:120])})"
     if not isinstance(nb.get("cells"), list):
-        return f"{path.name} has no list of cells"
+        return f"{display(path.name)} has no list of cells"
     return ""
 
 
-def _find(student_dir: Path, lesson: str, claimed: set):
-    exact = [student_dir / f"{lesson}.ipynb", student_dir / lesson / f"{lesson}.ipynb"]
-    for path in exact:
-        if path.is_file():
-            return path, "ok", ""
+def _find(student_dir: Path, lesson: str, found: dict, claimed: set):
+    """(path, status, note) of one lesson's notebook among ``found`` ({path: None, or what a refused one is})."""
+    def rel(path: Path) -> str:
+        return display(path.relative_to(student_dir))
+
+    for path in (student_dir / f"{lesson}.ipynb", student_dir / lesson / f"{lesson}.ipynb"):
+        if path in found:
+            return _found(path, found[path], "ok", "", rel)
     number = lesson.split("_", 1)[0]
-    candidates = [p for p in _notebooks(student_dir) if p not in claimed and (
+    candidates = [p for p in found if p not in claimed and p.name.endswith(".ipynb") and (
         p.parent.name == lesson or _norm(p.stem).startswith(_norm(lesson)) or _norm(p.stem).startswith(number + "_")
         or _norm(p.stem) == number)]
     if len(candidates) == 1:
-        rel = candidates[0].relative_to(student_dir)
-        return candidates[0], "misnamed", f"found {rel} instead of {lesson}.ipynb; graded it"
+        return _found(candidates[0], found[candidates[0]], "misnamed",
+                      f"found {rel(candidates[0])} instead of {lesson}.ipynb; graded it", rel)
     if len(candidates) > 1:
-        names = ", ".join(str(p.relative_to(student_dir)) for p in candidates)
+        names = ", ".join(rel(p) for p in candidates)
         return None, "missing", f"several notebooks could be {lesson} ({names}); none graded"
     return None, "missing", f"no {lesson}.ipynb"
 
 
-def collect(submissions, lessons, workdir: Path) -> Roster:
-    """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``."""
+def _found(path, refused, status, note, rel):
+    if refused:
+        return path, "refused", (f"{rel(path)} is {refused}: not followed or opened; submit the notebook file "
+                                 "itself")
+    return path, status, note
+
+
+def _student_entries(sid: str, student_dir: Path, lessons, refused: dict) -> tuple:
+    """({lesson: Entry}, flags about the rest of the folder) of one student folder."""
+    notebooks, inside = scan(student_dir)
+    inside.update({p: why for p, why in refused.items() if student_dir in p.parents})
+    found = {**{p: None for p in notebooks}, **inside}
+    entries, claimed = {}, set()
+    for lesson in lessons:
+        if not notebooks and not any(p.name.endswith(".ipynb") for p in inside):
+            entries[lesson] = Entry(sid, lesson, None, "missing", "the student's folder holds no notebook")
+            continue
+        path, status, note = _find(student_dir, lesson, found, claimed)
+        if path is not None:
+            claimed.add(path)
+            problem = "" if status == "refused" else _read_check(path)
+            if problem:
+                status, note = "malformed", problem
+        entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note)
+    flags = [f"{display(p.relative_to(student_dir))} is {why}: not followed or opened"
+             for p, why in inside.items() if p not in claimed]
+    return entries, flags
+
+
+def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
+    note = (f"the student's folder is {why}: not followed; copy the folder itself (not a link to it) into the "
+            "class folder")
+    return {lesson: Entry(sid, lesson, None, "refused", note) for lesson in lessons}
+
+
+def _top_level(root: Path) -> tuple:
+    """({name: None for a folder, or what a refused entry is}, names of the files and hidden folders) at the top
+    of the class: neither is a student."""
+    students, files = {}, []
+    for item in sorted(os.scandir(root), key=lambda e: e.name):
+        if _hidden(item.name):
+            if item.name not in JUNK:
+                files.append(item.name)
+            continue
+        try:
+            kind = _kind(item.stat(follow_symlinks=False).st_mode)
+        except OSError:  # gone since it was listed
+            continue
+        if kind == "file":
+            if item.name not in COURSE_FILES:
+                files.append(item.name)
+        elif kind == "dir" or kind == "a symbolic link":
+            students[item.name] = None if kind == "dir" else kind
+        else:
+            files.append(item.name)
+    return students, files
+
+
+def collect(submissions, lessons, workdir: Path, known: dict | None = None) -> Roster:
+    """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
+    of earlier runs (``known_ids``), so that no later folder takes one."""
     submissions = Path(submissions)
+    help_text = LAYOUT_HELP.format(lessons=", ".join(lessons))
     if not submissions.exists():
-        raise LayoutError(f"{submissions} does not exist; " + LAYOUT_HELP.format(lessons=", ".join(lessons)))
-    if submissions.is_file():
+        raise LayoutError(f"{submissions} does not exist; " + help_text)
+    skipped = {}
+    archive = submissions.is_file()
+    if archive:
         if not zipfile.is_zipfile(submissions):
-            raise LayoutError(f"{submissions} is a file but not a zip; "
-                              + LAYOUT_HELP.format(lessons=", ".join(lessons)))
-        target = workdir / "unzipped"
+            raise LayoutError(f"{submissions} is a file but not a zip; " + help_text)
+        target = Path(workdir) / "unzipped"
         shutil.rmtree(target, ignore_errors=True)
-        submissions = safe_extract(submissions, target)
-    root = class_root(submissions, lessons)
-    roster = Roster(root=root)
-    for student_dir in _subdirs(root):
-        sid = student_id(student_dir.name)
-        if sid in roster.folders:
-            raise LayoutError(f"the student folders {roster.folders[sid]!r} and {student_dir.name!r} both get the "
-                              f"id {sid!r}; rename one of them")
-        roster.folders[sid] = student_dir.name
-        entries, claimed = {}, set()
-        empty = not _notebooks(student_dir)
-        for lesson in lessons:
-            if empty:
-                entries[lesson] = Entry(sid, lesson, None, "missing", "the student's folder holds no notebook")
-                continue
-            path, status, note = _find(student_dir, lesson, claimed)
-            if path is not None:
-                claimed.add(path)
-                problem = _read_check(path)
-                if problem:
-                    status, note = "malformed", problem
-            entries[lesson] = Entry(sid, lesson, path, status, note)
-        roster.entries[sid] = entries
-    if not any(_notebooks(d) for d in _subdirs(root)):
-        found = ", ".join(p.name for p in list(root.iterdir())[:8]) or "nothing"
-        raise LayoutError(f"no student folder with a notebook in {root} (found: {found}); "
-                          + LAYOUT_HELP.format(lessons=", ".join(lessons)))
+        skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
+        submissions = target
+    root, notes = class_root(submissions, lessons, archive)
+    roster = Roster(root=root, notes=notes)
+    students, files = _top_level(root)
+    if files:
+        roster.notes.append(f"not graded: {len(files)} files or hidden folders at the top of the class folder ("
+                            + ", ".join(display(f) for f in files[:8]) + (", ..." if len(files) > 8 else "")
+                            + "); each student's work must be in a folder of its own")
+    ids, id_flags = assign_ids(students, known)
+    for extra in (_look_alike_flags(ids), _not_utf8_flags(ids)):
+        for sid, flags in extra.items():
+            id_flags.setdefault(sid, []).extend(flags)
+    for name, linked in students.items():
+        sid = ids[name]
+        roster.folders[sid], roster.names[sid] = display(name), name
+        if linked:
+            roster.entries[sid] = _linked_student(sid, root / name, lessons, linked)
+            continue
+        roster.entries[sid], flags = _student_entries(sid, root / name, lessons, skipped)
+        roster.flags[sid] = id_flags.get(sid, []) + flags
+    for sid in roster.entries:
+        roster.flags.setdefault(sid, id_flags.get(sid, []))
+    if not any(e.status != "missing" for es in roster.entries.values() for e in es.values()):
+        found = ", ".join(display(p.name) for p in list(root.iterdir())[:8]) or "nothing"
+        raise LayoutError(f"no student folder with a notebook in {display(root)} (found: {found}); " + help_text)
     return roster
 
 
+# ------------------------------------------------------------------------------------------------ integrity
+
+def _fingerprint(path: Path):
+    """sha256 of a regular file; what a link points to or what a special file is; None for a folder."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            return None
+        if stat.S_ISLNK(mode):
+            return "link:" + display(os.readlink(path))
+        if not stat.S_ISREG(mode):
+            return "special:" + stat.filemode(mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or type(exc).__name__}"
+
+
 def tree_hashes(path: Path) -> dict:
-    """sha256 of every file under ``path`` (or of ``path`` itself), to prove the originals were left untouched."""
+    """sha256 of every file under ``path`` (or of ``path`` itself), to prove the originals were left untouched.
+    Links are recorded, not followed; a file that vanishes or cannot be read is recorded as such, never raised; the
+    walk is a loop, so no depth of folders ends it."""
     path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() or p.is_symlink())
-    return {str(p.relative_to(path) if p != path else p.name): hashlib.sha256(p.read_bytes()).hexdigest()
-            if p.is_file() else "link:" + str(p.readlink()) for p in files}
+    if not path.is_dir():
+        return {display(path.name): _fingerprint(path)}
+    hashes, pending = {}, [path]
+    while pending:
+        here = pending.pop()
+        try:
+            names = os.listdir(here)
+        except OSError as exc:
+            hashes[display(here.relative_to(path)) + "/"] = f"unreadable: {exc.strerror or type(exc).__name__}"
+            continue
+        for name in names:
+            fingerprint = _fingerprint(here / name)
+            if fingerprint is None:
+                pending.append(here / name)
+            else:
+                hashes[display((here / name).relative_to(path))] = fingerprint
+    return hashes
 
-
-def file_hash(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

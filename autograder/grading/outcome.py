@@ -6,7 +6,8 @@ Each (student, lesson) ends in one status:
 * ``pending manual``: the autograded marks are in, written answers await the instructor (formgrader);
 * ``grading error``: the grader failed, not the learner: the score is left empty (never 0), the pair is listed at
   the top of the report and retried on the next run, and the command exits with ``EXIT_GRADING_ERROR``;
-* ``missing`` / ``malformed``: no notebook, or a file that is not one: the learner's, scored 0;
+* ``missing`` / ``malformed`` / ``refused``: no notebook, a file that is not one, or a link or special file
+  (never followed, never opened): the learner's, scored 0 and flagged;
 * ``not graded yet``: not reached by a run that was stopped; the next run grades it.
 
 ``grading_error`` reads an autograded notebook and says whether its marks can be trusted. They cannot when:
@@ -30,8 +31,8 @@ from pathlib import Path
 from autograder import course
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 
-GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, NOT_YET = (
-    "graded", "pending manual", "grading error", "missing", "malformed", "not graded yet")
+GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET = (
+    "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet")
 COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
                             "|".join(COURSE_MODULES))

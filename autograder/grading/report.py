@@ -1,16 +1,16 @@
 """The class's results as files: ``DIR/grades.csv`` (for an LMS), ``DIR/student_ids.csv`` (student id -> folder),
 ``DIR/report.html`` (every student's scores and flags, grading errors first, with the score distribution) and
-``DIR/nbgrader_export.csv`` (nbgrader's own export of the gradebook), all from the rows of ``results``.
+``DIR/nbgrader_export.csv`` (nbgrader's own export of the gradebook), all from the rows of ``results``. Every CSV
+cell goes through ``csv_cells`` (no cell opens as a formula in a spreadsheet).
 """
 
 from __future__ import annotations
 
-import csv
 import html
 import statistics
 from pathlib import Path
 
-from autograder.grading import gradebook, intake, outcome
+from autograder.grading import csv_cells, gradebook, intake, outcome
 from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt, grading_errors, percent
 from autograder.grading.settings import Settings
@@ -19,7 +19,7 @@ from autograder.grading.settings import Settings
 def write_csv(s: Settings, rows: list) -> Path:
     path = Path(s.out) / "grades.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         header = ["student", "folder"]
         for lesson in s.lessons:
             header += [f"{lesson} {col}" for col in ("status", "score", "max", "autograded", "manual", "pending")]
@@ -39,7 +39,7 @@ def write_csv(s: Settings, rows: list) -> Path:
 def write_student_ids(s: Settings, roster: intake.Roster) -> Path:
     path = Path(s.out) / "student_ids.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
+        writer = csv_cells.writer(fh)
         writer.writerow(["student", "folder"])
         for student in roster.students:
             writer.writerow([student, roster.folders.get(student, student)])
@@ -73,7 +73,7 @@ def _cell_text(c: dict) -> str:
     if c["status"] == outcome.NOT_YET:
         return "not graded yet"
     text = f"{fmt(c['score'])} / {fmt(c['max'])}"
-    if c["status"] in (outcome.MISSING, outcome.MALFORMED):
+    if c["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED):
         return f"{text} ({c['status']})"
     if c["pending"]:
         return f"{text} ({fmt(c['auto'])} autograded; {fmt(c['pending'])} awaiting the instructor)"
@@ -142,6 +142,7 @@ def write_nbgrader_export(s: Settings) -> list:
 
         with gradebook.opened(s) as gb:
             CsvExportPlugin(to=str(Path(s.out) / "nbgrader_export.csv")).export(gb)
+        csv_cells.rewrite(Path(s.out) / "nbgrader_export.csv")
     except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
         return [f"nbgrader export failed: {type(exc).__name__}: {exc}"]
     return []

@@ -16,6 +16,7 @@ sandbox did not bound.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -187,20 +188,39 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 if dest.exists():
                     dest.unlink()
                 continue
-            digest = intake.file_hash(entry.path)
-            record = state.read(s, student, lesson)
-            if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
-                    and dest.exists():  # done before; failed ones are tried again
+            try:  # read once: the hash, the flags and the graded copy are of the same bytes
+                data = intake.read_regular(entry.path)
+                digest = hashlib.sha256(data).hexdigest()
+                record = state.read(s, student, lesson)
+                if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
+                        and dest.exists():  # done before; failed ones are tried again
+                    continue
+                nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+            except (OSError, ValueError) as exc:  # it changed since intake read it: the learner's file
+                entry.status, entry.note = "malformed", (f"{intake.display(entry.path.name)} changed or vanished "
+                                                         f"while it was read ({type(exc).__name__}); submit it again")
+                dest.unlink(missing_ok=True)
                 continue
-            nb = nbformat.read(entry.path, as_version=4)
             flags = findings.structure_flags(nb, released[lesson])
             flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
             notebooks.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
-            stamp = entry.path.parent / "timestamp.txt"  # `nbgrader collect` keeps it: late penalties use it
-            if stamp.is_file() and entry.path.parent.name == lesson:
-                shutil.copyfile(stamp, dest.parent / "timestamp.txt")
+            _copy_timestamp(entry.path.parent, lesson, dest.parent)
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
+
+
+def _copy_timestamp(folder: Path, lesson: str, dest: Path) -> None:
+    """``nbgrader collect`` keeps a ``timestamp.txt`` beside each notebook (late penalties use it): copied when it is
+    a small regular file (a link is not followed)."""
+    (dest / "timestamp.txt").unlink(missing_ok=True)
+    if folder.name != lesson:
+        return
+    try:
+        stamp = intake.read_regular(folder / "timestamp.txt")
+    except OSError:
+        return
+    if len(stamp) < 200:
+        (dest / "timestamp.txt").write_bytes(stamp)
 
 
 def ensure_students(s: Settings, students) -> None:

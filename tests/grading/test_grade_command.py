@@ -75,6 +75,7 @@ def test_the_accepted_layouts_all_give_the_same_roster(tmp_path):
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(nb, dest)
             (dest.parent / "timestamp.txt").write_text("2026-01-01 10:00:00.000000 UTC")
+    (nested.parent / "nbgrader_config.py").write_text("c = get_config()\n")  # what makes it a course folder
     archive = tmp_path / "class.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for path in flat.rglob("*.ipynb"):

@@ -183,6 +183,11 @@ def write_notice(path: Path, lesson: str, status: str, note: str = "") -> Path:
         what = f"No notebook for {lesson} was found in your submission, so it scored 0."
         todo = (f"Submit your work as <code>{lesson}.ipynb</code> (the lesson's own file, saved from JupyterLab) "
                 "and ask your instructor to grade it again.")
+    elif status == "refused":
+        what = (f"Your {lesson} submission was a link or a special file, not a notebook ({html.escape(note)}); "
+                "the grader does not open those, so it scored 0.")
+        todo = (f"Submit the notebook file itself, <code>{lesson}.ipynb</code> (File, Download in JupyterLab), "
+                "and ask your instructor to grade it again.")
     else:
         what = f"Your {lesson} notebook could not be read ({html.escape(note or status)}), so it scored 0."
         todo = (f"Open <code>{lesson}.ipynb</code> in JupyterLab: if it does not open, download it again from "
