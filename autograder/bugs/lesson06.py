@@ -197,7 +197,7 @@ bug("tiled_full_matrix", "tiled_attention",
     """
     def tiled_attention(Q, K, V, block_size, causal=False):
         T_q, T_k = Q.shape[-2], K.shape[-2]
-        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k): the whole matrix
         if causal:
             scores = np.where(np.arange(T_k)[None, :] > np.arange(T_q)[:, None], -np.inf, scores)
         m = scores.max(axis=-1, keepdims=True)
@@ -205,7 +205,7 @@ bug("tiled_full_matrix", "tiled_attention",
         total = np.zeros(Q.shape[:-1] + (1,), dtype=scores.dtype)
         acc = np.zeros(Q.shape[:-1] + (V.shape[-1],), dtype=scores.dtype)
         for start in range(0, T_k, block_size):
-            p = np.exp(scores[..., start:start + block_size] - m)
+            p = np.exp(scores[..., start:start + block_size] - m)  # (..., T_q, block)
             total = total + p.sum(axis=-1, keepdims=True)
             acc = acc + p @ V[..., start:start + block_size, :]
         return acc / total
