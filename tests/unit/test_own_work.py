@@ -70,6 +70,13 @@ def test_a_layer_that_calls_the_other_layer_gets_nothing(monkeypatch):
     assert session.outcome() == {"result": "bug", "bug": bug.id}
 
 
+def test_the_fix_that_calls_the_other_layer_gets_nothing(monkeypatch):
+    """The other way round: attention_layer, a find-the-bug exercise, handed to mha_from_scratch."""
+    bug = bugs.by_id("attention_layer_calls_mha_from_scratch")
+    session = _grade(monkeypatch, LESSON05, "attention_layer_test", _notebook(LESSON05, cheat=bug.source))
+    assert session.outcome() == {"result": "bug", "bug": bug.id}
+
+
 def test_catching_the_refusal_does_not_help(monkeypatch):
     """The refusal is kept by the grader: a function that catches the error and then does the work itself still
     called what it may not call."""
