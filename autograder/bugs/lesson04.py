@@ -139,3 +139,14 @@ bug("std_experiment_pairwise_matrix", "dot_product_std",
             dots = dots / math.sqrt(d_k)
         return float(np.std(dots))
     """, tests=("std_experiment",))
+
+bug("std_experiment_theory_formula", "dot_product_std",
+    """The experiment returns what theory predicts, sqrt(d_k) (or 1 when scaled), instead of measuring it. The
+    point of the experiment is to check footnote 4 of the paper, not to restate it: a measurement from
+    n_samples random pairs lands near the prediction but never on it, and with a handful of pairs it lands well
+    off, differently for every seed. Draw the pairs from rng, compute each q.k, and return the spread you
+    measured.""",
+    """
+    def dot_product_std(d_k, n_samples, scaled, rng):
+        return 1.0 if scaled else math.sqrt(d_k)
+    """, tests=("std_experiment",), visible=False)

@@ -180,6 +180,24 @@ bug("head_weights_projections_transposed", "head_weights",
         return e / e.sum(axis=-1, keepdims=True)
     """, tests=("heads_differ",))
 
+bug("mha_from_scratch_calls_attention_layer", "mha_from_scratch",
+    """mha_from_scratch hands the whole layer to attention_layer, another function of the notebook, instead of
+    computing it: the exercise is the layer itself, built from the projections, the split into heads, one
+    softmax attention per head, the merge and W_O. A function earns its points for the work it does.""",
+    """
+    def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
+        return attention_layer(x, W_Q, W_K, W_V, W_O, n_heads)
+    """, tests=("mha_from_scratch_test",), visible=False)
+
+bug("attention_layer_calls_mha_from_scratch", "attention_layer",
+    """attention_layer hands the whole layer to mha_from_scratch instead of being fixed: the exercise is to find
+    the one mistake in the given layer and correct it there, so that the layer itself computes multi-head
+    attention. A function earns its points for the work it does.""",
+    """
+    def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
+        return mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads)
+    """, tests=("attention_layer_test",), visible=False)
+
 # ---------------------------------------------------------------------------------------------------------
 # Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/publish/given_code.py):
 # it runs, its shapes are right, and it carries one catalogued mistake that the learner finds and fixes.

@@ -179,6 +179,38 @@ bug("tiled_float64_accumulators", "tiled_attention",
     float32 input comes back float64. Create them with the input's dtype.""",
     _tiled_source(dtype="np.float64"), tests=("tiled_values",))
 
+bug("tiled_calls_attention", "tiled_attention",
+    """tiled_attention hands the whole computation to scaled_dot_product_attention, which builds the full
+    (T_q, T_k) matrix of scores in one piece: nothing is tiled, and the attention is not this function's own
+    work. Walk over the keys one block at a time, keeping a running maximum, a running sum and a running output
+    per query (the online softmax).""",
+    """
+    def tiled_attention(Q, K, V, block_size, causal=False):
+        mask = np.triu(np.ones((Q.shape[-2], K.shape[-2]), dtype=bool), k=1) if causal else None
+        return scaled_dot_product_attention(Q, K, V, mask)[0]
+    """, tests=("tiled_values", "tiled_memory"), visible=False)  # the self-checks see values and memory, not who did the work
+
+bug("tiled_full_matrix", "tiled_attention",
+    """tiled_attention builds the whole (T_q, T_k) matrix of scores and then walks over it in blocks: the values
+    are right, but the memory grows like T_q * T_k, which is what tiling exists to avoid. Compute the scores of one
+    block of keys at a time, (T_q, block_size), and never hold the full matrix.""",
+    """
+    def tiled_attention(Q, K, V, block_size, causal=False):
+        T_q, T_k = Q.shape[-2], K.shape[-2]
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k): the whole matrix
+        if causal:
+            scores = np.where(np.arange(T_k)[None, :] > np.arange(T_q)[:, None], -np.inf, scores)
+        m = scores.max(axis=-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        total = np.zeros(Q.shape[:-1] + (1,), dtype=scores.dtype)
+        acc = np.zeros(Q.shape[:-1] + (V.shape[-1],), dtype=scores.dtype)
+        for start in range(0, T_k, block_size):
+            p = np.exp(scores[..., start:start + block_size] - m)  # (..., T_q, block)
+            total = total + p.sum(axis=-1, keepdims=True)
+            acc = acc + p @ V[..., start:start + block_size, :]
+        return acc / total
+    """, tests=("tiled_memory",))
+
 bug("decode_loop_float64_cache", "decode_with_kv_cache",
     """The empty caches are created as float64 (np.zeros without dtype=), and appending float32 keys to a
     float64 cache makes float64: float32 input must give float32 output and caches. Create the empty caches

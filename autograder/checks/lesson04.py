@@ -4,8 +4,13 @@
 One function per graded test cell, named by the cell's grade_id. The scores are graded on seeded random inputs
 whose sizes are all different and chosen so that every wrong scale (none, d_head, d_model, T) gives a different
 number. The experiment is random by nature: it is graded against theory with a tolerance far wider than its
-sampling error (std of q.k = sqrt(d_k), or 1 after scaling), and for reproducibility (the same seed gives the
-same result).
+sampling error (std of q.k = sqrt(d_k), or 1 after scaling), for reproducibility (the same seed gives the same
+result), and, because a number that matches theory proves nothing by itself, on inputs where theory is the wrong
+answer: with five samples a measured standard deviation lands tens of percent from sqrt(d_k), differently for every
+seed, so a function that returns the theory's formula instead of measuring fails while every honest experiment
+passes. Its memory (no (n_samples, n_samples) product) is counted with tracemalloc where the function runs in this
+process; in the kernel, whose own count a notebook could forge, it runs at an n_samples whose (n, n) float64
+matrix is larger than the kernel may hold.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from autograder.bugs import by_id
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, call_measuring_memory, against_reference, learner_error, rng_for
+from autograder.checks.runner import (Case, WrongAnswer, against_reference, call_measuring_memory, call_within_memory,
+                                      learner_error, memory_limit, rng_for, side_beyond)
 
 
 
@@ -76,16 +82,22 @@ _REL_TOL = 0.10
 # within 10% for one seed with probability about 0.15, for all of them about 0.15 ** 12 < 1e-9.
 _D_K_SPREAD = 2
 _N_SEEDS = 12
+# Theory is the wrong answer for a few samples: at n_samples = 5 the std of q.k measured for _N_SEEDS seeds at
+# d_k = 2 scatters with a coefficient of variation near 0.45 (never below 0.11 in 200,000 simulated sets of 12
+# seeds), whichever way the pairs are drawn; a formula gives the same number for every seed (variation 0). The
+# limit, 0.05, fails a formula and passes every honest experiment for every grading salt.
+_FEW_SAMPLES = 5
+_MIN_VARIATION = 0.05
 
 
-def _value(fn, d_k, scaled, seed):
+def _value(fn, d_k, scaled, seed, n_samples=_N_SAMPLES):
     try:
-        got = fn(d_k, _N_SAMPLES, scaled, _np.random.default_rng(seed))
+        got = fn(d_k, n_samples, scaled, _np.random.default_rng(seed))
     except NotImplementedError:
         raise WrongAnswer("dot_product_std is not implemented yet: replace `raise NotImplementedError()` in its "
                           "cell with your code, run that cell, then run this one again.") from None
     except Exception as exc:
-        raise learner_error("dot_product_std", exc, f"(d_k={d_k}, n_samples={_N_SAMPLES}, scaled={scaled}, rng)") \
+        raise learner_error("dot_product_std", exc, f"(d_k={d_k}, n_samples={n_samples}, scaled={scaled}, rng)") \
             from None
     if type(got) in (float, int) or type(got) in {type(_np.float64(0)), type(_np.float32(0))}:
         value = float(got)
@@ -104,13 +116,13 @@ _TYPICAL = {
 }
 
 
-def _same_as_bug(bug, results):
+def _same_as_bug(bug, results, n_samples=_N_SAMPLES):
     """True when the catalogued bug gives exactly the learner's numbers for the same seeds."""
     wrong = bug.make()
     for (d_k, scaled, seed), got in results.items():
         try:
             with _np.errstate(all="ignore"):
-                theirs = float(wrong(d_k, _N_SAMPLES, scaled, _np.random.default_rng(seed)))
+                theirs = float(wrong(d_k, n_samples, scaled, _np.random.default_rng(seed)))
         except Exception:
             return False
         if not abs(theirs - got) <= 1e-9 * abs(got):
@@ -118,16 +130,16 @@ def _same_as_bug(bug, results):
     return True
 
 
-def _diagnose(results, typical=True):
+def _diagnose(results, typical=True, n_samples=_N_SAMPLES):
     """The diagnosis of the catalogued bug whose typical value every result of ``results`` {(d_k, scaled, seed):
     value} agrees with (``typical``: tried first, it costs nothing), or that gives exactly those results for the
-    same seeds; else None."""
+    same seeds (each run with ``n_samples``); else None."""
     for bug_id, value in _TYPICAL.items() if typical else ():
         if all(abs(got / value(d_k, scaled)[0] - 1) <= value(d_k, scaled)[1]
                for (d_k, scaled, _), got in results.items()):
             b = by_id(bug_id)
             return f"{b.diagnosis} [{b.id}]"
-    b = bug_match.first_fit("dot_product_std", lambda b: _same_as_bug(b, results))
+    b = bug_match.first_fit("dot_product_std", lambda b: _same_as_bug(b, results, n_samples))
     return f"{b.diagnosis} [{b.id}]" if b is not None else None
 
 
@@ -139,8 +151,9 @@ def _table(results):
 @hidden_test(uses=('dot_product_std',), visible_check='check_dot_product_std')
 def std_experiment(dot_product_std):
     """std of q.k about sqrt(d_k) unscaled and about 1 scaled, within 10%, for several d_k; the n_samples pairs
-    are independent (a dozen seeds at d_k = 2 all land within 10%); and the same seed twice gives the same value
-    (the experiment draws from the rng it is given)."""
+    are independent (a dozen seeds at d_k = 2 all land within 10%); the same seed twice gives the same value
+    (the experiment draws from the rng it is given); and with five samples the results scatter from seed to seed
+    as measurements do (a formula does not)."""
     if not callable(dot_product_std):
         raise WrongAnswer(f"dot_product_std should be a function, got {type(dot_product_std).__name__}")
     no_pairwise_matrix(dot_product_std)  # first: an (n_samples, n_samples) product makes every later call slow
@@ -169,26 +182,54 @@ def std_experiment(dot_product_std):
         b = by_id("std_experiment_global_rng")
         raise WrongAnswer(f"{b.diagnosis} [{b.id}] (two calls with rng=np.random.default_rng({seed}) gave "
                           f"{again[0]:.6g} and {again[1]:.6g})")
+    measured(dot_product_std, seed)
+
+
+def measured(dot_product_std, seed):
+    """With _FEW_SAMPLES pairs, the results of _N_SEEDS seeds vary as measurements do: theory is not the answer."""
+    few = {(_D_K_SPREAD, False, seed + 100 + i): _value(dot_product_std, _D_K_SPREAD, False, seed + 100 + i,
+                                                         _FEW_SAMPLES) for i in range(_N_SEEDS)}
+    values = _np.array(list(few.values()))
+    variation = float(values.std() / abs(values.mean())) if values.mean() != 0 else 0.0
+    if not variation >= _MIN_VARIATION:
+        shown = ", ".join(f"{got:.3g}" for got in values)
+        what = _diagnose(few, typical=False, n_samples=_FEW_SAMPLES) or (
+            "with a handful of samples a measured standard deviation lands well off sqrt(d_k), differently for every "
+            "seed, but these results hardly vary: check that the result is computed from the pairs drawn from rng")
+        raise WrongAnswer(f"{what} (d_k={_D_K_SPREAD}, n_samples={_FEW_SAMPLES}, {_N_SEEDS} seeds: got {shown}; "
+                          f"measurements from {_FEW_SAMPLES} pairs vary from seed to seed by tens of percent)")
 
 
 # The lesson asks for one q.k per pair, not np.diag(q @ k.T): the values are the same, but the (n_samples,
 # n_samples) product holds n_samples^2 numbers to use n_samples of them. Only the memory shows it, and it shows it
 # without doubt: at n_samples = 1000 and d_k = 4 the right computation holds three (1000, 4) arrays, under 0.1 MB,
 # while the product alone is 7.6 MB; the limit, a quarter of that product, is 20 times the first and 4 times below
-# the second. (Time would say the same, but on a shared machine time is noise; memory is counted exactly.)
+# the second. (Time would say the same, but on a shared machine time is noise; memory is counted exactly.) In the
+# kernel, whose count a notebook could rewrite, the experiment runs at the n_samples whose (n, n) float64 matrix is
+# larger than the kernel may hold: the product fails with MemoryError, while the right computation holds under 2 MB.
 _PAIRS_N, _PAIRS_D_K = 1000, 4
 
 
 def no_pairwise_matrix(dot_product_std):
-    """The experiment never holds an (n_samples, n_samples) array (measured with tracemalloc in the kernel)."""
+    """The experiment never holds an (n_samples, n_samples) array: counted with tracemalloc when it runs in this
+    process; in the kernel, it runs at an n_samples whose (n, n) float64 matrix the kernel cannot hold."""
     rng = _np.random.default_rng(int(_rng("std_experiment_memory").integers(1, 2**31)))
-    case = Case((_PAIRS_D_K, _PAIRS_N, False, rng), label=f"d_k={_PAIRS_D_K}, n_samples={_PAIRS_N}, scaled=False")
+    limit = memory_limit(dot_product_std)
+    n = _PAIRS_N if limit is None else side_beyond(limit)
+    case = Case((_PAIRS_D_K, n, False, rng), label=f"d_k={_PAIRS_D_K}, n_samples={n}, scaled=False")
+    b = by_id("std_experiment_pairwise_matrix")
+    if limit is not None:
+        _, ran_out = call_within_memory(dot_product_std, case, "dot_product_std")
+        if ran_out:
+            raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: it ran out of memory; one ({n}, "
+                              f"{n}) float64 matrix is {n * n * 8 / 2**30:.1f} GB, more than the "
+                              f"{limit / 2**30:.1f} GB the kernel may hold)", bug=b)
+        return
     _, peak = call_measuring_memory(dot_product_std, case, "dot_product_std")
     if peak < 0:
         raise WrongAnswer("dot_product_std stopped Python's memory tracing (tracemalloc.stop()), so its memory "
                           "cannot be measured; remove that call")
     square = _PAIRS_N * _PAIRS_N * 8
     if peak > square // 4:
-        b = by_id("std_experiment_pairwise_matrix")
         raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: peak {peak / 2**20:.1f} MB; one "
-                          f"({_PAIRS_N}, {_PAIRS_N}) float64 matrix is {square / 2**20:.1f} MB)")
+                          f"({_PAIRS_N}, {_PAIRS_N}) float64 matrix is {square / 2**20:.1f} MB)", bug=b)

@@ -6,7 +6,8 @@ One function per graded test cell, named by the cell's grade_id (``mha_from_scra
 weights of ``multi_head_attention``, ``mha_from_scratch`` against ``multi_head_attention``. Inputs are seeded random
 arrays whose sizes all differ (B, n_heads, T, d_head), unbatched and batched, float64 and float32. Composite
 functions are graded with the reference helpers bound in place of the learner's, so a wrong split costs the
-round-trip points only.
+round-trip points only. The layer (``mha_from_scratch``, ``attention_layer``) is the exercise's own work: while one
+is graded, the other and ``masked_attention`` refuse to answer (``refuses``, ``stand_ins.Refusal``).
 """
 
 from __future__ import annotations
@@ -203,7 +204,8 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
 # ------------------------------------------------------------------------------------ mha from raw operations
 @hidden_test(
     uses=('mha_from_scratch',),
-    helpers=('split_into_heads', 'merge_heads', 'softmax'), visible_check='check_mha_from_scratch')
+    helpers=('split_into_heads', 'merge_heads', 'softmax'), visible_check='check_mha_from_scratch',
+    refuses=('attention_layer', 'masked_attention'))  # the layer and its attention: the exercise's own work
 def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=None, softmax=None, head_weights=None):
     """Equal to reference.multi_head_attention for several head counts, unbatched, batched and float32."""
     rng = rng_for("mha_from_scratch")
@@ -256,7 +258,8 @@ def masked_attention_test(masked_attention):
                ref=reference.scaled_dot_product_attention)
 
 
-@hidden_test(uses=('attention_layer',), visible_check='check_attention_layer')
+@hidden_test(uses=('attention_layer',), visible_check='check_attention_layer',
+             refuses=('mha_from_scratch', 'masked_attention'))  # the layer and its attention: the fix's own work
 def attention_layer_test(attention_layer):
     """The fixed attention_layer equals the reference multi-head attention for several head counts, unbatched,
     batched and float32. Graded with the reference softmax."""

@@ -4,6 +4,17 @@ One function per graded test cell, named by the cell's grade_id. Inputs are seed
 are all different (B, T, n_heads, n_kv_heads, d_head), unbatched and batched, float64 and float32. A composite
 function is graded with the reference stand-ins of every other function of the lesson (``checks/stand_ins.py``),
 so a bug in ``repeat_kv``, ``kv_cache_append`` or a pasted function costs only that function's points.
+
+Tiled attention is graded for its own work. While its tests run, every function of the lesson that computes
+attention refuses to answer (``refuses``): a ``tiled_attention`` that calls ``scaled_dot_product_attention`` has tiled
+nothing. Its memory point cannot take the kernel's word: the learner's function runs in the kernel, and a notebook
+can rewrite anything the kernel sends, a count of its own memory included. So in grading the point is behavioural:
+the function computes attention at a T whose (T, T) float64 matrix is larger than the kernel's memory limit (which
+the grader sets, and knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in
+tiles gives the right values, which the grader checks cheaply (the keys repeat with a short period, so the exact
+answer is attention over a few distinct keys). The price is the n * n scores themselves: about 3 s of one core at
+the default limit of 2048 MB (T = 16385). Only where the function runs in the grader's own process (an
+instructor's kernel, nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
 """
 
 from __future__ import annotations
@@ -14,7 +25,9 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import bug_match, compare
-from autograder.checks.runner import call_measuring_memory, Case, WrongAnswer, call_learner, against_reference, known_bug, rng_for
+from autograder.bugs import by_id
+from autograder.checks.runner import (Case, WrongAnswer, against_reference, call_learner, call_measuring_memory,
+                                      call_within_memory, known_bug, memory_limit, rng_for, side_beyond)
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -263,7 +276,13 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention')
+# Tiled attention is graded for its own work: every function of the lesson that computes attention refuses to
+# answer while it runs (softmax, a helper, still answers).
+_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention", "grouped_query_attention",
+              "causal_self_attention", "decode_step", "decode_with_kv_cache", "cross_attention")
+
+
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention', refuses=_ATTENTION)
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -273,29 +292,66 @@ def tiled_values(tiled_attention):
     dtype_kept("tiled_attention", tiled_attention, [f32[0], f64[0]], ref=_tiled_reference)
 
 
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory')
+# The memory point. Where the function runs in this process (an instructor's kernel, nbval, the salt sweep) its
+# peak allocation is counted here, with tracemalloc, at T = 1024. Where it runs in the learner's kernel, nothing the
+# kernel reports is trusted (a notebook can rewrite what goes over its channel), so the memory is tested by what the
+# kernel cannot forge: the function gets inputs whose (T, T) float64 matrix is larger than the kernel may
+# hold (its address-space limit, which the grader sets), while each (T, block_size) tile is small. A function that
+# builds the matrix fails with MemoryError; one that works in tiles returns the right values. Those values cost the
+# grader nothing: the keys and values repeat with a short period P, so the exact answer is attention over the P
+# distinct keys (each key's weight is multiplied by the same count T / P, which the softmax divides out).
+_SMALL_T, _SMALL_D, _SMALL_BLOCK = 1024, 8, 32
+_PERIOD, _BIG_D, _BIG_BLOCK = 16, 2, 256
+
+
+def _memory_failure(case, detail):
+    b = by_id("tiled_full_matrix")
+    return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
+
+
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory', refuses=_ATTENTION)
 def tiled_memory(tiled_attention):
-    """Never holds a (T_q, T_k) array: the peak allocation stays well below one (T, T) float64 matrix."""
+    """Never holds a (T_q, T_k) array: counted here when the function runs here; in the kernel, it computes
+    attention at a T whose (T, T) float64 matrix the kernel cannot hold."""
     rng = _rng("tiled_memory")
-    T, d, block = 1024, 8, 32
-    Q, K, V = (rng.normal(size=(T, d)) for _ in range(3))
-    full = T * T * 8
-    out, peak = call_measuring_memory(tiled_attention, Case((Q, K, V, block), label=f"T={T}, block_size={block}"),
-                                      "tiled_attention")
-    if peak < 0:
-        raise WrongAnswer("tiled_attention stopped Python's memory tracing (tracemalloc.stop()), so its memory cannot "
-                          "be measured; remove that call")
+    Q, K, V = (rng.normal(size=(_SMALL_T, _SMALL_D)) for _ in range(3))
+    case = Case((Q, K, V, _SMALL_BLOCK), label=f"T={_SMALL_T}, block_size={_SMALL_BLOCK}")
+    limit = memory_limit(tiled_attention)
+    if limit is None:
+        out, peak = call_measuring_memory(tiled_attention, case, "tiled_attention")
+        if peak < 0:
+            raise WrongAnswer("tiled_attention stopped Python's memory tracing (tracemalloc.stop()), so its memory "
+                              "cannot be measured; remove that call")
+    else:
+        out, peak = call_learner(tiled_attention, case, "tiled_attention"), None
     # The values are graded by tiled_values; here they only have to show the function computes attention (a
     # catalogued value bug, already penalised there, does not cost this point too).
-    case = Case((Q, K, V, block), label=f"T={T}, block_size={block}")
-    why = compare.mismatch(out, _tiled_reference(Q, K, V, block), rtol=1e-6, atol=1e-8, what="tiled_attention")
-    if why is not None and known_bug("tiled_attention", case, (out,), ("result",), rtol=1e-6, atol=1e-8) is None:
-        raise WrongAnswer(f"{why} on input {case.describe()}; the memory is measured on a function that computes "
+    why = compare.mismatch(out, _tiled_reference(Q, K, V, _SMALL_BLOCK), rtol=1e-6, atol=1e-8, what="tiled_attention")
+    value_bug = why is not None and known_bug("tiled_attention", case, (out,), ("result",), rtol=1e-6, atol=1e-8)
+    if why is not None and not value_bug:
+        raise WrongAnswer(f"{why} on input {case.describe()}; the memory is tested on a function that computes "
                           "attention")
-    if peak > full // 4:
-        raise WrongAnswer(f"tiled_attention allocated {peak / 2**20:.1f} MB at its peak for T_q = T_k = {T}; one "
-                          f"(T_q, T_k) float64 matrix is {full / 2**20:.1f} MB. Compute the scores one key block at a "
-                          f"time ((T_q, block_size) each) and never build the whole score or weight matrix.")
+    full = _SMALL_T * _SMALL_T * 8
+    if peak is not None:
+        if peak > full // 4:
+            raise _memory_failure(case, f"peak {peak / 2**20:.1f} MB; one ({_SMALL_T}, {_SMALL_T}) float64 matrix is "
+                                        f"{full / 2**20:.1f} MB")
+        return
+    T = -(-side_beyond(limit) // _PERIOD) * _PERIOD  # a multiple of the period
+    Q = rng.normal(size=(T, _BIG_D))
+    K0, V0 = (rng.normal(size=(_PERIOD, _BIG_D)) for _ in range(2))
+    K, V = np.tile(K0, (T // _PERIOD, 1)), np.tile(V0, (T // _PERIOD, 1))  # (T, d): key j is key j % P
+    big = Case((Q, K, V, _BIG_BLOCK), label=f"T={T}, block_size={_BIG_BLOCK}, keys repeating every {_PERIOD}")
+    with np.errstate(all="ignore"):
+        got, ran_out = call_within_memory(tiled_attention, big, "tiled_attention")
+    if ran_out:
+        raise _memory_failure(big, f"it ran out of memory; one ({T}, {T}) float64 matrix is {T * T * 8 / 2**30:.1f} "
+                                   f"GB, more than the {limit / 2**30:.1f} GB the kernel may hold")
+    expected = reference.scaled_dot_product_attention(Q, K0, V0)[0]  # (T, d): attention over the P distinct keys
+    why = compare.mismatch(got, expected, rtol=1e-6, atol=1e-8, what="tiled_attention")
+    if why is not None and not value_bug:
+        raise WrongAnswer(f"{why} on input {big.describe()}; the memory is tested on a function that computes "
+                          "attention")
 
 
 def _cross_case(rng, lead, T_q, T_k, n_heads, d_head, dtype=np.float64, mask=None, label=""):

@@ -3,8 +3,10 @@
 A lesson's hidden tests live in ``autograder/checks/lessonNN.py``; each is declared with ``@hidden_test``, which
 records the learner names it reads from the notebook (``uses``: the graded functions or values, passed
 positionally; ``helpers``: passed by keyword, the learner's own versions of other functions), the learner
-functions it grades together with ``uses`` (``together``: never replaced) and the visible self-check that follows
-it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug elsewhere costs nothing here).
+functions it grades together with ``uses`` (``together``: never replaced), the functions whose work the graded
+ones must do themselves (``refuses``: their stand-ins refuse to answer, see ``stand_ins.Refusal``) and the visible
+self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug
+elsewhere costs nothing here).
 
 Isolation: while a test runs, every other function of the lesson (``autograder/checks/stand_ins.py``: pasted from
 an earlier lesson, ungraded, or graded by another test) is replaced by its reference stand-in wherever a learner's
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 from autograder import course
 from autograder.checks import stand_ins
-from autograder.checks.runner import bound
+from autograder.checks.runner import WrongAnswer, bound
 
 
 @dataclass(frozen=True)
@@ -35,38 +37,50 @@ class HiddenTest:
     helpers: tuple = ()
     visible_check: str | None = None
     together: tuple = ()
+    refuses: tuple = ()
 
     @property
     def names(self) -> tuple:
         return self.uses + self.helpers
 
-    def stand_ins(self) -> dict:
-        """{name: reference stand-in} of every learner function of the lesson that this test does not grade."""
+    def stand_ins(self, refused=None) -> dict:
+        """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference,
+        or a ``Refusal`` for a function of ``refuses`` (each refusal appended to the list ``refused``)."""
         graded = set(self.uses) | set(self.together)
-        return {n: f for n, f in stand_ins.of(self.lesson).items() if n not in graded}
+        lesson = stand_ins.of(self.lesson)
+        unknown = set(self.refuses) - set(lesson)
+        if unknown:
+            raise ValueError(f"{self.name} refuses {sorted(unknown)}, which {self.lesson} has no stand-in for")
+        return {n: stand_ins.Refusal(n, " and ".join(self.uses), refused) if n in self.refuses else f
+                for n, f in lesson.items() if n not in graded}
 
     def __call__(self, values: dict):
         """Run the test on ``values`` ({learner name: function or value}); raises AssertionError when it fails.
 
-        Each learner function runs with the stand-ins of the functions this test does not grade bound in place."""
-        others = self.stand_ins()
+        Each learner function runs with the stand-ins of the functions this test does not grade bound in place; a
+        test whose learner code called a refusing stand-in fails, even when that code caught the refusal."""
+        refused: list = []
+        others = self.stand_ins(refused)
         with contextlib.ExitStack() as stack:
             for name in self.names:
                 if callable(values[name]):
                     stack.enter_context(bound(values[name], {n: f for n, f in others.items() if n != name}))
-            return self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
+            result = self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
+        if refused:
+            raise WrongAnswer(f"{refused[0]}.")
+        return result
 
 
 _TESTS: dict = {}
 
 
-def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None):
+def hidden_test(*, uses, helpers=(), visible_check=None, together=(), refuses=(), name=None):
     """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
 
     def register(function):
         lesson = course.lesson_numbered(function.__module__)  # declared in autograder/checks/lessonNN.py
         test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
-                          tuple(together))
+                          tuple(together), tuple(refuses))
         _TESTS[(lesson, test.name)] = test
         return function
 

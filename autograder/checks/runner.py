@@ -9,6 +9,7 @@ when the learner's results are those of a catalogued bug (``bug_match``), names 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder import reference
-from autograder.checks import bug_match, compare
+from autograder.checks import bug_match, compare, stand_ins
 from autograder.kernel.protocol import learner_frames
 
 
@@ -107,6 +108,8 @@ def call_learner(fn, case: Case, name: str):
                           "with your code, run that cell, then run this one again.") from None
     except WrongAnswer:
         raise
+    except stand_ins.Refused as exc:  # it handed its own work to a stand-in: no credit for what that computed
+        raise refused_answer(name, case, exc) from None
     except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
         bug = _bug_raising(name, case, exc)
         hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(exc)
@@ -126,21 +129,63 @@ def shape_hint(exc: Exception) -> str:
             "axes pass through.")
 
 
+def refused_answer(name: str, case: Case, exc) -> WrongAnswer:
+    """The WrongAnswer for a learner's ``name`` that called a stand-in which refused (``stand_ins.Refused``): the
+    catalogued bug that calls the same function on ``case`` names it; else the refusal says what happened."""
+
+    def calls_the_same(bug) -> bool:
+        wrong = bug.make()
+        with bound(wrong, {exc.name: stand_ins.Refusal(exc.name, exc.graded)}):
+            try:
+                wrong(*[fresh_copy(a) for a in case.args], **case.kwargs)
+            except stand_ins.Refused as other:
+                return other.name == exc.name
+        return False
+
+    bug = bug_match.first_fit(name, calls_the_same)
+    if bug is not None:
+        return WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
+    return WrongAnswer(f"{exc} (on input {case.describe()}).")
+
+
+def memory_limit(fn):
+    """Bytes the process that runs ``fn`` may hold: the kernel's limit for a learner function graded in the
+    kernel (``RemoteFunction.memory_limit``, set by the grader), None for a function that runs in this process."""
+    return getattr(fn, "memory_limit", None)
+
+
+def side_beyond(limit: int) -> int:
+    """The smallest n whose (n, n) float64 array is larger than ``limit`` bytes: a process held to ``limit`` (its
+    address space, where the interpreter and numpy already take their share) cannot allocate it, so a function
+    that builds one fails with MemoryError. Computing attention at that size touches n * n scores once: about 3 s
+    of one core at the default limit of 2048 MB, the price of a memory point the kernel cannot forge."""
+    return math.isqrt(limit // 8) + 1
+
+
+def call_within_memory(fn, case: Case, name: str):
+    """(the learner's result, False), or (None, True) when ``fn`` ran out of memory on ``case`` (MemoryError: in
+    the kernel, an allocation beyond its limit); any other error as ``call_learner`` reports it."""
+    ran_out = []
+
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MemoryError:
+            ran_out.append(True)
+
+    result = call_learner(guarded, case, name)
+    return result, bool(ran_out)
+
+
 def call_measuring_memory(fn, case: Case, name: str):
-    """(result, peak bytes Python allocated during the call; -1 when the call stopped memory tracing).
+    """(result, peak bytes Python allocated during the call; -1 when the call stopped memory tracing), for a
+    function that runs in this process (an instructor's kernel, nbval, the salt sweep).
 
-    In grading, the learner's function runs in the kernel, which measures with tracemalloc's C functions and
-    reports the peak: this one figure is taken on the kernel's word (it decides only a memory point; the values
-    are still checked here)."""
-    if hasattr(fn, "measuring_memory"):
-        measured = {}
-
-        def call(*args, **kwargs):
-            out, measured["peak"] = fn.measuring_memory(*args, **kwargs)
-            return out
-
-        out = call_learner(call, case, name)
-        return out, measured["peak"] if measured.get("peak") is not None else -1
+    A learner function graded in the kernel is never measured: whatever the kernel reported, the notebook could
+    rewrite. Its memory is tested where the kernel cannot forge it, by inputs too large for the forbidden array
+    under the kernel's limit (``memory_limit``, ``side_beyond``)."""
+    if memory_limit(fn) is not None:
+        raise TypeError(f"{name} runs in the kernel: its memory is not measured there")
     import _tracemalloc  # the C module: the ``tracemalloc`` wrappers are attributes a notebook could rebind
 
     was_tracing = _tracemalloc.is_tracing()

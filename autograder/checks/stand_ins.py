@@ -6,6 +6,13 @@ stand-in's result. So a graded cell's score depends only on the function it grad
 from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson costs nothing
 here (the last costs its own tests). ``tests/unit/test_isolation.py`` checks that every function defined in a lesson's
 answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never holds an answer.
+
+A stand-in answers only for work the graded function may hand on: a helper (softmax, split_heads inside a layer).
+A test declares, with ``@hidden_test(refuses=...)``, the functions that compute what it grades (another graded
+function of the same contract, or the plain attention a tiled one must reproduce); while it runs, their stand-ins
+are ``Refusal`` objects: a call raises ``Refused`` and the test fails, naming the mistake, whatever the learner's
+code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in the
+grader). A graded function earns nothing for what a stand-in computed.
 """
 
 from __future__ import annotations
@@ -49,6 +56,35 @@ _BY_LESSON = {  # by lesson number
     "07": lambda: _reference("softmax_backward", "gradient_check", "scaled_dot_product_attention_backward",
                                    "multi_head_attention_backward", "sinusoidal_positions"),
 }
+
+
+class Refused(Exception):
+    """A graded function called a function whose work it must do itself (raised by a ``Refusal``)."""
+
+    refused = True  # how the grader's side of a kernel call knows it (``hidden_tests.Session``)
+
+    def __init__(self, name: str, graded: str):
+        super().__init__(f"{graded} called {name}, which computes what {graded} is graded for: while its hidden test "
+                         f"runs, {name} refuses to answer, so {graded} must do that work itself")
+        self.name, self.graded = name, graded
+
+
+class Refusal:
+    """The stand-in of ``name`` while a test grades ``graded``, a function that must not hand its work to it.
+    ``calls`` (a list) keeps every refusal, so the test fails even when the learner's code caught the error."""
+
+    def __init__(self, name: str, graded: str, calls=None):
+        self.__name__ = self.name = name
+        self.graded = graded
+        self.calls = calls if calls is not None else []
+
+    def __call__(self, *args, **kwargs):
+        refused = Refused(self.name, self.graded)
+        self.calls.append(refused)
+        raise refused
+
+    def __repr__(self):
+        return f"<{self.name}, refused to {self.graded}>"
 
 
 def of(lesson: str) -> dict:

@@ -43,6 +43,7 @@ def config_lines(s: Settings) -> str:
         f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
         f"c.SafeExecute.isolation = {s.isolation!r}",
         f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",
+        f"c.SafeExecute.kernel_memory_mb = {int(s.memory_mb)}",  # the kernelspec's limit (install_kernelspec below)
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
     ]

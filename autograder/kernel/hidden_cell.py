@@ -16,7 +16,9 @@ two talk over the kernel's stdin channel, one message at a time, each a line of 
 
 The kernel only runs the learner's functions on the inputs it is sent and returns what they return; while a
 function runs, the helpers the grader names (``bind``) are replaced, in the learner's namespace, by stand-ins that
-ask the grader for the reference result, so an earlier bug never costs points twice. The grader decides the
+ask the grader for the reference result, so an earlier bug never costs points twice (or, for a function whose work
+the graded one must do itself, raise the grader's refusal; the grader remembers it). Nothing is measured here:
+the kernel's own word about its memory would be the notebook's to rewrite. The grader decides the
 score and writes it into the cell itself: nothing the kernel says can turn a failed test into a passed one.
 
 Anywhere else (an instructor's notebook, nbval), ``run`` imports the hidden tests and runs them here, directly.
@@ -81,26 +83,10 @@ def _call(namespace: dict, message: dict) -> dict:
         for name in message.get("bind", []):
             saved[name] = g.get(name, missing)
             g[name] = _Helper(name)
-    peak = None
     try:
         if not callable(fn):
             raise NameError(f"name {message['name']!r} is not defined as a function")
-        if message.get("measure_memory"):
-            import _tracemalloc
-
-            was_tracing = _tracemalloc.is_tracing()
-            if not was_tracing:
-                _tracemalloc.start()
-            _tracemalloc.reset_peak()
-            base = _tracemalloc.get_traced_memory()[0]
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                peak = _tracemalloc.get_traced_memory()[1] - base if _tracemalloc.is_tracing() else -1
-                if not was_tracing:
-                    _tracemalloc.stop()
-        else:
-            result = fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except Exception as exc:  # the learner's error: the grader reports it with the learner's own frames
         return {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:2000],
                 "traceback": _learner_traceback(exc)}
@@ -113,7 +99,7 @@ def _call(namespace: dict, message: dict) -> dict:
     changed = {str(i): encode_value(a) for i, (a, b) in enumerate(zip(args, before)) if b is not None and (
         (type(a) is _NDARRAY and (a.shape != b.shape or a.tobytes() != b.tobytes()))
         or (type(a) is np.random.Generator and encode_value(a) != b))}
-    return {"op": "result", "value": encode_value(result), "changed": changed, "peak": peak}
+    return {"op": "result", "value": encode_value(result), "changed": changed}
 
 
 def _passed(namespace: dict, visible_check) -> None:

@@ -5,6 +5,7 @@ seed, another way of drawing) and wrong in ways the catalog does not list; score
 import pytest
 
 from autograder import bugs
+from autograder.bugs import by_id
 from autograder.course import answers
 from grading_helpers import grade, lost
 
@@ -48,6 +49,7 @@ def results(tmp_path_factory):
         "other_correct_experiment": answers.fill(LESSON, {"dot_product_std": OTHER_CORRECT_EXPERIMENT}),
         "uniform_experiment": answers.fill(LESSON, {"dot_product_std": UNIFORM_EXPERIMENT}),
         "np_sqrt_scores": answers.fill(LESSON, {"multi_head_scores": NP_SQRT_SCORES}),
+        "theory_formula": answers.fill(LESSON, {"dot_product_std": by_id("std_experiment_theory_formula").source}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
     return grade(tmp_path_factory.mktemp("l04"), LESSON, notebooks)
@@ -93,3 +95,12 @@ def test_the_required_bugs_are_catalogued():
             "scores_scaled_by_seq_len"} <= ids
 
 
+
+
+def test_the_theory_formula_in_place_of_the_experiment_loses_the_experiment_points(results):
+    """sqrt(d_k), or 1 when scaled, with no experiment: right at every n_samples the other checks use, wrong where a
+    few samples make theory the wrong answer."""
+    r = results["theory_formula"]
+    assert lost(r) == {"std_experiment"}, r["errors"]
+    assert r["total"] == (3.0, 6.0)
+    assert "[std_experiment_theory_formula]" in r["feedback"]

@@ -17,6 +17,7 @@ from autograder.course import answers
 from autograder import course
 from autograder.bugs import by_id, for_function
 from autograder.checks import lesson05 as hidden
+from autograder.checks import registry
 from autograder.checks.runner import WrongAnswer
 from grading_helpers import grade, lost
 
@@ -48,6 +49,9 @@ def _submissions():
         "untouched": answers.student_notebook(LESSON),
         "wrong_choice": answers.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
         "bare_reshape": answers.fill(LESSON, _bugs("split_into_heads_bare_reshape", "merge_heads_bare_reshape")),
+        # the issue's case: the layer handed to the other layer, whose given code is still buggy
+        "calls_attention_layer": answers.fill(LESSON, _bugs("attention_layer_strided_heads",
+                                                            "mha_from_scratch_calls_attention_layer")),
         "random_heads": answers.fill(LESSON, _bugs("head_weights_random_patterns")),
         # three independent mistakes in one notebook: each costs its own cell and nothing else
         "three_bugs": answers.fill(LESSON, {
@@ -124,6 +128,16 @@ def test_wrong_multiple_choice_loses_exactly_its_point(graded):
     assert r["total"] == (AUTO_POINTS - 1, TOTAL)
     assert "is not the true statement" in r["feedback"]
     assert f"({hidden._CHOICE})" not in r["feedback"]  # the feedback explains the mistake, not the answer
+
+
+@grading
+def test_a_layer_that_calls_the_other_layer_gets_no_credit_for_it(graded):
+    """mha_from_scratch returns attention_layer(...), still the given buggy code: both cells lose their points,
+    each with its own diagnosis; the stand-in of attention_layer refuses to answer while mha_from_scratch is graded."""
+    r = graded[1]["calls_attention_layer"]
+    assert lost(r) == {"mha_from_scratch_test", "attention_layer_test"}, r["errors"]
+    assert "[mha_from_scratch_calls_attention_layer]" in r["feedback"]
+    assert "[attention_layer_strided_heads]" in r["feedback"]
 
 
 @grading
@@ -208,12 +222,10 @@ def _model_functions():
 
 
 def _run_hidden(ns):
-    hidden.roundtrip(ns["split_into_heads"], ns["merge_heads"])
-    hidden.heads_differ(ns["head_weights"], split_into_heads=ns["split_into_heads"], softmax=ns["softmax"])
-    hidden.mha_from_scratch_test(ns["mha_from_scratch"], split_into_heads=ns["split_into_heads"],
-                            merge_heads=ns["merge_heads"], softmax=ns["softmax"])
-    hidden.masked_attention_test(ns["masked_attention"])
-    hidden.attention_layer_test(ns["attention_layer"])
+    """The lesson's function tests as the grader runs them: with the stand-ins of the functions each does not grade."""
+    for name in ("roundtrip", "heads_differ", "mha_from_scratch_test", "masked_attention_test", "attention_layer_test"):
+        test = registry.find(LESSON, name)
+        test({n: ns[n] for n in test.names})
 
 
 def test_model_answers_pass_the_hidden_checks_and_self_checks(capsys):
@@ -261,7 +273,7 @@ def test_each_lesson05_bug_fails_its_own_self_check_and_no_other(bug):
     sc = _selfcheck()
     assert set(bug.tests) <= set(_VISIBLE)
     for cell, run in _VISIBLE.items():
-        if cell in bug.tests:
+        if cell in bug.tests and bug.visible:  # a bug only the hidden tests can see passes the self-checks
             with pytest.raises(AssertionError):
                 run(sc, ns)
         else:

@@ -1,6 +1,6 @@
 """Lesson 06 graded for real: one nbgrader autograde over a completed, an untouched and one submission per
-catalogued lesson-06 bug (plus a tiled attention that builds the full matrix). Each bug must lose exactly the
-points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
+catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and claims it used no memory). Each
+bug must lose exactly the points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
 
 import pytest
 from grading_helpers import grade, lost
@@ -14,12 +14,28 @@ pytestmark = pytest.mark.grading
 LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 REQUIRED = {"repeat_kv_tiled", "gqa_kv_heads_tiled", "kv_cache_wrong_axis", "causal_mask_forgotten"}
 
-FULL_MATRIX_TILED = '''
-def tiled_attention(Q, K, V, block_size, causal=False):
-    # right values, but through the whole (T_q, T_k) weight matrix
-    mask = np.triu(np.ones((Q.shape[-2], K.shape[-2]), dtype=bool), k=1) if causal else None
-    return scaled_dot_product_attention(Q, K, V, mask)[0]
+# Right values through the whole (T_q, T_k) matrix, and a notebook that rewrites every result the kernel sends to
+# claim it used no memory: what the kernel says about its memory is not asked for, so the forgery gains nothing.
+FORGED_FULL_MATRIX = bugs.by_id("tiled_full_matrix").source + '''
+
+import builtins as _builtins
+import json as _json
+
+
+def _claims_no_memory(prompt="", _input=_builtins.input):
+    try:
+        message = _json.loads(prompt)
+    except ValueError:
+        return _input(prompt)
+    if isinstance(message, dict) and message.get("op") == "result":
+        message["peak"] = 0
+        prompt = _json.dumps(message)
+    return _input(prompt)
+
+
+_builtins.input = _claims_no_memory
 '''
+
 
 # The paste cell with lesson-02 split_heads that gives head i every n_heads-th column: cross_attention (and the
 # other functions) call it, yet no graded cell may lose a point, because grading puts the course's tools in place.
@@ -42,7 +58,8 @@ def results(tmp_path_factory):
     notebooks = {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
-        "full_matrix": answers.fill(LESSON, {"tiled_attention": FULL_MATRIX_TILED}),
+        "full_matrix": answers.fill(LESSON, {"tiled_attention": FORGED_FULL_MATRIX}),
+        "calls_attention": answers.fill(LESSON, {"tiled_attention": bugs.by_id("tiled_calls_attention").source}),
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
@@ -75,11 +92,20 @@ def test_a_wrong_pasted_tool_costs_no_point(results):
 
 
 def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(results):
+    """Its values are right; in the kernel it meets a T whose (T, T) matrix is beyond the kernel's memory limit, and
+    the notebook's claim that it used no memory is never asked for."""
     r = results["full_matrix"]
     assert lost(r) == {"tiled_memory"}, r["errors"]
     total = sum(points().values())
     assert r["total"] == (total - points()["tiled_memory"], total)
-    assert "one (T_q, T_k) float64 matrix" in r["feedback"]
+    assert "[tiled_full_matrix]" in r["feedback"] and "ran out of memory" in r["feedback"]
+
+
+def test_tiled_attention_that_calls_plain_attention_gets_nothing_for_it(results):
+    """The stand-in of scaled_dot_product_attention refuses to answer while tiled_attention is graded."""
+    r = results["calls_attention"]
+    assert lost(r) == {"tiled_values", "tiled_memory"}, r["errors"]
+    assert "[tiled_calls_attention]" in r["feedback"]
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -135,6 +135,8 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
 
 class SafeExecute(Execute):
     max_output_bytes = Integer(1_000_000, help="Largest output kept per cell (bytes of text/data).").tag(config=True)
+    kernel_memory_mb = Integer(2048, help="The kernel's memory limit (MB), as its kernelspec sets it; hidden tests "
+                               "choose inputs too large for an array a function must not build.").tag(config=True)
     unresponsive_grace = Integer(10, help="Seconds a timed-out kernel has to answer before it is killed.").tag(
         config=True)
     start_attempts = Integer(3, help="Kernel start attempts before the notebook fails.").tag(config=True)
@@ -304,7 +306,7 @@ class SafeExecute(Execute):
         test = self._hidden.get(meta.get("grade_id")) if meta.get("grade") and not meta.get("solution") else None
         if test is None:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
-        session = hidden_tests.Session(test)
+        session = hidden_tests.Session(test, memory_limit=self.kernel_memory_mb << 20)
         self.kc.allow_stdin = True
         server = asyncio.ensure_future(self._serve_stdin(session))
         try:

@@ -8,6 +8,11 @@ inputs to the kernel and returns what the learner's function returned there (and
 its array arguments in place, so the test sees it). Inputs are drawn here with this process's salt; the
 reference, the expected values and the bug catalog never leave this process. The verdict (``Session.verdict``)
 is written into the cell by ``SafeExecute``: the kernel cannot turn a failure into a pass.
+
+Nothing the kernel reports about itself is trusted: a stand-in that refused (``stand_ins.Refusal``) is remembered
+here, and the learner's call raises that refusal whatever the kernel answers after it; and the kernel's memory is
+never asked for: ``RemoteFunction.memory_limit`` is the limit the grader set, which a hidden test uses to choose
+inputs too large for the array a function must not build.
 """
 
 from __future__ import annotations
@@ -50,11 +55,12 @@ class RemoteFunction:
             self._bind = saved
 
     def __call__(self, *args, **kwargs):
-        return self._session.call(self, args, kwargs)[0]
+        return self._session.call(self, args, kwargs)
 
-    def measuring_memory(self, *args, **kwargs):
-        """(result, peak bytes allocated during the call, as the kernel's tracemalloc saw it)."""
-        return self._session.call(self, args, kwargs, measure_memory=True)
+    @property
+    def memory_limit(self):
+        """Bytes the kernel may hold (its address-space limit, set by the grader), or None when unknown."""
+        return self._session.memory_limit
 
     def __repr__(self):
         return f"<the notebook's {self.name}>"
@@ -63,8 +69,10 @@ class RemoteFunction:
 class Session:
     """One hidden test cell being graded."""
 
-    def __init__(self, test):
+    def __init__(self, test, memory_limit=None):
         self.test = test
+        self.memory_limit = memory_limit  # bytes the kernel may hold (the sandbox's limit), or None
+        self._refusals: list = []  # stand-ins that refused a call (stand_ins.Refused), in the order they did
         self.verdict = None  # (passed, message) once the test has finished
         self.printed = ""  # what the test printed for the learner
         self.uncatalogued = False  # failed on a difference that matches no known bug
@@ -153,10 +161,12 @@ class Session:
             return {"result": "not run", "bug": None}
         return {"result": "passed" if self.verdict[0] else self.failure, "bug": self.bug_id}
 
-    def call(self, fn: RemoteFunction, args, kwargs, measure_memory=False):
+    def call(self, fn: RemoteFunction, args, kwargs):
+        """What the learner's ``fn`` returned in the kernel; raises what it raised, or the refusal of a stand-in it
+        called (even when the notebook caught that error and went on)."""
+        refused_before = len(self._refusals)
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
-                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "bind": sorted(fn._bind),
-                             "measure_memory": measure_memory})
+                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "bind": sorted(fn._bind)})
         while True:
             try:
                 message = self._from_kernel.get(timeout=WAIT)
@@ -167,6 +177,8 @@ class Session:
             if message["op"] == "helper":
                 self._to_kernel.put(self._helper(fn, message))
                 continue
+            if len(self._refusals) > refused_before:
+                raise self._refusals[refused_before]
             if message["op"] == "raised":
                 exc = exception_named(str(message.get("type", "Exception")), str(message.get("message", "")))
                 exc.learner_traceback = [str(line) for line in message.get("traceback", [])][-12:]
@@ -178,9 +190,7 @@ class Session:
                     args[i][...] = new
                 elif i < len(args) and type(args[i]) is type(new) is np.random.Generator:
                     args[i].bit_generator.state = new.bit_generator.state  # the draws the learner made
-            value = decode_value(message.get("value"))
-            peak = message.get("peak")
-            return value, (int(peak) if isinstance(peak, int) else None)
+            return decode_value(message.get("value"))
 
     def _helper(self, fn: RemoteFunction, message) -> dict:
         """A bound helper was called inside the learner's function: answer with the grader's version."""
@@ -195,4 +205,6 @@ class Session:
                 raise TypeError("an argument is not a numpy array or a plain value")
             return {"op": "helper_result", "value": encode_value(helper(*args, **kwargs))}
         except Exception as exc:  # noqa: BLE001 - as the helper would raise in the learner's kernel
+            if getattr(exc, "refused", False):  # the learner's function may not hand this work on
+                self._refusals.append(exc)
             return {"op": "helper_raised", "type": type(exc).__name__, "message": str(exc)[:2000]}
