@@ -130,3 +130,15 @@ def test_the_structure_check_is_linear_in_the_number_of_cells():
 
     ratio = best(big) / best(small)
     assert ratio < 30, ratio  # 10 times the cells: about 10 times the time when linear, 100 when quadratic
+
+
+def test_a_check_that_fails_on_one_notebook_is_a_flag_not_an_exception():
+    from autograder.grading import workspace
+
+    released = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 60_000)), nbformat.v4.new_code_cell("y = 1")]
+    nb.cells[1].metadata["nbgrader"] = 5  # not a mapping: the structure check cannot read it
+    flags = workspace._flags(nb, released)
+    assert flags[0].startswith("test cells could not be compared with the release (AttributeError)")
+    assert any("could not be scanned" in f for f in flags[1:])
