@@ -76,7 +76,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
         raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
-    roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out))
+    roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out), limits=s.notebook_limits)
     workspace.preflight(s)
     pool.preflight(s)
     intake.remember(out, roster)  # no later folder takes one of these ids
@@ -144,6 +144,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
     parser.add_argument("--notebook-timeout", type=int, default=300,
                         help="seconds a whole notebook may run before its kernel is stopped")
+    parser.add_argument("--max-notebook-mb", type=int, default=20,
+                        help="a larger notebook is not read, and is graded as malformed (default: 20)")
     parser.add_argument("--scheduler", default=os.environ.get("MHA_SCHEDULER", ""),
                         help="grade on a running Dask cluster, e.g. tcp://host:8786 (default: $MHA_SCHEDULER, else "
                              "on this machine); needs a PostgreSQL --db and the course and OUT at the same paths on "
@@ -157,7 +159,8 @@ def main(argv=None) -> int:
         return EXIT_LAYOUT
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
-                 max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler)
+                 max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
+                 max_notebook_mb=args.max_notebook_mb)
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)

@@ -2,13 +2,14 @@
 
 ``structure_flags`` compares the submitted notebook with the released one (test and locked cells edited, deleted or
 with changed nbgrader metadata; nbgrader restores them before grading, so this never raises a score, but a human
-should know). ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused
+should know; one pass over the cells, linear in their number). ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused
 by the hidden tests, ``sys.exit``, truncated output).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
@@ -41,8 +42,8 @@ def structure_flags(submitted, released) -> list:
     unknown = [gid for gid in sub if gid not in rel]
     if unknown:
         flags.append("cells with unknown grade_ids: " + ", ".join(unknown[:5]))
-    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in submitted.cells]
-    dupes = sorted({i for i in ids if i and ids.count(i) > 1})
+    ids = Counter(c.metadata.get("nbgrader", {}).get("grade_id") for c in submitted.cells)
+    dupes = sorted(i for i, n in ids.items() if i and n > 1)  # counted once each: linear in the cells
     if dupes:
         flags.append("duplicated grade_ids: " + ", ".join(dupes))
     return flags

@@ -35,7 +35,9 @@ name). The grading command writes the mapping to ``OUT/student_ids.csv`` and kee
 ``grades.csv``, shown with ``display`` (bytes that are not UTF-8 and unprintable characters escaped).
 
 A zip is unpacked by ``safe_extract`` within ``ZipLimits`` (total size, number of files, depth of paths,
-compression ratio, free disk space); a zip past one is refused whole and leaves nothing behind.
+compression ratio, free disk space); a zip past one is refused whole and leaves nothing behind. A notebook is read
+within ``NotebookLimits`` (file size before reading, then cells and stored output before nbformat parses it); one
+past a limit is ``malformed``, and its note names the limit.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ COURSE_FILES = ("nbgrader_config.py", "gradebook.db")
 COURSE_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
 JUNK = {"__MACOSX", ".ipynb_checkpoints", ".DS_Store", ".git"}  # hidden entries not worth a note
 REGISTRY = "students.json"
-MAX_NOTEBOOK_BYTES = 256 * 2**20
+MAX_NOTEBOOK_BYTES = 20 * 2**20  # the default of NotebookLimits.max_bytes (``--max-notebook-mb``)
 LAYOUT_HELP = """expected one of:
   SUBMISSIONS/<student>/<lesson>.ipynb                    (a folder of per-student folders)
   SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb           (one folder per lesson, nbgrader's layout)
@@ -110,6 +112,68 @@ class ZipLimits:
     max_depth: int = 16
     max_ratio: int = 100
     ratio_floor: int = 16 * 2**20
+
+
+@dataclass(frozen=True)
+class NotebookLimits:
+    """What one notebook may hold, checked in the grader's process before it is parsed as a notebook: its file size
+    (from ``fstat``, and never more than ``max_bytes`` read), then, on its JSON, the number of cells and the bytes of
+    the outputs it stores (each cell's, and all cells'). The course's own notebooks hold under 60 cells and well under
+    1 MB; a notebook past a limit is ``malformed`` and the note names the limit (``over_limit``)."""
+
+    max_bytes: int = MAX_NOTEBOOK_BYTES
+    max_cells: int = 2_000
+    max_cell_output: int = 5 * 2**20
+    max_output: int = 16 * 2**20
+
+
+class OverLimit(OSError):
+    """A notebook past one of ``NotebookLimits``; the message starts with the limit ("notebook over 20 MB: ...")."""
+
+
+def _mb(n: int) -> str:
+    """Bytes as MB (KB below 1 MB), rounded up to a tenth: a file just past a limit never reads as the limit."""
+    unit, name = (2**20, "MB") if n >= 2**20 else (2**10, "KB")
+    return f"{-(-n * 10 // unit) / 10:g} {name}"
+
+
+def over_limit(raw, name: str, limits: NotebookLimits) -> str:
+    """'' when the parsed JSON of a notebook is within ``limits`` (cells, stored output), else the note that says
+    which limit it is past. One pass over the cells, each output measured once: linear in the notebook's size."""
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if not isinstance(cells, list):
+        return ""  # not a notebook: nbformat says why
+    if len(cells) > limits.max_cells:
+        return (f"notebook over {limits.max_cells:,} cells: {name} has {len(cells):,}; submit the lesson's notebook "
+                "with your answers in its own cells")
+    total = 0
+    for index, cell in enumerate(cells):
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        if not outputs:
+            continue
+        size = len(json.dumps(outputs))
+        if size > limits.max_cell_output:
+            return (f"stored output over {_mb(limits.max_cell_output)} in one cell: cell {index + 1} of {name} "
+                    f"stores {_mb(size)} of output; clear the outputs (Edit > Clear Outputs of All Cells), save "
+                    "and submit again")
+        total += size
+        if total > limits.max_output:
+            return (f"stored output over {_mb(limits.max_output)}: {name} stores more than that in its outputs; "
+                    "clear the outputs (Edit > Clear Outputs of All Cells), save and submit again")
+    return ""
+
+
+def read_notebook(path, limits: "NotebookLimits | None" = None):
+    """The bytes of a notebook file and the notebook parsed from them, within ``limits``: the file size is checked
+    before anything is read, cells and stored outputs before nbformat reads it. Raises ``OverLimit`` past a limit,
+    ``OSError`` for a file that is not a regular file, and whatever parsing raises for one that is not a notebook."""
+    limits = limits or NotebookLimits()
+    data = read_regular(path, limits.max_bytes)
+    raw = json.loads(data.decode("utf-8"))
+    problem = over_limit(raw, display(Path(path).name), limits)
+    if problem:
+        raise OverLimit(problem)
+    return data, nbformat.reads(data.decode("utf-8"), as_version=4)
 
 
 # ------------------------------------------------------------------------------------------------ names
@@ -263,17 +327,22 @@ def scan(folder: Path) -> tuple:
     return sorted(notebooks), refused
 
 
-def read_regular(path) -> bytes:
-    """The bytes of a regular file, read once; a link is not followed and a fifo or device not waited on."""
+def read_regular(path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """The bytes of a regular file, read once; a link is not followed and a fifo or device not waited on. A file
+    larger than ``max_bytes`` raises ``OverLimit`` from its size alone, and no more than ``max_bytes`` + 1 bytes are
+    ever read (a file growing while it is read is caught too)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with open(fd, "rb") as fh:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise OSError(f"{display(Path(path).name)} is {_kind(info.st_mode)}, not a file")
-        if info.st_size > MAX_NOTEBOOK_BYTES:
-            raise OSError(f"{display(Path(path).name)} is {info.st_size / 2**20:.0f} MB, more than a notebook can "
-                          f"be ({MAX_NOTEBOOK_BYTES // 2**20} MB)")
-        return fh.read()
+        size = info.st_size
+        data = b"" if size > max_bytes else fh.read(max_bytes + 1)
+        if size > max_bytes or len(data) > max_bytes:
+            raise OverLimit(f"notebook over {_mb(max_bytes)}: {display(Path(path).name)} is "
+                            f"{_mb(max(size, len(data)))}{'' if size > max_bytes else ' or more'}; clear its outputs "
+                            "(Edit > Clear Outputs of All Cells), save and submit again")
+        return data
 
 
 def _plain_dir(path: Path) -> bool:
@@ -403,10 +472,12 @@ def class_root(path: Path, lessons, archive: bool = False) -> tuple:
     return path, notes
 
 
-def _read_check(path: Path) -> str:
-    """'' when ``path`` is a notebook nbformat can read, else why not."""
+def _read_check(path: Path, limits: "NotebookLimits | None" = None) -> str:
+    """'' when ``path`` is a notebook nbformat can read within ``limits``, else why not."""
     try:
-        nb = nbformat.reads(read_regular(path).decode("utf-8"), as_version=4)
+        _, nb = read_notebook(path, limits)
+    except OverLimit as exc:
+        return str(exc)
     except Exception as exc:  # noqa: BLE001 - any reading failure means the file is not a notebook
         return f"{display(path.name)} is not a readable notebook ({type(exc).__name__}: {display(str(exc)[:120])})"
     if not isinstance(nb.get("cells"), list):
@@ -442,7 +513,7 @@ def _found(path, refused, status, note, rel):
     return path, status, note
 
 
-def _student_entries(sid: str, student_dir: Path, lessons, refused: dict) -> tuple:
+def _student_entries(sid: str, student_dir: Path, lessons, refused: dict, limits=None) -> tuple:
     """({lesson: Entry}, flags about the rest of the folder) of one student folder."""
     notebooks, inside = scan(student_dir)
     inside.update({p: why for p, why in refused.items() if student_dir in p.parents})
@@ -455,7 +526,7 @@ def _student_entries(sid: str, student_dir: Path, lessons, refused: dict) -> tup
         path, status, note = _find(student_dir, lesson, found, claimed)
         if path is not None:
             claimed.add(path)
-            problem = "" if status == "refused" else _read_check(path)
+            problem = "" if status == "refused" else _read_check(path, limits)
             if problem:
                 status, note = "malformed", problem
         entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note)
@@ -493,9 +564,10 @@ def _top_level(root: Path) -> tuple:
     return students, files
 
 
-def collect(submissions, lessons, workdir: Path, known: dict | None = None) -> Roster:
+def collect(submissions, lessons, workdir: Path, known: dict | None = None,
+            limits: NotebookLimits | None = None) -> Roster:
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
-    of earlier runs (``known_ids``), so that no later folder takes one."""
+    of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold."""
     submissions = Path(submissions)
     help_text = LAYOUT_HELP.format(lessons=", ".join(lessons))
     if not submissions.exists():
@@ -526,7 +598,7 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None) -> R
         if linked:
             roster.entries[sid] = _linked_student(sid, root / name, lessons, linked)
             continue
-        roster.entries[sid], flags = _student_entries(sid, root / name, lessons, skipped)
+        roster.entries[sid], flags = _student_entries(sid, root / name, lessons, skipped, limits)
         roster.flags[sid] = id_flags.get(sid, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))

@@ -16,7 +16,9 @@ so an instructor sees it in the report even when the attempt failed or scored no
   ``curl``/``wget`` in a shell command): graded kernels have no network, but a human should know it was tried;
 * reading the machine's process table or other kernels' files (``/proc``, connection files);
 * running code built at run time (``exec``, ``eval``, an import by a computed name) or searching folders
-  (``os.walk``, ``glob``): how a notebook would look for the grader's code.
+  (``os.walk``, ``glob``): how a notebook would look for the grader's code;
+* a cell it could not scan: one over ``MAX_SCANNED_CHARS``, or code nested too deep to parse or walk (the scan
+  never raises on a notebook, and its cost is linear in the code it reads).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def _root_name(node):
 def _dotted(node) -> str:
     try:
         return ast.unparse(node)
-    except Exception:  # noqa: BLE001
+    except (Exception, RecursionError):  # noqa: BLE001
         return "?"
 
 
@@ -182,14 +184,29 @@ def _always_true(fn) -> bool:
     return bool(returns) and all(isinstance(r.value, ast.Constant) and r.value.value is True for r in returns)
 
 
+MAX_SCANNED_CHARS = 200_000  # a cell larger than this is not parsed (flagged instead): the scan's cost is bounded
+
+
 def scan_source(source: str, scanner=None) -> list:
-    """Findings in one cell's source (``scanner``: the notebook's, which remembers the names earlier cells bound)."""
+    """Findings in one cell's source (``scanner``: the notebook's, which remembers the names earlier cells bound).
+
+    Never raises on what a cell holds: a cell over ``MAX_SCANNED_CHARS``, or one whose expressions nest too deep for
+    the parser or the walk (``RecursionError``, the parser's ``MemoryError``), is a finding that it could not be
+    scanned, beside whatever was found before the walk stopped."""
     scanner = scanner or _Scanner()
     scanner.findings = []
+    if not isinstance(source, str):
+        return ["a cell whose source is not text could not be scanned"]
+    if len(source) > MAX_SCANNED_CHARS:
+        return [f"a cell of {len(source):,} characters could not be scanned (more than {MAX_SCANNED_CHARS:,}): read "
+                "it before trusting the grade"]
     try:
         scanner.visit(ast.parse(_code(source)))
     except SyntaxError:
         pass
+    except (RecursionError, MemoryError, ValueError) as exc:
+        scanner.findings.append(f"a cell could not be scanned ({type(exc).__name__}: its code nests too deep): read "
+                                "it before trusting the grade")
     return scanner.findings + _shell_findings(source)
 
 

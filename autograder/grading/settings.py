@@ -44,12 +44,24 @@ class Settings:
     memory_mb: int = 2048
     max_output: int = 1_000_000
     notebook_timeout: int = 300
+    max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (intake.NotebookLimits)
     isolation: str = field(default_factory=sandbox.isolation_level)
     scheduler: str = ""  # a Dask scheduler's address (autograder/grading/pool.py); where grading runs, not a grade
     warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
+
+    @property
+    def notebook_limits(self):
+        """What one notebook may hold (``autograder/grading/intake.py``): ``max_notebook_mb``, and the stored output
+        kept within it."""
+        from autograder.grading.intake import NotebookLimits
+
+        size = max(1, int(self.max_notebook_mb)) * 2**20
+        default = NotebookLimits()
+        return NotebookLimits(max_bytes=size, max_cell_output=min(default.max_cell_output, size),
+                              max_output=min(default.max_output, size))
 
     @property
     def course_root(self) -> Path:

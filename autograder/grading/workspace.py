@@ -171,7 +171,9 @@ def _keep_gradebook(s: Settings, log) -> None:
 def stage(s: Settings, roster: intake.Roster) -> dict:
     """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
 
-    The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original. The copy
+    The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original, within
+    ``Settings.notebook_limits``. Whatever one notebook makes fail here (a limit, a check, its copy) makes that
+    notebook ``malformed`` or flagged, never the run fail. The copy
     gets the released nbgrader metadata back on every locked cell it still has: nbgrader would otherwise refuse the
     whole notebook ("inconsistent checksums") and the learner's honest work would score nothing; nbgrader then
     restores the cells' sources itself.
@@ -190,24 +192,51 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                     dest.unlink()
                 continue
             try:  # read once: the hash, the flags and the graded copy are of the same bytes
-                data = intake.read_regular(entry.path)
-                digest = hashlib.sha256(data).hexdigest()
-                record = state.read(s, student, lesson)
-                if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
-                        and dest.exists():  # done before; failed ones are tried again
-                    continue
-                nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-            except (OSError, ValueError) as exc:  # it changed since intake read it: the learner's file
-                entry.status, entry.note = "malformed", (f"{intake.display(entry.path.name)} changed or vanished "
-                                                         f"while it was read ({type(exc).__name__}); submit it again")
-                dest.unlink(missing_ok=True)
+                data, nb = intake.read_notebook(entry.path, s.notebook_limits)
+            except intake.OverLimit as exc:  # it grew since intake read it
+                _not_staged(entry, dest, str(exc))
                 continue
-            flags = findings.structure_flags(nb, released[lesson])
-            flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
-            notebooks.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
-            _copy_timestamp(entry.path.parent, lesson, dest.parent)
+            except Exception as exc:  # noqa: BLE001 - it changed since intake read it: the learner's file
+                _not_staged(entry, dest, f"{intake.display(entry.path.name)} changed or vanished while it was read "
+                                         f"({type(exc).__name__}); submit it again")
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            record = state.read(s, student, lesson)
+            if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
+                    and dest.exists():  # done before; failed ones are tried again
+                continue
+            try:  # whatever the notebook holds, it costs only this notebook
+                flags = _flags(nb, released[lesson])
+                notebooks.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
+                _copy_timestamp(entry.path.parent, lesson, dest.parent)
+            except Exception as exc:  # noqa: BLE001 - the notebook's own structure broke the copy: the learner's
+                _not_staged(entry, dest, f"{intake.display(entry.path.name)} could not be prepared for grading "
+                                         f"({type(exc).__name__}: {intake.display(str(exc)[:120])}); open it in "
+                                         "Jupyter, save it and submit again")
+                continue
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
+
+
+def _not_staged(entry, dest: Path, note: str) -> None:
+    """The notebook is the learner's outcome, ``malformed``, with ``note``; no copy of it is left to grade."""
+    entry.status, entry.note = "malformed", note
+    dest.unlink(missing_ok=True)
+
+
+def _flags(nb, released) -> list:
+    """The structure flags and the scan's findings of one notebook; a check that fails on it is a flag too."""
+    try:
+        flags = findings.structure_flags(nb, released)
+    except Exception as exc:  # noqa: BLE001 - e.g. nbgrader metadata that is not a mapping
+        flags = [f"test cells could not be compared with the release ({type(exc).__name__}); nbgrader restores "
+                 "them before grading"]
+    try:
+        flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+    except Exception as exc:  # noqa: BLE001 - scan_notebook catches what one cell raises; this is the rest
+        flags.append(f"suspicious code: the notebook could not be scanned ({type(exc).__name__}): read it before "
+                     "trusting its grade")
+    return flags
 
 
 def _copy_timestamp(folder: Path, lesson: str, dest: Path) -> None:

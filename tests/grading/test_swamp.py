@@ -1,0 +1,111 @@
+"""One notebook cannot stop, stall or swamp the class: notebooks built to crash the static scan or the structure
+checks, or past a size limit, graded in one batch beside honest ones through the grading command itself
+(``autograder.grade.main``, what ``make grade`` runs).
+
+Each attacker is its own outcome, flagged with what happened (a notebook past a limit is ``malformed``, scores 0
+and its flag names the limit); the honest students keep their full marks, the originals are untouched, and the
+command exits normally (status 0).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import nbformat
+import pytest
+from grading_helpers import with_cell
+from run_once import once
+
+from autograder import grade
+from autograder.course import answers, notebooks
+from autograder.grading import intake
+
+LESSON = "01_warmup"
+FULL = 8.0  # lesson 01's autograded points (tests/grading/test_grading_lesson01.py)
+pytestmark = [pytest.mark.grading]
+LIMITS = intake.NotebookLimits()
+DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
+
+
+def _padded(nb, cells: int):
+    """``nb`` with ``cells`` more markdown cells at its end."""
+    nb.cells += [nbformat.v4.new_markdown_cell(f"note {i}") for i in range(cells)]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = cell.get("id") or f"pad-{i}"
+    return nb
+
+
+def _with_output(nb, sizes):
+    """``nb`` with one learner cell per size, each storing a stream output of that many bytes."""
+    for i, size in enumerate(sizes):
+        cell = nbformat.v4.new_code_cell(f"print('x' * {size})", id=f"out-{i}")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * size)]
+        nb.cells.append(cell)
+    return nb
+
+
+def _class(root: Path) -> dict:
+    """Write the class; return {student: (status, score, a phrase its flags must hold)}."""
+    expected, nbs = {}, {}
+    nbs["honest_a"], expected["honest_a"] = answers.fill(LESSON), ("graded", FULL, "")
+    nbs["honest_b"], expected["honest_b"] = answers.fill(LESSON), ("graded", FULL, "")
+    # an expression too deep to walk crashed the static scan, and with it the run, before anyone was graded
+    nbs["deep_expression"] = with_cell(answers.fill(LESSON), "softmax", DEEP)
+    expected["deep_expression"] = ("graded", FULL, "could not be scanned")
+    # nbgrader metadata that is not a mapping crashed the structure checks for the whole class
+    odd = with_cell(answers.fill(LESSON), "softmax", "x = 1")
+    next(c for c in odd.cells if c.source == "x = 1").metadata["nbgrader"] = 5
+    nbs["odd_metadata"], expected["odd_metadata"] = odd, ("malformed", 0.0, "could not be prepared for grading")
+    nbs["many_cells"] = _padded(answers.fill(LESSON), LIMITS.max_cells)
+    expected["many_cells"] = ("malformed", 0.0, f"notebook over {LIMITS.max_cells:,} cells")
+    nbs["cell_output"] = _with_output(answers.fill(LESSON), [LIMITS.max_cell_output + 1])
+    expected["cell_output"] = ("malformed", 0.0, "stored output over 5 MB in one cell")
+    per_cell = LIMITS.max_output // 4 - 2**19  # each within the cell limit, all within the file's
+    nbs["all_output"] = _with_output(answers.fill(LESSON), [per_cell] * (LIMITS.max_output // per_cell + 1))
+    expected["all_output"] = ("malformed", 0.0, "stored output over 16 MB:")
+    for student, nb in nbs.items():
+        notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
+    big = root / "too_big" / f"{LESSON}.ipynb"  # past the byte limit: never read, whatever it holds
+    big.parent.mkdir(parents=True)
+    with big.open("wb") as fh:
+        fh.truncate(LIMITS.max_bytes + 1)
+    expected["too_big"] = ("malformed", 0.0, "notebook over 20 MB:")
+    return expected
+
+
+def _grade_batch(base: Path) -> dict:
+    root, out = base / "class", base / "out"
+    expected = _class(root)
+    originals = intake.tree_hashes(root)
+    status = grade.main([str(root), "--out", str(out), "--lessons", LESSON, "--workers", "2", "--timeout", "20",
+                         "--quiet"])
+    with (out / "grades.csv").open() as fh:
+        rows = {r["student"]: r for r in csv.DictReader(fh)}
+    return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == intake.tree_hashes(root),
+            "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb"))}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    return once(tmp_path_factory, "swamp", _grade_batch)
+
+
+def test_the_run_ends_normally_and_grades_everyone(batch):
+    assert batch["status"] == 0
+    assert set(batch["rows"]) == set(batch["expected"])
+    assert batch["unchanged"]
+
+
+@pytest.mark.parametrize("student", ["honest_a", "honest_b", "deep_expression", "odd_metadata", "many_cells",
+                                     "cell_output", "all_output", "too_big"])
+def test_each_notebook_is_its_own_outcome(batch, student):
+    row, (status, score, flag) = batch["rows"][student], batch["expected"][student]
+    assert (row[f"{LESSON} status"], float(row[f"{LESSON} score"])) == (status, score), row
+    assert flag in row["flags"], row["flags"]
+    if not flag:
+        assert "malformed" not in row["flags"] and "could not" not in row["flags"], row["flags"]
+
+
+def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
+    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b"]

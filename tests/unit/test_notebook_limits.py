@@ -1,0 +1,144 @@
+"""What one notebook may cost the grader's process, without a kernel: the limits read before a notebook is parsed
+(``intake.NotebookLimits``), a static scan that never raises and reads a bounded amount of code
+(``scan.scan_source``), and a structure check linear in the number of cells (``findings.structure_flags``).
+
+The grading command's handling of the same notebooks, beside honest students, is ``tests/grading/test_swamp.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tracemalloc
+
+import nbformat
+import pytest
+
+from autograder import course
+from autograder.grading import findings, intake, scan
+from autograder.grading.settings import Settings
+
+LESSON = "01_warmup"
+LIMITS = intake.NotebookLimits(max_bytes=2**20, max_cells=50, max_cell_output=2**16, max_output=2**18)
+
+
+def _notebook(cells=3, outputs=()):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"cell {i}", id=f"m{i}") for i in range(cells)]
+    for i, size in enumerate(outputs):
+        cell = nbformat.v4.new_code_cell("print()", id=f"o{i}")
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * size)]
+        nb.cells.append(cell)
+    return nb
+
+
+def _write(tmp_path, nb, name="01_warmup.ipynb"):
+    path = tmp_path / name
+    nbformat.write(nb, path)
+    return path
+
+
+def test_a_notebook_within_the_limits_is_read(tmp_path):
+    data, nb = intake.read_notebook(_write(tmp_path, _notebook(outputs=[1000])), LIMITS)
+    assert len(nb.cells) == 4 and json.loads(data)["nbformat"] == 4
+
+
+@pytest.mark.parametrize("nb, phrase", [
+    (_notebook(cells=51), "notebook over 50 cells: 01_warmup.ipynb has 51"),
+    (_notebook(outputs=[2**16 + 10]), "stored output over 64 KB in one cell: cell 4 of 01_warmup.ipynb"),
+    (_notebook(outputs=[2**16 - 100] * 5), "stored output over 256 KB: 01_warmup.ipynb"),
+])
+def test_a_notebook_past_a_limit_is_refused_naming_it(tmp_path, nb, phrase):
+    with pytest.raises(intake.OverLimit, match=phrase):
+        intake.read_notebook(_write(tmp_path, nb), LIMITS)
+    assert intake._read_check(tmp_path / "01_warmup.ipynb", LIMITS).startswith(phrase)
+
+
+def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(tmp_path):
+    path = tmp_path / "01_warmup.ipynb"
+    with path.open("wb") as fh:
+        fh.truncate(64 * 2**20)  # 64 MB of zeros: reading it would show in the peak
+    tracemalloc.start()
+    try:
+        with pytest.raises(intake.OverLimit, match=r"notebook over 1 MB: 01_warmup.ipynb is 64 MB"):
+            intake.read_notebook(path, LIMITS)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**20
+
+
+def test_the_byte_limit_is_a_setting_and_bounds_the_output_limits():
+    assert Settings(out="/tmp/x", lessons=[LESSON]).notebook_limits == intake.NotebookLimits()
+    assert intake.NotebookLimits().max_bytes == 20 * 2**20
+    small = Settings(out="/tmp/x", lessons=[LESSON], max_notebook_mb=2).notebook_limits
+    assert (small.max_bytes, small.max_cell_output, small.max_output) == (2 * 2**20,) * 3
+
+
+def test_the_course_notebooks_are_well_within_the_limits():
+    limits = intake.NotebookLimits()
+    for path in sorted(course.LESSONS.glob("*.ipynb")):
+        raw = json.loads(path.read_bytes())
+        assert len(raw["cells"]) * 10 < limits.max_cells, path.name
+        assert intake.over_limit(raw, path.name, limits) == ""
+
+
+@pytest.mark.parametrize("source", [
+    "x = " + "+".join(["1"] * 60_000),  # parses; no recursive walk of it ends
+    "x = " + "-" * 60_000 + "1",  # the parser's own stack overflows (MemoryError)
+    "f" + "(x)" * 30_000,
+    "x = " + "not " * 40_000 + "y",
+])
+def test_the_scan_never_raises_on_deep_code_and_says_it_could_not_scan(source):
+    found = scan.scan_source(source)
+    assert any("could not be scanned" in f for f in found), found
+
+
+def test_the_scan_reads_a_bounded_amount_of_code():
+    found = scan.scan_source("x = 1\n" * (scan.MAX_SCANNED_CHARS // 6 + 1))
+    assert found and "could not be scanned" in found[0]
+    assert scan.scan_source("import os\nos.system('ls')") == ["calls os.system() (files or processes)"]
+
+
+def test_a_notebook_with_deep_code_is_scanned_cell_by_cell():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 60_000)),
+                nbformat.v4.new_code_cell("import sys\nsys.exit()")]
+    found = scan.scan_notebook(nb)
+    assert any("could not be scanned" in f for f in found) and "calls sys.exit() (leaves or kills the kernel)" in found
+
+
+def _many_cells(n):
+    """A notebook of ``n`` cells, half of them sharing one grade_id (the duplicate check's worst case)."""
+    return nbformat.from_dict({"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": [
+        {"cell_type": "code", "source": "x = 1", "outputs": [], "execution_count": None,
+         "metadata": {"nbgrader": {"grade_id": "softmax_test" if i % 2 else f"c{i}"}}} for i in range(n)]})
+
+
+def test_the_structure_check_is_linear_in_the_number_of_cells():
+    released = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
+    small, big = _many_cells(1_000), _many_cells(10_000)
+
+    def best(nb):
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            flags = findings.structure_flags(nb, released)
+            times.append(time.perf_counter() - started)
+        assert "duplicated grade_ids: softmax_test" in flags
+        return min(times)
+
+    ratio = best(big) / best(small)
+    assert ratio < 30, ratio  # 10 times the cells: about 10 times the time when linear, 100 when quadratic
+
+
+def test_a_check_that_fails_on_one_notebook_is_a_flag_not_an_exception():
+    from autograder.grading import workspace
+
+    released = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 60_000)), nbformat.v4.new_code_cell("y = 1")]
+    nb.cells[1].metadata["nbgrader"] = 5  # not a mapping: the structure check cannot read it
+    flags = workspace._flags(nb, released)
+    assert flags[0].startswith("test cells could not be compared with the release (AttributeError)")
+    assert any("could not be scanned" in f for f in flags[1:])
