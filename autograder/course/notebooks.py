@@ -77,10 +77,16 @@ def read_source(path) -> nbformat.NotebookNode:
     return nb
 
 
-def write_notebook(nb, path):
+def notebook_text(nb) -> str:
+    """A notebook as the text of its file (what ``write_notebook`` writes)."""
+    return nbformat.writes(nb) + "\n"
+
+
+def write_notebook(nb, path, text: str | None = None):
+    """Write ``nb`` (or its ``text``, made already by ``notebook_text``) to ``path``, making its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+    path.write_text(notebook_text(nb) if text is None else text, encoding="utf-8")
 
 
 def nbgrader_env(extra_path=()):

@@ -207,13 +207,16 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 continue
             try:  # whatever the notebook holds, it costs only this notebook
                 flags = _flags(nb, released[lesson])
-                notebooks.write_notebook(findings.restore_locked_metadata(nb, released[lesson]), dest)
-                _copy_timestamp(entry.path.parent, lesson, dest.parent)
+                copy = findings.restore_locked_metadata(nb, released[lesson])
+                text = notebooks.notebook_text(copy)
             except Exception as exc:  # noqa: BLE001 - the notebook's own structure broke the copy: the learner's
                 _not_staged(entry, dest, f"{intake.display(entry.path.name)} could not be prepared for grading "
                                          f"({type(exc).__name__}: {intake.display(str(exc)[:120])}); open it in "
                                          "Jupyter, save it and submit again")
                 continue
+            # writing the copy is the grader's work: a failure here (a full disk) stops the run, never a score
+            notebooks.write_notebook(copy, dest, text)
+            _copy_timestamp(entry.path.parent, lesson, dest.parent)
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
 
