@@ -49,7 +49,7 @@ def _submissions():
         "untouched": answers.student_notebook(LESSON),
         "wrong_choice": answers.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
         "bare_reshape": answers.fill(LESSON, _bugs("split_into_heads_bare_reshape", "merge_heads_bare_reshape")),
-        # the case: the layer handed to the other layer, whose given code is still buggy
+        # one layer handed to the other, whose given code is still buggy
         "calls_attention_layer": answers.fill(LESSON, _bugs("attention_layer_strided_heads",
                                                             "mha_from_scratch_calls_attention_layer")),
         "random_heads": answers.fill(LESSON, _bugs("head_weights_random_patterns")),

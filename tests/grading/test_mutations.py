@@ -45,7 +45,7 @@ def test_every_catalogued_bug_of_an_ungraded_function_is_placed_in_each_lesson_t
         for function in placements.ungraded_functions(lesson):
             for b in bugs.for_function(function):
                 assert (lesson, b.id) in placed, f"{b.id} is not placed in {lesson}"
-    # the cases measured in issue 14: each cost points in other functions' tests before isolation
+    # cases that each cost points in other functions' tests before isolation
     for lesson, bug_id in (("06_going_further", "attention_scaled_by_d_k"),
                            ("06_going_further", "mha_scaled_by_d_model"),
                            ("05_exercises", "softmax_ignores_axis"), ("02_multi_head", "attention_scaled_by_d_k"),

@@ -62,7 +62,7 @@ def test_the_declared_refusals_are_functions_of_the_lesson():
 
 
 def test_a_layer_that_calls_the_other_layer_gets_nothing(monkeypatch):
-    """The case of the issue: mha_from_scratch returns attention_layer(...), whose given code is still buggy."""
+    """mha_from_scratch returns attention_layer(...), whose given code is still buggy: no credit for either."""
     bug = bugs.by_id("mha_from_scratch_calls_attention_layer")
     ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_strided_heads").source, cheat=bug.source)
     session = _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns)
