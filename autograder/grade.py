@@ -43,7 +43,8 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import canary, dburl, insights, intake, pool, report, results, worker, workspace
+from autograder.grading import (canary, dburl, insights, intake, lms_export, pool, report, results, worker,
+                                workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_SETUP, Settings, SetupError)
@@ -109,6 +110,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, roster)
+    lms_export.write(s, rows, roster.lms, roster.lms_ids)
     changed = insights.changes(s, todo)
     try:
         insights.write(s, rows, changed)
@@ -130,7 +132,7 @@ def _resolve_lessons(requested) -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.grade", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=intake.LAYOUT_HELP.format(lessons="01_warmup") + "\n\n" + EXIT_HELP)
+                                     epilog=intake.layout_help(["01_warmup"]) + "\n\n" + EXIT_HELP)
     parser.add_argument("submissions", help="folder of per-student folders, a zip of one, or a collected course")
     parser.add_argument("--out", default="grading", help="grading workspace and results (default: ./grading)")
     parser.add_argument("--db", default=os.environ.get(dburl.ENV, ""),
