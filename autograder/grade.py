@@ -148,6 +148,8 @@ def main(argv=None) -> int:
                         help="seconds a whole notebook may run before its kernel is stopped")
     parser.add_argument("--max-notebook-mb", type=int, default=20,
                         help="a larger notebook is not read, and is graded as malformed (default: 20)")
+    parser.add_argument("--fresh-canary", action="store_true",
+                        help="grade the model answers of every lesson again, even where an earlier pass still holds")
     parser.add_argument("--scheduler", default=os.environ.get("MHA_SCHEDULER", ""),
                         help="grade on a running Dask cluster, e.g. tcp://host:8786 (default: $MHA_SCHEDULER, else "
                              "on this machine); needs a PostgreSQL --db and the course and OUT at the same paths on "
@@ -162,7 +164,7 @@ def main(argv=None) -> int:
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
                  max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
-                 max_notebook_mb=args.max_notebook_mb)
+                 max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary)
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
