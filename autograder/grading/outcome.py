@@ -24,11 +24,11 @@ What the notebook itself caused is the learner's outcome, never a grading error:
 before the setup cell that breaks it), its metadata (a fake locked cell, an unknown or repeated grade_id, changed
 metadata: ``findings.restore_metadata`` gives nbgrader the released metadata only, and flags the rest), its files (a
 ``timestamp.txt`` that is not a time is ignored and flagged: ``findings.submission_time``) and its imports. The
-setup cell imports the hidden tests' module before any cell of the learner's that follows it (every lesson's
-does: ``tests/unit/test_blame.py``), so once it has run without error the kernel holds the course's modules, and a
-hidden test that then cannot import them was broken by the notebook's own code: that cell scores 0 and the notebook
-is flagged (``findings.run_flags``). A setup cell that fails on the course's modules after learner cells that reach
-the import system is the learner's too.
+setup cell imports the hidden tests' module before any cell of the learner's that follows it (every lesson's does:
+``tests/unit/test_outcome_rules.py``), so once it has run without error the kernel holds the course's modules, and
+a hidden test that then cannot import them was broken by the notebook's own code: that cell scores 0 and the
+notebook is flagged (``findings.run_flags``). A setup cell that fails on the course's modules after learner cells
+that reach the import system is the learner's too.
 
 The other grading errors (nbgrader's step failed on a notebook whose metadata is the release's, the kernel could not
 start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/worker.py``).
@@ -109,7 +109,7 @@ def grading_error(nb) -> str | None:
                 return f"{where}: {_describe(out)}"
             module = course_import_error(out)
             if module and (meta.get("grade") or gid == SETUP) and not (imported or tampered):
-                return (f"{gid} could not import the course's module {module!r} ({_describe(out)}), and no learner "
-                        "cell before it changes the import system")
+                return (f"cell {gid} could not import the course's module {module!r} ({_describe(out)}), and "
+                        "no learner cell before it reaches the import system")
         imported = imported or (gid == SETUP and not errors)
     return None

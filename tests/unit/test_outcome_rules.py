@@ -100,8 +100,8 @@ def test_the_first_cell_claiming_a_grade_id_keeps_it():
 
 
 @pytest.mark.parametrize("case, flags", [
-    ("edited metadata", ["changed nbgrader metadata of: softmax, softmax_values", "changed cell type of: softmax_stable",
-                         "deleted locked/test cells: attention_values",
+    ("edited metadata", ["changed nbgrader metadata of: softmax, softmax_values",
+                         "changed cell type of: softmax_stable", "deleted locked/test cells: attention_values",
                          "nbgrader metadata without a grade_id, or not a mapping, on 1 cells"]),
     ("fake locked cell", ["fake locked/test cells (grade_ids not in the release): bonus"]),
     ("fake released cell", ["duplicated grade_ids: softmax_values"]),
