@@ -3,8 +3,8 @@ flagged, exit 0; a failure the notebook could not cause stays a grading error.
 
 One lesson-01 class, graded twice by the grading command (``python -m autograder.grade``, as ``make grade`` runs it):
 
-1. an honest student and one student per attack (each of which nbgrader, or the grader, once failed on every run):
-   edited test-cell metadata, fake locked cells, unknown and repeated grade_ids, a sabotaged import of the course's
+1. an honest student and one student per attack (each one nbgrader or the grader would fail on, every run, if it
+   took the notebook's word): edited test-cell metadata, fake locked cells, unknown and repeated grade_ids, a sabotaged import of the course's
    modules (after the setup cell, and before it), a ``timestamp.txt`` that is not a time. The run exits 0; each
    attack scores what its work earns (0 for the cells it broke) and is flagged;
 2. the same class plus a student whose kernel, alone, gets a kernel library with an empty ``selfcheck_01.py`` (the
@@ -73,7 +73,7 @@ def _class() -> dict:
     fake = answers.fill(LESSON)
     # a cell claiming to be attention_mask, placed before the learner defines the function it tests: that test fails
     _insert(fake, _index(fake, "setup") + 1, "pass", grade_id="attention_mask", locked=True, grade=True, points=2)
-    # a locked cell of its own before every other cell, failing (once a "setup cell failed before any learner code")
+    # a locked cell of its own before every other cell, failing: were it taken as locked, a grading error
     _insert(fake, 0, "raise RuntimeError('locked?')", grade_id="bonus", locked=True, grade=True, points=50)
 
     repeated = answers.fill(LESSON)
