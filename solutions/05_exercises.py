@@ -42,6 +42,7 @@
 ### BEGIN HIDDEN TESTS
 import os as _os, sys as _sys  # noqa: E401  grading: never import from the submission's folder
 _sys.path[:] = [p for p in _sys.path if p and _os.path.abspath(p) != _os.getcwd()]
+__import__("autograder.kernel.hidden_cell")  # grading: loaded before any cell of the learner's below can break imports
 ### END HIDDEN TESTS
 import math
 

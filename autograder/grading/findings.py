@@ -1,29 +1,53 @@
-"""What happened to one graded notebook, as short flags for the report.
+"""What happened to one graded notebook, as short flags for the report, and the copy of it that nbgrader grades.
 
 ``structure_flags`` compares the submitted notebook with the released one (test and locked cells edited, deleted or
-with changed nbgrader metadata; nbgrader restores them before grading, so this never raises a score, but a human
-should know; one pass over the cells, linear in their number). ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused
-by the hidden tests, ``sys.exit``, truncated output).
+with changed nbgrader metadata, cells claiming grade_ids the release does not have or twice; one pass over the
+cells, linear in their number). ``restore_metadata`` makes the copy nbgrader grades: the released nbgrader metadata on
+the first cell claiming each released grade_id, none on any other cell, so no metadata a notebook carries can make
+nbgrader fail (the learner's tampering is then the learner's outcome, flagged, never a grading error).
+``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused by the hidden
+tests, a course module whose import the notebook broke, ``sys.exit``, truncated output). ``submission_time`` reads
+a ``timestamp.txt``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime, timedelta
 
+from autograder.grading.outcome import course_import_error
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
 _META_KEYS = ("grade", "solution", "locked", "points", "grade_id", "task")
 
 
+def _nbgrader(cell):
+    return cell.get("metadata", {}).get("nbgrader")
+
+
+def claimed_id(cell) -> str | None:
+    """The grade_id a cell claims: its nbgrader metadata's, when that metadata is a mapping and the id a string."""
+    meta = _nbgrader(cell)
+    gid = meta.get("grade_id") if isinstance(meta, Mapping) else None
+    return gid if isinstance(gid, str) and gid else None
+
+
 def _cells(nb) -> dict:
-    return {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade_id")}
+    """{grade_id: the first cell claiming it}."""
+    cells = {}
+    for cell in nb.cells:
+        gid = claimed_id(cell)
+        if gid:
+            cells.setdefault(gid, cell)
+    return cells
 
 
 def _meta(cell) -> str:
-    meta = cell.metadata.get("nbgrader", {})
-    return json.dumps({k: meta.get(k) for k in _META_KEYS}, sort_keys=True)
+    meta = _nbgrader(cell)
+    return json.dumps({k: meta.get(k) for k in _META_KEYS}, sort_keys=True, default=repr)
 
 
 def structure_flags(submitted, released) -> list:
@@ -39,13 +63,23 @@ def structure_flags(submitted, released) -> list:
     changed = [gid for gid, cell in rel.items() if gid in sub and _meta(sub[gid]) != _meta(cell)]
     if changed:
         flags.append("changed nbgrader metadata of: " + ", ".join(changed))
-    unknown = [gid for gid in sub if gid not in rel]
+    retyped = [gid for gid, cell in rel.items() if gid in sub and sub[gid].cell_type != cell.cell_type]
+    if retyped:
+        flags.append("changed cell type of: " + ", ".join(retyped))
+    fake = [gid for gid, cell in sub.items() if gid not in rel and (_nbgrader(cell).get("locked")
+                                                                     or _nbgrader(cell).get("grade"))]
+    if fake:
+        flags.append("fake locked/test cells (grade_ids not in the release): " + ", ".join(fake[:5]))
+    unknown = [gid for gid in sub if gid not in rel and gid not in fake]
     if unknown:
         flags.append("cells with unknown grade_ids: " + ", ".join(unknown[:5]))
-    ids = Counter(c.metadata.get("nbgrader", {}).get("grade_id") for c in submitted.cells)
+    ids = Counter(claimed_id(c) for c in submitted.cells)
     dupes = sorted(i for i, n in ids.items() if i and n > 1)  # counted once each: linear in the cells
     if dupes:
-        flags.append("duplicated grade_ids: " + ", ".join(dupes))
+        flags.append("duplicated grade_ids: " + ", ".join(dupes[:5]))
+    broken = sum(1 for c in submitted.cells if "nbgrader" in c.get("metadata", {}) and not claimed_id(c))
+    if broken:
+        flags.append(f"nbgrader metadata without a grade_id, or not a mapping, on {broken} cells")
     return flags
 
 
@@ -58,6 +92,7 @@ def run_flags(autograded) -> list:
             flags.append(flag)
 
     for cell in autograded.cells:
+        locked = bool((_nbgrader(cell) or {}).get("locked"))
         for out in cell.get("outputs", []):
             kind = out.get("output_type")
             if kind == "error":
@@ -72,6 +107,10 @@ def run_flags(autograded) -> list:
                     add("memory limit: an allocation exceeded the kernel's memory limit")
                 elif ename == "Tampered":
                     add("tampering refused by the hidden tests: " + evalue[:300])
+                elif locked and course_import_error(out):
+                    add(f"broke the import of the course's module {course_import_error(out)!r}: the notebook's "
+                        "own code changed sys.modules, sys.path or a module of that name, and the cells that need it "
+                        "failed")
                 elif ename == "SystemExit":
                     add("calls sys.exit()")
             elif kind == "stream" and TRUNCATED_MARKER in out.get("text", ""):
@@ -79,21 +118,49 @@ def run_flags(autograded) -> list:
     return flags
 
 
-def restore_locked_metadata(submitted, released):
-    """The submitted notebook with the released nbgrader metadata (and cell type) on each locked cell it kept."""
-    import copy
-
-    rel = {gid: cell for gid, cell in _cells(released).items() if cell.metadata["nbgrader"].get("locked")}
+def restore_metadata(submitted, released):
+    """The submitted notebook as nbgrader is to grade it: the first cell claiming each released grade_id gets that
+    cell's released nbgrader metadata and cell type; every other cell (a grade_id the release does not have or that
+    an earlier cell claimed, a fake locked cell, metadata that is not a mapping) loses its nbgrader metadata and is
+    the learner's own cell. nbgrader then restores the locked cells' sources (and adds deleted ones back)."""
+    rel = _cells(released)
     nb = copy.deepcopy(submitted)
+    kept = set()
     for cell in nb.cells:
-        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if gid in rel:
-            cell.metadata["nbgrader"] = copy.deepcopy(rel[gid].metadata["nbgrader"])
-            if cell.cell_type != rel[gid].cell_type:
-                cell.cell_type = rel[gid].cell_type
-                if cell.cell_type == "markdown":
-                    cell.pop("outputs", None)
-                    cell.pop("execution_count", None)
-                else:
-                    cell.outputs, cell.execution_count = [], None
+        gid = claimed_id(cell)
+        if gid not in rel or gid in kept:
+            cell.metadata.pop("nbgrader", None)
+            continue
+        kept.add(gid)
+        cell.metadata["nbgrader"] = copy.deepcopy(rel[gid].metadata["nbgrader"])
+        if cell.cell_type != rel[gid].cell_type:
+            cell.cell_type = rel[gid].cell_type
+            if cell.cell_type == "markdown":
+                cell.pop("outputs", None)
+                cell.pop("execution_count", None)
+            else:
+                cell.outputs, cell.execution_count = [], None
     return nb
+
+
+MAX_TIMESTAMP_BYTES = 200
+
+
+def submission_time(data: bytes, now: datetime) -> datetime:
+    """The submission time a ``timestamp.txt`` holds, in UTC, read with nbgrader's own parser; ``now``: the grading
+    time, naive UTC. ``ValueError`` saying why the file cannot be used: too large, not UTF-8, not a date nbgrader can
+    read, before 1970 or later than a day after ``now``."""
+    from nbgrader.utils import parse_utc
+
+    if len(data) > MAX_TIMESTAMP_BYTES:
+        raise ValueError(f"over {MAX_TIMESTAMP_BYTES} bytes")
+    try:
+        text = data.decode("utf-8").strip()
+        when = parse_utc(text)
+    except Exception as exc:  # noqa: BLE001 - whatever the parser makes of these bytes, they are not a time
+        raise ValueError(f"not a date and time ({type(exc).__name__})") from None
+    if not isinstance(when, datetime) or when < datetime(1970, 1, 1):
+        raise ValueError("not a date and time after 1970")
+    if when > now + timedelta(days=1):
+        raise ValueError(f"{when:%Y-%m-%d %H:%M} UTC, after the time of grading")
+    return when

@@ -16,11 +16,22 @@ Each (student, lesson) ends in one status:
   dead-kernel or not-run output, or the first learner cell was never run);
 * a locked cell before the first learner cell (the lesson's setup cell) raised an error: no learner code can
   have caused it;
-* a hidden-test or setup cell could not import the course's own modules (``autograder``, the self-check modules).
+* the setup cell could not import the course's own modules (``autograder``, the self-check modules) and no learner
+  cell that ran before it reaches the import system (``sys.modules``, ``sys.path``, ``importlib``, ``__import__``,
+  ``builtins``, code built at run time, a course module's name).
 
-A learner cell placed before the setup cell that breaks it is the learner's doing: that notebook keeps its marks.
-The other grading errors (nbgrader's step failed, the kernel could not start, a gradebook write failed) come from
-nbgrader's result, not the notebook (``autograder/grading/worker.py``).
+What the notebook itself caused is the learner's outcome, never a grading error: its cells (a learner cell placed
+before the setup cell that breaks it), its metadata (a fake locked cell, an unknown or repeated grade_id, changed
+metadata: ``findings.restore_metadata`` gives nbgrader the released metadata only, and flags the rest), its files (a
+``timestamp.txt`` that is not a time is ignored and flagged: ``findings.submission_time``) and its imports. The
+setup cell imports the hidden tests' module before any cell of the learner's that follows it (every lesson's does:
+``tests/unit/test_outcome_rules.py``), so once it has run without error the kernel holds the course's modules, and
+a hidden test that then cannot import them was broken by the notebook's own code: that cell scores 0 and the
+notebook is flagged (``findings.run_flags``). A setup cell that fails on the course's modules after learner cells
+that reach the import system is the learner's too.
+
+The other grading errors (nbgrader's step failed on a notebook whose metadata is the release's, the kernel could not
+start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/worker.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +45,9 @@ from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET = (
     "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet")
 COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
+SETUP = "setup"  # the grade_id of every lesson's setup cell, which imports the hidden tests' module first
+_IMPORT_SYSTEM = re.compile(r"\b(?:sys\s*\.\s*(?:modules|path|meta_path|path_hooks|path_importer_cache)|importlib|"
+                            r"__import__|builtins|__builtins__|exec|eval|compile|%s)\b" % "|".join(COURSE_MODULES))
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
                             "|".join(COURSE_MODULES))
 
@@ -62,9 +76,15 @@ def course_import_error(out) -> str | None:
     return match.group(1) if match else None
 
 
+def touches_imports(source: str) -> bool:
+    """Whether a cell's code reaches the import system or names a course module (evidence that a failed import of
+    the course's modules was the notebook's doing)."""
+    return isinstance(source, str) and bool(_IMPORT_SYSTEM.search(source))
+
+
 def grading_error(nb) -> str | None:
     """Why the marks of this autograded notebook cannot be trusted (a grading error), or None."""
-    learner_ran = False
+    learner_ran = imported = tampered = False
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -74,6 +94,7 @@ def grading_error(nb) -> str | None:
             if not learner_ran and errors and errors[0].get("ename") == NOT_RUN:
                 return "the kernel stopped before the first learner cell ran: " + _describe(errors[0])
             learner_ran = True
+            tampered = tampered or touches_imports(cell.source)
             continue
         gid = meta.get("grade_id", "?")
         for out in errors:
@@ -87,7 +108,8 @@ def grading_error(nb) -> str | None:
                     return f"{where}: kernels cannot import the course's module {module!r} ({_describe(out)})"
                 return f"{where}: {_describe(out)}"
             module = course_import_error(out)
-            if module and (meta.get("grade") or gid == "setup"):
-                return (f"hidden test {gid} could not import the course's module {module!r} "
-                        f"({_describe(out)})")
+            if module and (meta.get("grade") or gid == SETUP) and not (imported or tampered):
+                return (f"cell {gid} could not import the course's module {module!r} ({_describe(out)}), and "
+                        "no learner cell before it reaches the import system")
+        imported = imported or (gid == SETUP and not errors)
     return None

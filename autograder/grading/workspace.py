@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder import course
@@ -173,10 +174,11 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
 
     The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original, within
     ``Settings.notebook_limits``. Whatever one notebook makes fail here (a limit, a check, its copy) makes that
-    notebook ``malformed`` or flagged, never the run fail. The copy
-    gets the released nbgrader metadata back on every locked cell it still has: nbgrader would otherwise refuse the
-    whole notebook ("inconsistent checksums") and the learner's honest work would score nothing; nbgrader then
-    restores the cells' sources itself.
+    notebook ``malformed`` or flagged, never the run fail. The copy is ``findings.restore_metadata``'s: the released
+    nbgrader metadata on each released cell it still has, none on any other cell (nbgrader would otherwise fail on the
+    whole notebook, an unknown or repeated grade_id or changed metadata, and the learner's honest work would score
+    nothing); nbgrader then restores the locked cells' sources itself. A ``timestamp.txt`` it cannot use is ignored
+    and flagged.
     """
     import nbformat
 
@@ -206,8 +208,8 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                     and dest.exists():  # done before; failed ones are tried again
                 continue
             try:  # whatever the notebook holds, it costs only this notebook
-                flags = _flags(nb, released[lesson])
-                copy = findings.restore_locked_metadata(nb, released[lesson])
+                copy = findings.restore_metadata(nb, released[lesson])
+                flags = _flags(nb, copy, released[lesson])
                 text = notebooks.notebook_text(copy)
             except Exception as exc:  # noqa: BLE001 - the notebook's own structure broke the copy: the learner's
                 _not_staged(entry, dest, f"{intake.display(entry.path.name)} could not be prepared for grading "
@@ -216,7 +218,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 continue
             # writing the copy is the grader's work: a failure here (a full disk) stops the run, never a score
             notebooks.write_notebook(copy, dest, text)
-            _copy_timestamp(entry.path.parent, lesson, dest.parent)
+            flags += _copy_timestamp(entry.path.parent, lesson, dest.parent)
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
     return todo
 
@@ -227,33 +229,40 @@ def _not_staged(entry, dest: Path, note: str) -> None:
     dest.unlink(missing_ok=True)
 
 
-def _flags(nb, released) -> list:
-    """The structure flags and the scan's findings of one notebook; a check that fails on it is a flag too."""
+def _flags(nb, copy, released) -> list:
+    """The structure flags of one notebook and the scan's findings on ``copy``, the notebook as it is graded (a cell
+    claiming to be locked is scanned unless the release has it); a check that fails on it is a flag too."""
     try:
         flags = findings.structure_flags(nb, released)
     except Exception as exc:  # noqa: BLE001 - e.g. nbgrader metadata that is not a mapping
         flags = [f"test cells could not be compared with the release ({type(exc).__name__}); nbgrader restores "
                  "them before grading"]
     try:
-        flags += ["suspicious code: " + f for f in scan.scan_notebook(nb)]
+        flags += ["suspicious code: " + f for f in scan.scan_notebook(copy)]
     except Exception as exc:  # noqa: BLE001 - scan_notebook catches what one cell raises; this is the rest
         flags.append(f"suspicious code: the notebook could not be scanned ({type(exc).__name__}): read it before "
                      "trusting its grade")
     return flags
 
 
-def _copy_timestamp(folder: Path, lesson: str, dest: Path) -> None:
-    """``nbgrader collect`` keeps a ``timestamp.txt`` beside each notebook (late penalties use it): copied when it is
-    a small regular file (a link is not followed)."""
+def _copy_timestamp(folder: Path, lesson: str, dest: Path) -> list:
+    """``nbgrader collect`` keeps a ``timestamp.txt`` beside each notebook (late penalties use it): the time it holds
+    is written beside the copy when ``findings.submission_time`` accepts it (a link is not followed). One it does not
+    accept is ignored, never given to nbgrader (which would fail on it), and is the flag returned."""
     (dest / "timestamp.txt").unlink(missing_ok=True)
     if folder.name != lesson:
-        return
+        return []
     try:
-        stamp = intake.read_regular(folder / "timestamp.txt")
-    except OSError:
-        return
-    if len(stamp) < 200:
-        (dest / "timestamp.txt").write_bytes(stamp)
+        stamp = intake.read_regular(folder / "timestamp.txt", findings.MAX_TIMESTAMP_BYTES)
+        when = findings.submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        reason = f"over {findings.MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, intake.OverLimit) else \
+            str(exc) if isinstance(exc, ValueError) else f"not a file ({type(exc).__name__})"
+        return [f"timestamp.txt ignored ({reason}): graded without a submission time"]
+    (dest / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
+    return []
 
 
 def ensure_students(s: Settings, students) -> None:

@@ -68,12 +68,10 @@ def test_a_kernel_that_dies_before_the_first_learner_cell_is_a_grading_error():
     assert "stopped before the first learner cell ran" in outcome.grading_error(never)
 
 
-def test_a_hidden_test_that_cannot_import_the_course_is_a_grading_error():
-    nb = _nb(_cell("setup", locked=True, grade_id="setup", grade=True), _cell("answer", grade_id="softmax"),
-             _cell("test", locked=True, grade_id="softmax_values", grade=True,
-                   error=("ModuleNotFoundError", "No module named 'autograder.checks.lesson01'")))
-    assert "hidden test softmax_values could not import the course's module 'autograder'" in \
-        outcome.grading_error(nb)
+def test_a_setup_cell_that_cannot_import_the_course_after_harmless_learner_code_is_a_grading_error():
+    nb = _nb(_cell("x = 1"), _cell("setup", locked=True, grade_id="setup", grade=True,
+                                   error=("ModuleNotFoundError", "No module named 'autograder.kernel'")))
+    assert "setup could not import the course's module 'autograder'" in outcome.grading_error(nb)
 
 
 def test_the_learners_own_failures_are_not_grading_errors():

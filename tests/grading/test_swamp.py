@@ -53,10 +53,12 @@ def _class(root: Path) -> dict:
     # an expression too deep to walk crashed the static scan, and with it the run, before anyone was graded
     nbs["deep_expression"] = with_cell(answers.fill(LESSON), "softmax", DEEP)
     expected["deep_expression"] = ("graded", FULL, "could not be scanned")
-    # nbgrader metadata that is not a mapping crashed the structure checks for the whole class
+    # nbgrader metadata that is not a mapping crashed the structure checks for the whole class; the cell is the
+    # learner's own, and the work around it is graded
     odd = with_cell(answers.fill(LESSON), "softmax", "x = 1")
     next(c for c in odd.cells if c.source == "x = 1").metadata["nbgrader"] = 5
-    nbs["odd_metadata"], expected["odd_metadata"] = odd, ("malformed", 0.0, "could not be prepared for grading")
+    nbs["odd_metadata"] = odd
+    expected["odd_metadata"] = ("graded", 8.0, "nbgrader metadata without a grade_id, or not a mapping, on 1 cells")
     nbs["many_cells"] = _padded(answers.fill(LESSON), LIMITS.max_cells)
     expected["many_cells"] = ("malformed", 0.0, f"notebook over {LIMITS.max_cells:,} cells")
     nbs["cell_output"] = _with_output(answers.fill(LESSON), [LIMITS.max_cell_output + 1])
@@ -108,4 +110,4 @@ def test_each_notebook_is_its_own_outcome(batch, student):
 
 
 def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
-    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b"]
+    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b", "odd_metadata"]

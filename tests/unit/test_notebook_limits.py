@@ -138,7 +138,10 @@ def test_a_check_that_fails_on_one_notebook_is_a_flag_not_an_exception():
     released = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 60_000)), nbformat.v4.new_code_cell("y = 1")]
-    nb.cells[1].metadata["nbgrader"] = 5  # not a mapping: the structure check cannot read it
-    flags = workspace._flags(nb, released)
+    nb.cells[1].metadata["nbgrader"] = 5  # not a mapping: the learner's own cell, flagged
+    flags = workspace._flags(nb, nb, released)
+    assert "nbgrader metadata without a grade_id, or not a mapping, on 1 cells" in flags
+    assert any("could not be scanned" in f for f in flags)
+    nb.cells[1]["metadata"] = 5  # not even a cell's metadata: the structure check cannot read it
+    flags = workspace._flags(nb, nb, released)
     assert flags[0].startswith("test cells could not be compared with the release (AttributeError)")
-    assert any("could not be scanned" in f for f in flags[1:])
