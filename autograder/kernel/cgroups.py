@@ -123,6 +123,19 @@ def memory_limit_hit(name: str) -> bool:
     return False
 
 
+def process_limit_hit(name: str) -> bool:
+    """True when the group's process limit refused a fork."""
+    for d in group_dirs(name):
+        try:
+            for line in (d / "pids.events").read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "max" and int(v or 0) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
 def kill(name: str) -> int:
     """SIGKILL every process still in the group; returns how many there were."""
     killed = set()
