@@ -295,21 +295,24 @@ def preflight(s: Settings) -> None:
                            "`apt-get install bubblewrap`); without it a notebook would run as root")
 
 
-ISOLATION_NOTES = {
-    "uid": "",
-    "userns": ("Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, "
-               "no other process or file of the machine, but no separate uid and no control group (memory in "
-               "tmpfs and the CPU share are not bounded). Grade as root for the full sandbox."),
-    "none": ("Kernels ran as the user who ran this command, without bubblewrap: they were limited (memory, "
-             "time, output) but could read and write that user's files and reach the network; the originals' "
-             "hashes were checked. Install bubblewrap, or grade as root, for the full sandbox."),
-}
-
-
 def isolation_notes(s: Settings) -> list:
     """What the report says about a sandbox weaker than the full one (nothing for the full one)."""
-    notes = [ISOLATION_NOTES[s.isolation]] if ISOLATION_NOTES[s.isolation] else []
-    if s.isolation == "uid" and not cgroups.available():
-        notes.append("No writable cgroup file system: each kernel's address space, processes and CPU time were "
-                     "limited, but memory held in tmpfs files or IPC objects and its CPU share were not.")
-    return notes
+    if s.isolation == "uid":
+        return [] if cgroups.available() else [
+            "No writable cgroup file system: each kernel's address space, processes and CPU time were limited, but "
+            "memory held in tmpfs files or IPC objects and its CPU share were not."]
+    watched = (f"a watch stopped any kernel whose processes together held more than {s.memory_mb} MB; each "
+               f"process was limited to {s.memory_mb} MB of address space, {sandbox.MAX_FILE_MB} MB per file and "
+               f"{sandbox.CPU_SECONDS} s of CPU time, the notebook to {s.notebook_timeout} s")
+    if s.isolation == "userns":
+        return [f"Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, no "
+                f"other process or file of the machine; each in a user namespace of its own, with at most "
+                f"{sandbox.MAX_PROCS} processes and threads and a {sandbox.TMP_MB} MB tmpfs as its only writable "
+                f"place; {watched}. Without root there was no separate uid and no control group: a kernel's CPU "
+                "share was not bounded. Grade as root for the full sandbox."]
+    procs = (f"at most {sandbox.MAX_PROCS} processes and threads (a user namespace of its own)"
+             if sandbox.user_namespaces_allowed() else
+             "no bound on its processes (this machine allows no user namespaces)")
+    return [f"Kernels ran as the user who ran this command, without bubblewrap: {watched}, {procs}; but they could "
+            "read and write that user's files and reach the network, and their CPU share was not bounded; the "
+            "originals' hashes were checked. Install bubblewrap, or grade as root, for the full sandbox."]

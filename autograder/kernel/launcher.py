@@ -45,7 +45,7 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, _private_tmpfs, bwrap_command,
+from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs, bwrap_command,
                                        cgroup_name, clean_env, font_caches, kernel_argv, kernel_python, libc,
                                        own_user_namespace, seed_home, set_limits)
 
@@ -174,7 +174,7 @@ def main(argv=None):
     parser.add_argument("-f", dest="connection_file")
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--max-output", type=int, default=0, help="bytes of output kept per cell (0: no cap)")
-    parser.add_argument("--tmp-mb", type=int, default=64, help="size of the kernel's tmpfs")
+    parser.add_argument("--tmp-mb", type=int, default=TMP_MB, help="size of the kernel's tmpfs")
     parser.add_argument("--library", default=None, help="folder of the modules kernels may import")
     parser.add_argument("--isolation", choices=("uid", "userns", "none"), default="none")
     parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")

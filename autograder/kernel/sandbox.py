@@ -31,7 +31,8 @@ _CLONE = {"ns": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08
           "pid": 0x20000000, "net": 0x40000000}
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
 TMP_INODES = 20_000
-MAX_PROCS = 64
+MAX_PROCS = 64  # processes and threads of one kernel
+TMP_MB, MAX_FILE_MB, CPU_SECONDS = 64, 64, 3600  # its tmpfs, its largest file, CPU time per process
 
 
 def isolation_level() -> str:
@@ -67,7 +68,8 @@ def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_0
     return spec_dir
 
 
-def set_limits(memory_mb: int, *, max_file_mb: int = 64, max_procs: int | None = None, cpu_seconds: int = 3600):
+def set_limits(memory_mb: int, *, max_file_mb: int = MAX_FILE_MB, max_procs: int | None = None,
+               cpu_seconds: int = CPU_SECONDS):
     def lower(which, value):
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
