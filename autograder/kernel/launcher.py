@@ -47,7 +47,7 @@ from pathlib import Path
 
 from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs, bwrap_command,
                                        cgroup_name, clean_env, font_caches, kernel_argv, kernel_python, libc,
-                                       own_user_namespace, seed_home, set_limits)
+                                       own_user_namespace, private_cgroup_name, seed_home, set_limits)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -125,15 +125,21 @@ def _start_inside(args, kernel_args) -> None:
 
 
 def _launch_unprivileged(args, kernel_args) -> int:
-    """Not root: the kernel below a watch over its memory and processes (``autograder/kernel/watchdog.py``).
+    """Not root: the kernel below a watch over its memory and processes (``autograder/kernel/watchdog.py``), in a
+    control group of its own where the user has a delegated one (``autograder/kernel/cgroups.py``).
     ``userns``: a limited tmpfs in a user namespace of the launcher's own, then bubblewrap (with a user namespace
     of the kernel's own) running ``--inside``. ``none``: the kernel itself, in a user namespace of its own where
     the machine allows one (so that its process count is its own), with the same limits."""
-    from autograder.kernel import watchdog
+    from autograder.kernel import cgroups, watchdog
 
     conn = os.path.abspath(args.connection_file)
     channel = os.path.dirname(conn)
     private = os.path.dirname(channel)
+    try:  # where systemd delegated a cgroup v2 subtree to the user
+        cgroups.create(private_cgroup_name(private), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
+        cgroups.join(private_cgroup_name(private), os.getpid())
+    except OSError:
+        pass  # none: the watch and the limits bound the kernel; the report says which
     if args.isolation == "userns":
         scratch = os.path.join(private, "scratch")
         _private_tmpfs(scratch, size_mb=args.tmp_mb, inodes=TMP_INODES)

@@ -88,6 +88,11 @@ def cgroup_name(uid: int) -> str:
     return f"uid-{uid}"
 
 
+def private_cgroup_name(private: str) -> str:
+    """The control group of the kernel whose private folder is ``private`` (not root: no uid of its own)."""
+    return os.path.basename(os.path.normpath(private))
+
+
 def libc():
     lib = ctypes.CDLL(None, use_errno=True)
     lib.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)

@@ -247,11 +247,13 @@ class SafeExecute(Execute):
             self.report.event(f"notebook time limit: the notebook ran longer than {self.notebook_timeout} s "
                                   "in all and was stopped")
         hit = watchdog.read_events(os.path.join(self._private, watchdog.EVENTS)) if self._private else set()
+        group = sandbox.cgroup_name(self._uid.uid) if self._uid is not None else (
+            sandbox.private_cgroup_name(self._private) if self._private else None)
+        if group is not None:
+            hit |= {watchdog.MEMORY} if cgroups.memory_limit_hit(group) else set()
+            hit |= {watchdog.PROCESSES} if cgroups.process_limit_hit(group) else set()
+            cgroups.remove(group)
         if self._uid is not None:
-            name = sandbox.cgroup_name(self._uid.uid)
-            hit |= {watchdog.MEMORY} if cgroups.memory_limit_hit(name) else set()
-            hit |= {watchdog.PROCESSES} if cgroups.process_limit_hit(name) else set()
-            cgroups.remove(name)
             uids.kill(self._uid.uid)
             self._uid.release()
         if watchdog.MEMORY in hit:
