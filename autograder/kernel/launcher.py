@@ -32,9 +32,14 @@ system (``bwrap_command`` without a notebook's writable places) and builds the s
 for each notebook in a forked process that already imported ipykernel, numpy and matplotlib; the launcher still
 creates the control group and moves the notebook into it. When the server cannot be reached, the steps above run.
 
-``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces and file system,
-without the separate uid and control group. ``none`` (neither): only the per-process limits; the kernel can read
-and write what the user running the grader can, and the report says so.
+``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces, file system and
+tmpfs (mounted in a user namespace of the launcher's own), bubblewrap's root and ``/dev`` read-only, and inside, in
+the kernel's own user namespace, the same limits (``--inside``; the process count is then the namespace's own),
+but no separate uid; the launcher stays the kernel's parent and watches its memory and processes
+(``autograder/kernel/watchdog.py``), and makes it a control group where systemd delegated a subtree to the user.
+``none`` (no bubblewrap): the same limits, the watch and the control group where there is one, in a user namespace
+of its own where the machine allows one; the kernel can read and write what the user running the grader can. The
+report says which bounds held.
 """
 
 from __future__ import annotations
