@@ -50,9 +50,9 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs, bwrap_command,
-                                       cgroup_name, clean_env, font_caches, kernel_argv, kernel_python, libc,
-                                       own_user_namespace, private_cgroup_name, seed_home, set_limits)
+from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs,
+                                       bwrap_command, cgroup_name, clean_env, font_caches, kernel_argv, kernel_python,
+                                       libc, own_user_namespace, private_cgroup_name, seed_home, set_limits)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -86,8 +86,8 @@ def _launch_isolated(args, kernel_args, grader: int) -> None:
     seed_home(Path(scratch) / "home", uid, font_caches())
     cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="uid")
     python = kernel_python()
-    cmd += ["--", python, "-m", "autograder.kernel.launcher", "--inside", "--drop-to", str(uid), "--memory-mb", str(args.memory_mb),
-            "--max-output", str(args.max_output), "-f", conn, *kernel_args]
+    cmd += ["--", python, "-m", "autograder.kernel.launcher", "--inside", "--drop-to", str(uid), "--memory-mb",
+            str(args.memory_mb), "--max-output", str(args.max_output), "-f", conn, *kernel_args]
     env = clean_env(HOME, KERNEL_LIBRARY)
     os.execve(cmd[0], cmd, env)
 

@@ -58,8 +58,10 @@ def venv(user: pwd.struct_passwd, folder: Path) -> Path:
     made = run_as(user, [SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(folder)], cwd=folder.parent,
                   env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir}, timeout=120)
     assert made.returncode == 0, made.stderr
-    site = Path(run_as(user, [str(folder / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                       cwd=folder, env={"HOME": user.pw_dir}, timeout=60).stdout.strip())
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    asked = run_as(user, [str(folder / "bin" / "python"), "-c", where], cwd=folder, env={"HOME": user.pw_dir},
+                   timeout=60)
+    site = Path(asked.stdout.strip())
     _link_tree(Path(sysconfig.get_path("purelib")), site)
     _link_tree(Path(sys.prefix) / "share", folder / "share")  # Jupyter's data files (nbconvert's templates)
     return folder
