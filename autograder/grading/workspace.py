@@ -304,21 +304,26 @@ def preflight(s: Settings) -> None:
                            "`apt-get install bubblewrap`); without it a notebook would run as root")
 
 
-ISOLATION_NOTES = {
-    "uid": "",
-    "userns": ("Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, "
-               "no other process or file of the machine, but no separate uid and no control group (memory in "
-               "tmpfs and the CPU share are not bounded). Grade as root for the full sandbox."),
-    "none": ("Kernels ran as the user who ran this command, without bubblewrap: they were limited (memory, "
-             "time, output) but could read and write that user's files and reach the network; the originals' "
-             "hashes were checked. Install bubblewrap, or grade as root, for the full sandbox."),
-}
-
-
 def isolation_notes(s: Settings) -> list:
-    """What the report says about a sandbox weaker than the full one (nothing for the full one)."""
-    notes = [ISOLATION_NOTES[s.isolation]] if ISOLATION_NOTES[s.isolation] else []
-    if s.isolation == "uid" and not cgroups.available():
-        notes.append("No writable cgroup file system: each kernel's address space, processes and CPU time were "
-                     "limited, but memory held in tmpfs files or IPC objects and its CPU share were not.")
-    return notes
+    """What the report says about a sandbox weaker than the full one (nothing for the full one): what bounded each
+    kernel, and what did not."""
+    grouped = cgroups.available()  # as root: a writable cgroup file system; otherwise a subtree delegated by systemd
+    if s.isolation == "uid":
+        return [] if grouped else [
+            "No writable cgroup file system: each kernel's address space, processes and CPU time were limited, but "
+            "memory held in tmpfs files or IPC objects and its CPU share were not."]
+    bounds = (f"a watch stopped any kernel whose processes together held more than {s.memory_mb} MB; each process "
+              f"was limited to {s.memory_mb} MB of address space, {sandbox.MAX_FILE_MB} MB per file and "
+              f"{sandbox.CPU_SECONDS} s of CPU time, and the notebook to {s.notebook_timeout} s")
+    cpu = ("; each kernel had a control group of its own in the user's delegated cgroup subtree (memory with its "
+           "tmpfs, processes, one CPU)" if grouped else "; no control group: a kernel's CPU share was not bounded")
+    if s.isolation == "userns":
+        return [f"Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, no "
+                f"other process or file of the machine, but no separate uid; each in a user namespace of its own, "
+                f"with at most {sandbox.MAX_PROCS} processes and threads and a {sandbox.TMP_MB} MB tmpfs as its only "
+                f"writable place; {bounds}{cpu}. Grade as root for the full sandbox."]
+    procs = (f"at most {sandbox.MAX_PROCS} processes and threads (a user namespace of its own)"
+             if sandbox.user_namespaces_allowed() else "no bound on their processes (no user namespaces here)")
+    return [f"Kernels ran as the user who ran this command, without bubblewrap: they could read and write that "
+            f"user's files and reach the network (the originals' hashes were checked); {procs}; {bounds}{cpu}. "
+            "Install bubblewrap, or grade as root, for the full sandbox."]

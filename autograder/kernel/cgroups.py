@@ -1,12 +1,14 @@
 """One control group per graded notebook: memory (tmpfs pages and kernel objects included), processes and CPU.
 
-The kernel launcher (``autograder/kernel/sandbox.py``, as root) creates the group named after the notebook's sandbox uid
-and moves itself into it before it starts the kernel, so the kernel and everything it starts are counted
-together; ``SafeExecute`` (``autograder/grading/pipeline/execute.py``) kills what is left in the group when the notebook is
+The kernel launcher (``autograder/kernel/launcher.py``) creates the group (named after the notebook's sandbox uid as
+root, after its private folder otherwise) and moves itself into it before it starts the kernel, so the kernel and
+everything it starts are counted together; ``SafeExecute`` (``autograder/grading/pipeline/execute.py``) kills what is left in the group when the notebook is
 done, reads whether the memory limit was hit, and removes the group.
 
 cgroup v1 (one hierarchy per controller, as on this course's CI machines) and cgroup v2 (one unified hierarchy)
-are both handled. Where no cgroup file system is writable, ``available()`` is False and the grading command
+are both handled. As root, the groups are made below the grader's own group; otherwise, on cgroup v2, below the
+nearest group above it that systemd delegated to the user (``delegated``), where there is one. Where no cgroup file
+system is writable, ``available()`` is False and the grading command
 says so in its report: the per-process limits of the launcher (address space, process count, CPU time) still
 apply, but memory kept in tmpfs files or IPC objects and the CPU share of a notebook are then not bounded.
 """
@@ -41,10 +43,30 @@ def _unified() -> bool:
     return (FS / "cgroup.controllers").exists()
 
 
+def delegated(own: str, uid: int):
+    """Not root, cgroup v2: the nearest group above ``own`` (this process's group) that belongs to ``uid``, where
+    that user may make groups and move its processes (systemd delegates ``user@UID.service`` and what its user
+    manager makes below it to the user); None where there is none (a login session's scope is root's)."""
+    above = Path(own.lstrip("/")).parents
+    for group in list(above)[:-1]:  # never the root group, and not ``own``, which holds processes
+        try:
+            if (FS / group).stat().st_uid != uid:
+                return None
+        except OSError:
+            return None
+        if all(os.access(FS / group / f, os.W_OK) for f in ("cgroup.subtree_control", "cgroup.procs")):
+            return FS / group
+    return None
+
+
 def group_dirs(name: str) -> list:
-    """The directories of group ``name``, one per controller (one in all for cgroup v2)."""
+    """The directories of group ``name``, one per controller (one in all for cgroup v2): under this process's own
+    group as root, under the user's delegated group (``delegated``) otherwise; none where there is no such group."""
     if _unified():
-        return [FS / _own_path("").lstrip("/") / PARENT / name]
+        if os.geteuid() == 0:
+            return [FS / _own_path("").lstrip("/") / PARENT / name]
+        base = delegated(_own_path(""), os.geteuid())
+        return [base / PARENT / name] if base is not None else []
     return [FS / c / _own_path(c).lstrip("/") / PARENT / name for c in CONTROLLERS if (FS / c).is_dir()]
 
 
@@ -68,7 +90,7 @@ def create(name: str, *, memory_bytes: int, pids: int, cpus: float) -> list:
     """Create group ``name`` with its limits; raise OSError when that is not possible."""
     dirs = group_dirs(name)
     if not dirs:
-        raise OSError("no cgroup controllers are mounted")
+        raise OSError("no control group this process may make")
     quota = max(1000, int(cpus * CPU_PERIOD_US))
     for d in dirs:
         if _unified():
@@ -118,6 +140,19 @@ def memory_limit_hit(name: str) -> bool:
         try:
             if int((d / "memory.failcnt").read_text()) > 0:
                 return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def process_limit_hit(name: str) -> bool:
+    """True when the group's process limit refused a fork."""
+    for d in group_dirs(name):
+        try:
+            for line in (d / "pids.events").read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "max" and int(v or 0) > 0:
+                    return True
         except (OSError, ValueError):
             pass
     return False

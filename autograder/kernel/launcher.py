@@ -32,21 +32,30 @@ system (``bwrap_command`` without a notebook's writable places) and builds the s
 for each notebook in a forked process that already imported ipykernel, numpy and matplotlib; the launcher still
 creates the control group and moves the notebook into it. When the server cannot be reached, the steps above run.
 
-``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces and file system,
-without the separate uid and control group. ``none`` (neither): only the per-process limits; the kernel can read
-and write what the user running the grader can, and the report says so.
+``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces, file system and
+tmpfs (mounted in a user namespace of the launcher's own), bubblewrap's root and ``/dev`` read-only, and inside, in
+the kernel's own user namespace, the same limits (``--inside``; the process count is then the namespace's own),
+but no separate uid; the launcher stays the kernel's parent and watches its memory and processes
+(``autograder/kernel/watchdog.py``), and makes it a control group where systemd delegated a subtree to the user.
+``none`` (no bubblewrap): the same limits, the watch and the control group where there is one, in a user namespace
+of its own where the machine allows one; the kernel can read and write what the user running the grader can. The
+report says which bounds held.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
-from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, _private_tmpfs, bwrap_command,
-                                       cgroup_name, clean_env, font_caches, kernel_argv, kernel_python, seed_home,
-                                       set_limits)
+from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs,
+                                       bwrap_command, cgroup_name, clean_env, font_caches, kernel_argv, kernel_python,
+                                       libc, own_user_namespace, private_cgroup_name, seed_home, set_limits)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _launch_isolated(args, kernel_args, grader: int) -> None:
@@ -77,8 +86,8 @@ def _launch_isolated(args, kernel_args, grader: int) -> None:
     seed_home(Path(scratch) / "home", uid, font_caches())
     cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="uid")
     python = kernel_python()
-    cmd += ["--", python, "-m", "autograder.kernel.launcher", "--drop-to", str(uid), "--memory-mb", str(args.memory_mb),
-            "--max-output", str(args.max_output), "-f", conn, *kernel_args]
+    cmd += ["--", python, "-m", "autograder.kernel.launcher", "--inside", "--drop-to", str(uid), "--memory-mb",
+            str(args.memory_mb), "--max-output", str(args.max_output), "-f", conn, *kernel_args]
     env = clean_env(HOME, KERNEL_LIBRARY)
     os.execve(cmd[0], cmd, env)
 
@@ -106,16 +115,62 @@ def _umask() -> int:
     return mask
 
 
-def _drop_and_start(args, kernel_args) -> None:
-    """Inside bubblewrap, still root in the new namespaces: limits, then the notebook's uid, then ipykernel."""
-    uid = args.drop_to
+def _start_inside(args, kernel_args) -> None:
+    """Inside bubblewrap: the limits, then (root in the new namespaces) the notebook's uid, then ipykernel. The
+    process count is the namespace's own: the notebook's uid (root) or its user namespace (not root)."""
     set_limits(args.memory_mb, max_procs=MAX_PROCS)
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-    if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
-        raise SystemExit("could not drop privileges")
+    uid = args.drop_to
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
+            raise SystemExit("could not drop privileges")
     _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args), dict(os.environ))
+
+
+def _launch_unprivileged(args, kernel_args) -> int:
+    """Not root: the kernel below a watch over its memory and processes (``autograder/kernel/watchdog.py``), in a
+    control group of its own where the user has a delegated one (``autograder/kernel/cgroups.py``).
+    ``userns``: a limited tmpfs in a user namespace of the launcher's own, then bubblewrap (with a user namespace
+    of the kernel's own) running ``--inside``. ``none``: the kernel itself, in a user namespace of its own where
+    the machine allows one (so that its process count is its own), with the same limits."""
+    from autograder.kernel import cgroups, watchdog
+
+    conn = os.path.abspath(args.connection_file)
+    channel = os.path.dirname(conn)
+    private = os.path.dirname(channel)
+    try:  # where systemd delegated a cgroup v2 subtree to the user
+        cgroups.create(private_cgroup_name(private), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
+        cgroups.join(private_cgroup_name(private), os.getpid())
+    except OSError:
+        pass  # none: the watch and the limits bound the kernel; the report says which
+    if args.isolation == "userns":
+        scratch = os.path.join(private, "scratch")
+        _private_tmpfs(scratch, size_mb=args.tmp_mb, inodes=TMP_INODES)
+        os.makedirs(f"{scratch}/tmp", mode=0o1777)
+        os.chmod(f"{scratch}/tmp", 0o1777)
+        seed_home(Path(scratch) / "home", None, font_caches())
+        cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="userns")
+        cmd += ["--", kernel_python(), "-m", "autograder.kernel.launcher", "--inside", "--memory-mb",
+                str(args.memory_mb), "--max-output", str(args.max_output), "-f", conn, *kernel_args]
+        env = clean_env(HOME, KERNEL_LIBRARY)
+
+        def start():
+            _exec_kernel(cmd, env)
+    else:
+        def start():
+            libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the kernel ends with the launcher
+            try:
+                own_user_namespace()
+                procs = MAX_PROCS
+            except OSError:  # no user namespaces here: the report says the process count was not bounded
+                procs = None
+            set_limits(args.memory_mb, max_procs=procs)
+            _exec_kernel(kernel_argv(sys.executable, conn, args.max_output, kernel_args),
+                         clean_env(os.environ.get("HOME", "/tmp"), args.library or ""))
+    return watchdog.run(start, memory_bytes=args.memory_mb << 20, max_procs=MAX_PROCS,
+                        events=os.path.join(private, watchdog.EVENTS))
 
 
 def _exec_kernel(argv: list, env: dict) -> None:
@@ -130,10 +185,11 @@ def main(argv=None):
     parser.add_argument("-f", dest="connection_file")
     parser.add_argument("--memory-mb", type=int, default=2048)
     parser.add_argument("--max-output", type=int, default=0, help="bytes of output kept per cell (0: no cap)")
-    parser.add_argument("--tmp-mb", type=int, default=64, help="size of the kernel's tmpfs")
+    parser.add_argument("--tmp-mb", type=int, default=TMP_MB, help="size of the kernel's tmpfs")
     parser.add_argument("--library", default=None, help="folder of the modules kernels may import")
     parser.add_argument("--isolation", choices=("uid", "userns", "none"), default="none")
     parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # run inside bubblewrap
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
     # the warm kernel server (autograder/kernel/warm_kernels.py): started outside, then serving inside its bubblewrap
     parser.add_argument("--start-warm-server", default=None, help=argparse.SUPPRESS)  # the server's folder
@@ -150,24 +206,14 @@ def main(argv=None):
                                   lifeline=args.lifeline)
     if args.connection_file is None:
         parser.error("the kernel's connection file (-f) is required")
-    if args.drop_to is not None:
-        return _drop_and_start(args, kernel_args)
+    if args.inside:
+        return _start_inside(args, kernel_args)
     if args.isolation == "uid":
         if args.uid is None or os.geteuid() != 0:
             raise SystemExit("isolation 'uid' needs root and a --uid from the grader")
         # jupyter_client names the process that started this launcher (the grading worker) in JPY_PARENT_PID
         return _launch_isolated(args, kernel_args, int(os.environ.get("JPY_PARENT_PID") or 0))
-    if args.isolation == "userns":
-        conn = os.path.abspath(args.connection_file)
-        cmd = bwrap_command(library=args.library, scratch="", channel=os.path.dirname(conn), isolation="userns")
-        set_limits(args.memory_mb)
-        cmd += ["--", *kernel_argv(kernel_python(), conn, args.max_output, kernel_args)]
-        return _exec_kernel(cmd, clean_env(HOME, KERNEL_LIBRARY))
-    set_limits(args.memory_mb)
-    home = os.environ.get("HOME", "/tmp")
-    return _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args),
-                        clean_env(home, args.library or ""))
-
+    sys.exit(_launch_unprivileged(args, kernel_args))
 
 if __name__ == "__main__":
     main()

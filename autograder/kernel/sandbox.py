@@ -27,10 +27,12 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "NBGRADER_EXECUTION",
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd", "group", "fonts",
         "alternatives", "mime.types", "matplotlibrc")
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-_CLONE_NEWNS = 0x00020000
+_CLONE = {"ns": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08000000, "user": 0x10000000,
+          "pid": 0x20000000, "net": 0x40000000}
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
 TMP_INODES = 20_000
-MAX_PROCS = 64
+MAX_PROCS = 64  # processes and threads of one kernel
+TMP_MB, MAX_FILE_MB, CPU_SECONDS = 64, 64, 3600  # its tmpfs, its largest file, CPU time per process
 
 
 def isolation_level() -> str:
@@ -66,7 +68,8 @@ def install_kernelspec(jupyter_dir, *, memory_mb: int, max_output: int = 1_000_0
     return spec_dir
 
 
-def set_limits(memory_mb: int, *, max_file_mb: int = 64, max_procs: int | None = None, cpu_seconds: int = 3600):
+def set_limits(memory_mb: int, *, max_file_mb: int = MAX_FILE_MB, max_procs: int | None = None,
+               cpu_seconds: int = CPU_SECONDS):
     def lower(which, value):
         soft, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
@@ -85,6 +88,11 @@ def cgroup_name(uid: int) -> str:
     return f"uid-{uid}"
 
 
+def private_cgroup_name(private: str) -> str:
+    """The control group of the kernel whose private folder is ``private`` (not root: no uid of its own)."""
+    return os.path.basename(os.path.normpath(private))
+
+
 def libc():
     lib = ctypes.CDLL(None, use_errno=True)
     lib.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p)
@@ -98,12 +106,49 @@ def mount(lib, source, target, fstype, flags, data=None):
         raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
 
 
-def _private_tmpfs(target: str, *, size_mb: int, inodes: int) -> None:
-    """A tmpfs at ``target`` seen only by this process and its children (a private mount namespace)."""
-    lib = libc()
-    if lib.unshare(_CLONE_NEWNS) != 0:
+def unshare(lib, *kinds) -> None:
+    """New namespaces of ``kinds`` (names of ``_CLONE``) for this process."""
+    flags = 0
+    for kind in kinds:
+        flags |= _CLONE[kind]
+    if lib.unshare(flags) != 0:
         err = ctypes.get_errno()
-        raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
+        raise OSError(err, f"unshare({', '.join(kinds)}): {os.strerror(err)}")
+
+
+def own_user_namespace(lib=None, *, with_mounts: bool = False) -> None:
+    """Move this process into a new user namespace (and, ``with_mounts``, a new mount namespace) in which it keeps
+    its uid and gid and gains nothing outside. Its processes are then counted apart from the user's others for
+    ``RLIMIT_NPROC`` (Linux 5.14 and later count per user namespace), and it may mount a tmpfs of its own.
+    Raises OSError where the machine forbids unprivileged user namespaces."""
+    lib = lib or libc()
+    uid, gid = os.getuid(), os.getgid()
+    unshare(lib, "user", *(["ns"] if with_mounts else []))
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
+            fh.write(text)
+
+
+def user_namespaces_allowed() -> bool:
+    """True when this user may make a user namespace here (a child process tries)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            own_user_namespace()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - the child only answers yes or no
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def _private_tmpfs(target: str, *, size_mb: int, inodes: int) -> None:
+    """A tmpfs at ``target`` seen only by this process and its children (a private mount namespace; not root: in
+    a user namespace of its own, where an ordinary user may mount one)."""
+    lib = libc()
+    if os.geteuid() == 0:
+        unshare(lib, "ns")
+    else:
+        own_user_namespace(lib, with_mounts=True)
     mount(lib, None, "/", None, _MS_REC | _MS_PRIVATE)
     mount(lib, "tmpfs", target, "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0755,size={size_mb}m,nr_inodes={inodes}")
 
@@ -134,7 +179,7 @@ def kernel_python() -> str:
 
 def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation: str) -> list:
     """bubblewrap's arguments: the namespaces, then the file system, built up from read-only binds. ``scratch``:
-    the launcher's tmpfs (``uid``), or None for the warm kernel server, whose kernels mount their own."""
+    the launcher's tmpfs, or None for the warm kernel server, whose kernels mount their own."""
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
            "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
     if isolation == "userns":
@@ -154,19 +199,19 @@ def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation:
     # The writable places first: what is bound below may live under /tmp (a course cloned there, its venv).
     if scratch is None:  # the warm kernel server (autograder/kernel/warm_kernels.py): each kernel mounts its own
         cmd += ["--dir", "/tmp", "--dir", "/var/tmp"]
-    elif isolation == "uid":  # the limited tmpfs the launcher mounted
+    else:  # the limited tmpfs the launcher mounted
         for place in ("/tmp", "/var/tmp", "/dev/shm"):
             cmd += ["--bind", f"{scratch}/tmp", place]
         cmd += ["--bind", f"{scratch}/home", HOME]
-    else:  # no privilege to mount a tmpfs with an inode limit: bubblewrap's own, limited in size
-        cmd += ["--size", str(64 << 20), "--tmpfs", "/tmp", "--dir", "/var/tmp", "--dir", HOME]
     binds = python_paths() + [(library, KERNEL_LIBRARY)]
     # Folders above the binds: bubblewrap would make them 0700 (root's), which the notebook's uid cannot enter.
     cmd += _folders_above([dest for _, dest in binds] + [channel])
     for src, dest in binds:
         cmd += ["--ro-bind", src, dest]
     cmd += ["--bind", channel, channel]
-    return cmd + ["--chdir", HOME + ("/work" if isolation == "uid" else "")]
+    if isolation == "userns":  # bubblewrap's own root and /dev belong to the user here: only the tmpfs is writable
+        cmd += ["--remount-ro", "/", "--remount-ro", "/dev"]
+    return cmd + ["--chdir", HOME + "/work"]
 
 
 def _folders_above(paths) -> list:

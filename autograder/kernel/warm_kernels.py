@@ -51,8 +51,6 @@ ENV_LIBRARY = "MHA_WARM_KERNELS_LIBRARY"  # the kernel library it binds: a kerne
 PRELOAD = ("numpy", "matplotlib", "matplotlib.pyplot", "ipywidgets", "ipykernel.kernelapp")
 SERVER_DIR = "/run/mha-warm"  # inside the server: its socket, and the font cache it starts from
 STAGE = "/run/mha-stage"  # inside a keeper: where the notebook's tmpfs is mounted before it is bound in place
-_CLONE = {"ns": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08000000, "pid": 0x20000000,
-          "net": 0x40000000}
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
 _MNT_DETACH = 2
@@ -301,7 +299,7 @@ def _keep(conn) -> int:
     if not _receive(conn):
         return 1  # the launcher died before the kernel started
     libc = _libc()
-    _unshare(libc, "ns", "pid", "ipc", "net", "uts", "cgroup")
+    sandbox.unshare(libc, "ns", "pid", "ipc", "net", "uts", "cgroup")
     libc.sethostname(b"grading", 7)
     _loopback_up()
     _mount_notebook_files(libc, request)
@@ -448,15 +446,6 @@ def _libc():
     libc = sandbox.libc()
     libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
     return libc
-
-
-def _unshare(libc, *kinds) -> None:
-    flags = 0
-    for kind in kinds:
-        flags |= _CLONE[kind]
-    if libc.unshare(flags) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"unshare({', '.join(kinds)}): {os.strerror(err)}")
 
 
 def _loopback_up() -> None:

@@ -17,11 +17,12 @@ ways, each of which nbgrader 0.9 handles by failing the whole submission or hang
 * **Kernel start-up** is retried (``start_attempts``). A retry happens only when no cell has run yet, so no
   learner code runs twice.
 
-With ``isolation`` set (``uid`` as root, ``userns`` where unprivileged bubblewrap works; see
-``autograder/kernel/sandbox.py``), each kernel gets a private folder for its connection file and IPC sockets (the kernel
-has no network), and with ``uid`` a uid of its own (``autograder/kernel/uids.py``) and a control group
-(``autograder/kernel/cgroups.py``). When the notebook is done, every process left in them is killed, and the
-notebook as a whole is stopped after ``notebook_timeout`` seconds.
+Each kernel gets a private folder for its connection file and IPC sockets (inside bubblewrap the kernel has no
+network), and with ``isolation`` ``uid`` (root; see ``autograder/kernel/sandbox.py``) a uid of its own
+(``autograder/kernel/uids.py``) and a control group (``autograder/kernel/cgroups.py``); otherwise the launcher's watch
+(``autograder/kernel/watchdog.py``) notes in the private folder which of its limits a kernel reached. When the
+notebook is done, every process left is killed, a limit reached is flagged, and the notebook as a whole is stopped
+after ``notebook_timeout`` seconds.
 
 What grading saw beyond the outputs (``ExecutionReport``: what the sandbox saw, such as processes left behind or the
 memory limit hit, and how each hidden test ended) is returned with the graded notebook, in its metadata under
@@ -49,7 +50,7 @@ from traitlets import Bool, Enum, Integer, Unicode
 
 from autograder.checks import registry
 from autograder.grading.pipeline import hidden_tests
-from autograder.kernel import cgroups, sandbox, uids, warm_kernels
+from autograder.kernel import cgroups, sandbox, uids, warm_kernels, watchdog
 from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
@@ -59,6 +60,7 @@ KERNEL_DIED = "DeadKernelError"
 TIMED_OUT = "timed_out_after_seconds"
 NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
+PROCESS_LIMIT = f"the notebook's processes and threads reached their limit ({sandbox.MAX_PROCS}); more were refused"
 LEFT_PROCESSES = "left processes running after grading (killed)"
 REPORT_KEY = "autograder_execution"  # the graded notebook's metadata key for ``ExecutionReport``
 
@@ -191,8 +193,6 @@ class SafeExecute(Execute):
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
-        if self.isolation == "none":
-            return km
         self._warm = self._warm_server()
         # short: IPC socket paths have a length limit
         self._private = tempfile.mkdtemp(prefix="mha-kernel-", dir=self._warm.channels if self._warm else None)
@@ -246,13 +246,20 @@ class SafeExecute(Execute):
         if self._expired:
             self.report.event(f"notebook time limit: the notebook ran longer than {self.notebook_timeout} s "
                                   "in all and was stopped")
+        hit = watchdog.read_events(os.path.join(self._private, watchdog.EVENTS)) if self._private else set()
+        group = sandbox.cgroup_name(self._uid.uid) if self._uid is not None else (
+            sandbox.private_cgroup_name(self._private) if self._private else None)
+        if group is not None:
+            hit |= {watchdog.MEMORY} if cgroups.memory_limit_hit(group) else set()
+            hit |= {watchdog.PROCESSES} if cgroups.process_limit_hit(group) else set()
+            cgroups.remove(group)
         if self._uid is not None:
-            name = sandbox.cgroup_name(self._uid.uid)
-            if cgroups.memory_limit_hit(name):
-                self.report.event("memory limit: " + MEMORY_LIMIT)
-            cgroups.remove(name)
             uids.kill(self._uid.uid)
             self._uid.release()
+        if watchdog.MEMORY in hit:
+            self.report.event("memory limit: " + MEMORY_LIMIT)
+        if watchdog.PROCESSES in hit:
+            self.report.event("process limit: " + PROCESS_LIMIT)
         if self._private:
             shutil.rmtree(self._private, ignore_errors=True)
         self._uid, self._private, self._deadline = None, None, None

@@ -1,0 +1,152 @@
+"""The launcher's watch over one kernel that no control group bounds (grading as an ordinary user).
+
+Without root, each process of a kernel is bounded by its own limits (address space, file size, CPU time, and the
+process count of the kernel's own user namespace: ``autograder/kernel/launcher.py``), but nothing bounds their sum:
+64 processes of 2 GB each would fit. So the launcher starts the kernel (bubblewrap, or the kernel itself at
+isolation ``none``) as its child, becomes a child subreaper (a process that leaves its parent is adopted by the
+launcher, never by the machine's init, and stays watched), and every ``INTERVAL`` seconds measures the memory
+of every process below it, each page once (``Pss``, read only when the cheap sum of resident memory, which counts
+a page shared after ``fork`` in every process, is past the limit). Past the limit it kills them all and writes
+``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
+limit, it writes ``PROCESSES``. The events file lies in the kernel's private folder, outside what the kernel can
+see; the grader (``SafeExecute``) reads it when the notebook is done.
+
+Between two looks, processes may hold more than the limit for up to ``INTERVAL`` seconds (each of them is still
+bounded by its address-space limit); memory held in the kernel's tmpfs and not mapped is not counted here (the
+tmpfs has a size of its own), and neither is what the kernel holds for them (page tables, sockets).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+EVENTS = "limits"  # the events file, in the kernel's private folder
+MEMORY, PROCESSES = "memory", "processes"
+INTERVAL = 0.1
+_PR_SET_CHILD_SUBREAPER = 36
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def descendants(pid: int) -> list:
+    """Every process below ``pid`` (children of every thread, recursively), as this process sees them."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", encoding="ascii") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def usage(pids) -> tuple:
+    """(resident bytes, tasks) of ``pids`` together, a page mapped by several of them counted in each (cheap);
+    a process that is gone counts nothing."""
+    resident = tasks = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", encoding="ascii") as fh:
+                resident += int(fh.read().split()[1]) * _PAGE
+            tasks += len(os.listdir(f"/proc/{pid}/task"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return resident, tasks
+
+
+def proportional(pids) -> int:
+    """The bytes ``pids`` hold together, a page shared by n of them counted 1/n in each (``Pss``: exact, and about
+    0.4 ms a process to read)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) << 10
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total
+
+
+def _note(events: str, event: str) -> None:
+    with open(events, "a", encoding="ascii") as fh:
+        fh.write(event + "\n")
+
+
+class _Below:
+    """The processes below this one: reaps those that end (keeping their statuses) and kills them all."""
+
+    def __init__(self):
+        self.me, self.ended = os.getpid(), {}
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.ended[pid] = status
+
+    def kill(self) -> None:
+        for _ in range(100):
+            self.reap()
+            left = descendants(self.me)
+            if not left:
+                return
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.02)
+
+
+def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
+    """Run ``start()`` (which execs the kernel) in a child and watch everything below this process until that
+    child ends; then kill what is left below and return the child's exit status."""
+    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    child = os.fork()
+    if child == 0:
+        try:
+            start()
+        finally:
+            os._exit(127)
+    below, noted = _Below(), set()
+    while True:
+        below.reap()
+        if child in below.ended:
+            break
+        looked = time.monotonic()
+        pids = descendants(below.me)
+        resident, tasks = usage(pids)
+        over = resident > memory_bytes and proportional(pids) > memory_bytes  # pages shared after fork count once
+        for event, hit in ((PROCESSES, tasks >= max_procs), (MEMORY, over)):
+            if hit and event not in noted:
+                noted.add(event)
+                _note(events, event)
+        if over:
+            below.kill()
+        time.sleep(max(INTERVAL, 10 * (time.monotonic() - looked)))  # at most a tenth of a core on the watch
+    below.kill()  # what the kernel left (at isolation ``none``; bubblewrap's namespace ended with it)
+    status = os.waitstatus_to_exitcode(below.ended[child])
+    return status if status >= 0 else 128 - status
+
+
+def read_events(events: str) -> set:
+    """The events the watch wrote (none when it wrote nothing)."""
+    try:
+        with open(events, encoding="ascii") as fh:
+            return set(fh.read().split())
+    except OSError:
+        return set()

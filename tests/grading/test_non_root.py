@@ -1,0 +1,209 @@
+"""Grading as an ordinary user: the same bounds on every kernel without root.
+
+Root makes a user (``useradd -m``); as that user, a venv from the system's Python in a folder the user owns, a
+copy of the course in its home, and the grading command (``python -m autograder.grade``, what ``make grade`` runs)
+on a class of lesson 01, graded by two workers at once: an honest student, and honest answers paired with
+
+* a fork bomb: a kernel that forks until it is refused (or has 300 processes: a bound of its own, so that a grader
+  without one cannot bring the machine down), holding what it got for a while, during which a *witness* notebook,
+  graded by the other worker at the same time and by the same user, forks 20 processes;
+* a memory bomb: 8 processes of 400 MB each, every one inside its own address-space limit, 3.2 GB together;
+* a tmpfs filler: 8 MB files into every place of the file system it can write, up to 256 MB each.
+
+The honest students keep full marks; the bombs are stopped and flagged, the filler writes no more than the
+kernel's tmpfs holds and nowhere else, the run ends well within its time limits, and nothing of the user's is left
+running after it.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from grading_helpers import with_cell
+from ordinary_user import account, chown, copy_course, run_as, venv
+from run_once import once
+
+from autograder.course import answers, notebooks
+from autograder.kernel import sandbox, uids
+
+LESSON = "01_warmup"
+USER = "mha-grader"
+TMP_MB = 64  # the launcher's default tmpfs
+TIMEOUT, NOTEBOOK_TIMEOUT = 30, 120
+pytestmark = [pytest.mark.grading, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="making an ordinary user needs root")]
+
+FORK_BOMB = r"""
+import os, time
+held = 0
+while held < 300:  # a bound of its own, for a grader that has none
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.execv("/bin/sleep", ["sleep", "600"])  # small processes: the process limit stops them, not the memory limit
+    held += 1
+print("HOLDING", held, time.time())
+time.sleep(12)
+print("RELEASED", held, time.time())
+"""
+
+WITNESS = r"""
+import os, time
+time.sleep(6)  # into the time the fork bomb holds its processes
+started, forked = time.time(), 0
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    forked += 1
+print("WITNESS", forked, started)
+"""
+
+MEMORY_BOMB = r"""
+import os, time
+for _ in range(8):
+    if os.fork() == 0:
+        hoard = b"x" * (400 << 20)
+        time.sleep(60)
+        os._exit(0)
+time.sleep(30)
+print("MEMORY_BOMB survived")
+"""
+
+TMPFS_FILLER = r"""
+import os
+written = {}
+places = ("/tmp", "/var/tmp", "/dev/shm", os.path.expanduser("~"), "/", "/dev", "/etc", "/home", "/opt", "/var")
+for n, place in enumerate(places):
+    written[place] = 0
+    for i in range(32):
+        try:
+            with open(os.path.join(place, f"fill-{n}-{i}"), "wb") as fh:
+                fh.write(b"\0" * (8 << 20))
+            written[place] += 8
+        except OSError:
+            break
+print("FILLED", sum(written.values()), " ".join(f"{p}={mb}" for p, mb in written.items()))
+"""
+
+
+def _class(klass: Path) -> list:
+    nbs = {"a_fork_bomb": with_cell(answers.fill(LESSON), "softmax", FORK_BOMB),
+           "b_witness": with_cell(answers.fill(LESSON), "softmax", WITNESS),  # graded beside the fork bomb
+           "c_honest": answers.fill(LESSON),
+           "d_memory_bomb": with_cell(answers.fill(LESSON), "softmax", MEMORY_BOMB),
+           "e_tmpfs_filler": with_cell(answers.fill(LESSON), "softmax", TMPFS_FILLER)}
+    for student, nb in nbs.items():
+        notebooks.write_notebook(nb, klass / student / f"{LESSON}.ipynb")
+    return sorted(nbs)
+
+
+def _grade_as_user(base: Path) -> dict:
+    user = account(USER)
+    work = Path(user.pw_dir) / "mha-test"  # a folder of the user's, where root's test folders are out of reach
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    chown(user, work)
+    start = time.monotonic()
+    python = venv(user, work / "venv") / "bin" / "python"
+    course = copy_course(user, work / "course")
+    students = _class(work / "class")
+    chown(user, work / "class")
+    prepared = time.monotonic() - start
+    env = {"HOME": user.pw_dir, "USER": USER, "LOGNAME": USER, "LANG": "C.UTF-8", "PYTHONPATH": str(course),
+           "PATH": f"{python.parent}:/usr/bin:/bin"}
+    start = time.monotonic()
+    proc = run_as(user, [str(python), "-m", "autograder.grade", str(work / "class"), "--out", str(work / "out"),
+                         "--lessons", "01", "--workers", "2", "--timeout", str(TIMEOUT), "--notebook-timeout",
+                         str(NOTEBOOK_TIMEOUT), "--quiet"], cwd=course, env=env, timeout=600)
+    seconds = time.monotonic() - start
+    for _ in range(50):  # the command has ended: give its last processes a moment to be reaped
+        left = uids.processes_of(user.pw_uid)
+        if not left:
+            break
+        time.sleep(0.1)
+    result = {"returncode": proc.returncode, "output": proc.stdout[-3000:] + proc.stderr[-3000:], "left": left,
+              "seconds": seconds, "prepared": prepared, "rows": {}, "said": {}}
+    if proc.returncode == 0:
+        with (work / "out" / "grades.csv").open() as fh:
+            result["rows"] = {r["student"]: r for r in csv.DictReader(fh)}
+        for student in students:
+            nb = nbformat.read(work / "out" / "course" / "autograded" / student / LESSON / f"{LESSON}.ipynb",
+                               as_version=4)
+            result["said"][student] = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+                                              if o.get("output_type") == "stream")
+    shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    result = once(tmp_path_factory, "non-root", _grade_as_user)
+    print(f"\nnon-root class: prepared in {result['prepared']:.1f} s, graded in {result['seconds']:.1f} s",
+          file=sys.stderr)
+    assert result["returncode"] == 0, result["output"]
+    return result
+
+
+def _said(graded, student, key) -> list:
+    for line in graded["said"][student].splitlines():
+        if line.startswith(key + " "):
+            return line.split()[1:]
+    return []
+
+
+def test_the_honest_students_get_full_marks(graded):
+    full = graded["rows"]["c_honest"][f"{LESSON} max"]
+    assert graded["rows"]["c_honest"][f"{LESSON} score"] == full
+    assert graded["rows"]["c_honest"]["flags"] == ""
+    assert graded["rows"]["b_witness"][f"{LESSON} score"] == full
+
+
+def test_the_report_names_the_bounds_of_an_ordinary_user(graded):
+    said = " ".join(graded["output"].split())
+    assert "user namespace of its own" in said and f"at most {sandbox.MAX_PROCS} processes" in said
+    assert "no control group" in said  # this machine delegates none (no systemd): the report must not claim one
+
+
+def test_a_fork_bomb_is_stopped_at_the_process_limit_and_flagged(graded):
+    holding, row = _said(graded, "a_fork_bomb", "HOLDING"), graded["rows"]["a_fork_bomb"]
+    assert holding, graded["said"]["a_fork_bomb"]
+    assert int(holding[0]) <= sandbox.MAX_PROCS, holding
+    assert "process limit" in row["flags"], row
+
+
+def test_a_fork_bomb_does_not_stop_another_kernel_of_the_same_user_from_forking(graded):
+    holding, released = _said(graded, "a_fork_bomb", "HOLDING"), _said(graded, "a_fork_bomb", "RELEASED")
+    witness = _said(graded, "b_witness", "WITNESS")
+    assert witness and holding and released, (graded["said"]["b_witness"], graded["said"]["a_fork_bomb"])
+    assert float(holding[1]) <= float(witness[1]) <= float(released[1]), "the witness did not run beside the bomb"
+    assert int(witness[0]) == 20
+
+
+def test_a_memory_bomb_of_many_processes_is_stopped_and_flagged(graded):
+    assert "MEMORY_BOMB survived" not in graded["said"]["d_memory_bomb"]
+    assert "memory limit" in graded["rows"]["d_memory_bomb"]["flags"]
+
+
+def test_a_tmpfs_filler_writes_no_more_than_the_kernels_tmpfs_and_nowhere_else(graded):
+    filled = _said(graded, "e_tmpfs_filler", "FILLED")
+    assert filled, graded["said"]["e_tmpfs_filler"]
+    assert int(filled[0]) <= TMP_MB, filled
+    places = dict(item.split("=") for item in filled[1:])
+    assert {p for p, mb in places.items() if int(mb)} <= {"/tmp", "/var/tmp", "/dev/shm", sandbox.HOME}, places
+
+
+def test_the_run_ends_within_its_time_limits_and_nothing_of_the_user_is_left_running(graded):
+    assert graded["seconds"] < NOTEBOOK_TIMEOUT * 3, graded["seconds"]  # 5 notebooks on 2 workers, and the canary
+    assert not any("time limit" in row["flags"] for row in graded["rows"].values()), graded["rows"]
+    assert graded["left"] == [], graded["left"]

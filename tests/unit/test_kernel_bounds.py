@@ -1,0 +1,126 @@
+"""The bounds of a kernel without root, each part on its own (no kernel): the launcher's watch over the memory and
+processes of everything below it (``autograder/kernel/watchdog.py``), and the control group systemd delegates to a
+user (``autograder/kernel/cgroups.py``), found in a made-up cgroup v2 tree (this machine has none).
+``tests/grading/test_non_root.py`` grades a class as an ordinary user with all of them in place."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from autograder.kernel import cgroups, watchdog
+
+HOLDER = r"""
+import os, sys, time
+processes, mb_each, parent_mb, seconds, pids = sys.argv[1:]
+shared = b"x" * (int(parent_mb) << 20)  # resident in the parent, and in each child after fork (not copied)
+for _ in range(int(processes)):
+    pid = os.fork()
+    if pid == 0:
+        hoard = b"x" * (int(mb_each) << 20)  # touched, so resident
+        time.sleep(30)
+        os._exit(0)
+    with open(pids, "a") as fh:
+        fh.write(f"{pid}\n")
+time.sleep(float(seconds))
+"""
+
+
+def _watch(tmp_path, processes: int, mb_each: int, seconds: float, *, limit_mb: int, parent_mb: int = 0,
+           max_procs: int = 64):
+    """Run ``HOLDER`` below the watch, as the launcher does; returns (exit status, seconds, events, its children)."""
+    events, pids = tmp_path / watchdog.EVENTS, tmp_path / "pids"
+    argv = [sys.executable, "-c", HOLDER, str(processes), str(mb_each), str(parent_mb), str(seconds), str(pids)]
+    pid = os.fork()
+    if pid == 0:  # the launcher's place: a process of its own, which becomes a subreaper
+        code = 1
+        try:
+            code = watchdog.run(lambda: os.execv(argv[0], argv), memory_bytes=limit_mb << 20, max_procs=max_procs,
+                                events=str(events))
+        finally:
+            os._exit(code)
+    start = time.monotonic()
+    _, status = os.waitpid(pid, 0)
+    children = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    return os.waitstatus_to_exitcode(status), time.monotonic() - start, watchdog.read_events(str(events)), children
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_processes_that_together_pass_the_memory_limit_are_all_stopped_and_it_is_noted(tmp_path):
+    code, seconds, events, children = _watch(tmp_path, 4, 100, 20, limit_mb=300)
+    assert events == {watchdog.MEMORY}
+    assert code == 128 + 9 and seconds < 10, (code, seconds)  # killed, long before the 20 s it meant to hold
+    assert len(children) == 4 and not any(map(_running, children))
+
+
+def test_memory_shared_after_fork_counts_once(tmp_path):
+    # 13 processes sharing 100 MB: 1.3 GB by the sum of their resident memory, about 120 MB in fact
+    code, _, events, _ = _watch(tmp_path, 12, 1, 1, limit_mb=300, parent_mb=100)
+    assert (code, events) == (0, set())
+
+
+def test_reaching_the_process_limit_is_noted_without_stopping_anyone(tmp_path):
+    code, _, events, _ = _watch(tmp_path, 6, 1, 1, limit_mb=1000, max_procs=5)
+    assert (code, events) == (0, {watchdog.PROCESSES})
+
+
+def test_a_process_the_kernel_left_behind_is_killed_when_the_kernel_ends(tmp_path):
+    code, seconds, events, children = _watch(tmp_path, 1, 1, 0, limit_mb=1000)  # the child would sleep 30 s on
+    assert (code, events) == (0, set()) and seconds < 10
+    assert len(children) == 1 and not _running(children[0])
+
+
+MANAGER = "user.slice/user-1000.slice/user@1000.service"  # what systemd delegates to user 1000
+USER = 1000 if os.getuid() == 0 else os.getuid()  # the ordinary user the made-up tree belongs to
+
+
+def _tree(root, own: str, monkeypatch, *, owned_from: str) -> None:
+    """A made-up cgroup v2 tree at ``root`` holding this process's group ``own``; ``owned_from`` and everything
+    below it belong to ``USER`` (as root: the rest stays root's)."""
+    (root / "cgroup.controllers").write_text("cpu memory pids\n")
+    (root / own).mkdir(parents=True)
+    for group in [root / own, *(root / own).parents]:
+        if root in group.parents:
+            for name in ("cgroup.subtree_control", "cgroup.procs"):
+                (group / name).write_text("")
+            if os.getuid() == 0 and (group == root / owned_from or root / owned_from in group.parents):
+                for path in (group, group / "cgroup.subtree_control", group / "cgroup.procs"):
+                    os.chown(path, USER, USER)
+    monkeypatch.setattr(cgroups, "FS", root)
+    monkeypatch.setattr(cgroups, "_own_path", lambda controller: "/" + own)
+    monkeypatch.setattr(os, "geteuid", lambda: USER)
+
+
+def test_the_kernels_group_is_made_in_the_subtree_systemd_delegated_to_the_user(tmp_path, monkeypatch):
+    _tree(tmp_path, f"{MANAGER}/app.slice/grading.scope", monkeypatch, owned_from=MANAGER)
+    base = tmp_path / MANAGER / "app.slice"  # the nearest group above the grader's own (which holds processes)
+    assert cgroups.delegated(f"/{MANAGER}/app.slice/grading.scope", USER) == base
+    assert cgroups.group_dirs("mha-kernel-x") == [base / cgroups.PARENT / "mha-kernel-x"]
+    cgroups.create("mha-kernel-x", memory_bytes=1 << 30, pids=64, cpus=1.0)
+    cgroups.join("mha-kernel-x", 4242)
+    assert (base / cgroups.PARENT / "mha-kernel-x" / "cgroup.procs").read_text() == "4242\n"
+    assert (base / "cgroup.subtree_control").read_text() == "+memory +pids +cpu\n"
+
+
+def test_a_group_of_another_user_is_not_taken(tmp_path, monkeypatch):
+    _tree(tmp_path, f"{MANAGER}/app.slice/grading.scope", monkeypatch, owned_from=MANAGER)
+    assert cgroups.delegated(f"/{MANAGER}/app.slice/grading.scope", USER + 1) is None
+
+
+def test_a_login_sessions_scope_is_not_delegated(tmp_path, monkeypatch):
+    if os.getuid() != 0:
+        import pytest
+
+        pytest.skip("a tree of two owners needs root")
+    _tree(tmp_path, "user.slice/user-1000.slice/session-3.scope", monkeypatch,
+          owned_from="user.slice/user-1000.slice/session-3.scope")  # its slice is root's, as systemd leaves it
+    assert cgroups.group_dirs("mha-kernel-x") == []
+    assert not cgroups.available()
