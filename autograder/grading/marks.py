@@ -185,7 +185,7 @@ def before_rebuild(s: Settings) -> dict:
         raise MarksUnreadable(
             f"the hidden checks, lessons or settings changed, so every notebook must be graded again, but the marks "
             f"in the gradebook ({gradebook.where(s)}) could not be read to carry them over "
-            f"({type(exc).__name__}: {str(exc)[:200]}). Nothing was changed. Make the gradebook readable again "
+            f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}). Nothing was changed. Make the gradebook readable again "
             "(restore it from a backup, or start the PostgreSQL server), or run with the settings of the last run; "
             "to start afresh and drop the marks, move the OUT folder away.") from exc
     return {**found, **kept}
