@@ -43,7 +43,8 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import canary, dburl, insights, intake, marks, pool, report, results, worker, workspace
+from autograder.grading import (canary, dburl, insights, intake, lms_export, marks, pool, report, results, worker,
+                                workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_MARKS, EXIT_SETUP, Settings, SetupError)
@@ -112,6 +113,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, roster)
+    lms_export.write(s, rows, roster.lms, roster.lms_ids)
     changed = insights.changes(s, todo, stale)
     try:
         insights.write(s, rows, changed)
@@ -133,7 +135,7 @@ def _resolve_lessons(requested) -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.grade", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=intake.LAYOUT_HELP.format(lessons="01_warmup") + "\n\n" + EXIT_HELP)
+                                     epilog=intake.layout_help(["01_warmup"]) + "\n\n" + EXIT_HELP)
     parser.add_argument("submissions", help="folder of per-student folders, a zip of one, or a collected course")
     parser.add_argument("--out", default="grading", help="grading workspace and results (default: ./grading)")
     parser.add_argument("--db", default=os.environ.get(dburl.ENV, ""),
@@ -149,6 +151,8 @@ def main(argv=None) -> int:
                         help="seconds a whole notebook may run before its kernel is stopped")
     parser.add_argument("--max-notebook-mb", type=int, default=20,
                         help="a larger notebook is not read, and is graded as malformed (default: 20)")
+    parser.add_argument("--fresh-canary", action="store_true",
+                        help="grade the model answers of every lesson again, even where an earlier pass still holds")
     parser.add_argument("--scheduler", default=os.environ.get("MHA_SCHEDULER", ""),
                         help="grade on a running Dask cluster, e.g. tcp://host:8786 (default: $MHA_SCHEDULER, else "
                              "on this machine); needs a PostgreSQL --db and the course and OUT at the same paths on "
@@ -163,7 +167,7 @@ def main(argv=None) -> int:
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
                  max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
-                 max_notebook_mb=args.max_notebook_mb)
+                 max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary)
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)

@@ -9,6 +9,11 @@ pipeline the students go through: ``pool.run_tasks`` and ``Worker.grade_one``, i
 gradebook, with the same kernelspec, sandbox uid, limits and preprocessors. Each lesson's canary is its own student
 (``_canary-<lesson>``), so the lessons are graded in parallel over ``--workers``.
 
+A lesson's pass is reused while nothing it depends on has changed (``fingerprint``: the lesson's model answer and
+released notebook, the code that decides grades, the settings that reach nbgrader and the kernel, the kernel library
+and kernelspec, Python's version and every installed package's); ``OUT/canary/passed.json`` keeps the fingerprint of each pass, and
+the run says which lessons it reused. ``--fresh-canary`` (``Settings.reuse_canary = False``) grades them anyway.
+
 The canary ids start with ``_``, which no real student id can (``intake.STUDENT_ID``). Their records live in
 ``OUT/canary/`` (never in ``OUT/state/``), and once checked they are removed from the gradebook and the course
 folder, so they appear in no grade, report or export. A failing canary's graded notebook is kept as
@@ -17,18 +22,24 @@ folder, so they appear in no grade, report or export. A failing canary's graded 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
+import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
+from autograder import course
 from autograder.course import answers
 from autograder.grading import gradebook, outcome, state, workspace
+from autograder.grading.settings import grade_deciding_sources
 from autograder.grading import pool as pool_module
 
+PASSED = "passed.json"  # in OUT/canary/: {lesson: fingerprint} of each pass
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KERNEL_START = re.compile(r"kernel_info|Kernel didn't respond|Kernel died before|kernel start|start(ing)? the kernel"
                            r"|No such kernel|could not drop privileges|unshare|mount ", re.I)
@@ -42,18 +53,58 @@ class CanaryFailed(RuntimeError):
 class Outcome:
     lessons: list  # the lessons whose model answers were graded: none when no notebook needed grading
     seconds: float
+    reused: list = field(default_factory=list)  # the lessons whose earlier pass still holds (``fingerprint``)
 
     def summary(self) -> str:
-        n = len(self.lessons)
+        n, kept = len(self.lessons), len(self.reused)
+        reused = (f"canary of {kept} lesson{'s' * (kept != 1)} reused: passed before with the same course, checks, "
+                  "settings and packages")
         if not n:
-            return "no canary needed: nothing to grade"
-        return f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
+            return reused if kept else "no canary needed: nothing to grade"
+        passed = f"canary passed in {self.seconds:.1f} s (model answers of {n} lesson{'s' * (n != 1)}: full marks)"
+        return passed + (f"; {reused}" if kept else "")
+
+
+def fingerprint(s, lesson: str) -> str:
+    """Changes whenever a pass of ``lesson``'s canary might no longer hold: its model answer and released notebook,
+    the code that decides grades, the settings written for nbgrader and the kernel, the kernel library and
+    kernelspec, Python's version and the installed packages."""
+    from importlib import metadata
+
+    digest = hashlib.sha256()
+    released = s.course_root / "release" / lesson / f"{lesson}.ipynb"
+    kernels = [workspace.kernel_library(s), Path(s.out) / "jupyter"]  # the modules kernels import; the kernelspec
+    files = [course.SOLUTIONS / f"{lesson}.py", released, *grade_deciding_sources(),
+             *sorted(p for folder in kernels for p in folder.rglob("*") if p.is_file())]
+    packages = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    for part in [lesson, workspace.config_lines(s), json.dumps([s.memory_mb, s.max_output, s.isolation]),
+                 sys.version, *packages]:
+        digest.update(part.encode() + b"\0")
+    for path in files:
+        digest.update(str(path).encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(none)") + b"\0")
+    return digest.hexdigest()
+
+
+def _passes(s) -> dict:
+    """{lesson: fingerprint} of the canary passes recorded in ``OUT/canary/passed.json``."""
+    try:
+        passes = json.loads((state.canary_folder(s.out) / PASSED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return passes if isinstance(passes, dict) else {}
 
 
 def run(s, log=print, pool=None) -> Outcome:
-    """Grade the model answers of ``s.lessons``; raise ``CanaryFailed`` unless every one earns full marks."""
+    """Grade the model answers of ``s.lessons`` (those without a pass that still holds); raise ``CanaryFailed``
+    unless every one earns full marks."""
     started = time.monotonic()
-    ids = {lesson: state.canary_id(lesson) for lesson in s.lessons}
+    prints = {lesson: fingerprint(s, lesson) for lesson in s.lessons}
+    passes = _passes(s)
+    reused = [lesson for lesson in s.lessons if s.reuse_canary and passes.get(lesson) == prints[lesson]]
+    ids = {lesson: state.canary_id(lesson) for lesson in s.lessons if lesson not in reused}
+    if not ids:
+        log(f"canary: reused the passes of {', '.join(reused)} (nothing they depend on changed)")
+        return Outcome([], 0.0, reused)
     shutil.rmtree(state.canary_folder(s.out), ignore_errors=True)  # the records of the last canary
     remove(s, ids.values())  # what a killed run may have left
     for lesson, cid in ids.items():
@@ -61,15 +112,25 @@ def run(s, log=print, pool=None) -> Outcome:
     workspace.ensure_students(s, ids.values())
     log(f"canary: grading the model answers of {len(ids)} lesson{'s' * (len(ids) != 1)} before any student")
     try:
-        pool_module.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()}, progress=False,
-                         pool=pool)
-        problems = [p for p in (_problem(s, lesson, cid) for lesson, cid in ids.items()) if p]
+        pool_module.run_tasks(s, {cid: {lesson: {"hash": "", "flags": []}} for lesson, cid in ids.items()},
+                              progress=False, pool=pool)
+        problems = {lesson: _problem(s, lesson, cid) for lesson, cid in ids.items()}
     finally:
         remove(s, ids.values())
-    if problems:
-        raise CanaryFailed("\n\n".join(problems) + "\nNo student was graded; fix this, then run the same "
-                           "command again.")
-    return Outcome(list(s.lessons), round(time.monotonic() - started, 1))
+    passed = {lesson: prints[lesson] for lesson, problem in problems.items() if not problem}
+    _record(s, {**{lesson: fp for lesson, fp in passes.items() if lesson not in problems}, **passed})
+    if len(passed) < len(problems):
+        raise CanaryFailed("\n\n".join(p for p in problems.values() if p) + "\nNo student was graded; fix this, "
+                           "then run the same command again.")
+    return Outcome(list(ids), round(time.monotonic() - started, 1), reused)
+
+
+def _record(s, passes: dict) -> None:
+    """Keep ``passes`` ({lesson: fingerprint}) for the next run (written whole, then renamed into place)."""
+    path = state.canary_folder(s.out) / PASSED
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".tmp").write_text(json.dumps(passes, indent=1, sort_keys=True) + "\n")
+    path.with_suffix(".tmp").replace(path)
 
 
 def remove(s, ids) -> None:

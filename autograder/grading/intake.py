@@ -11,7 +11,9 @@ Accepted layouts (``SUBMISSIONS`` is a folder or a ``.zip`` of one):
 3. what ``nbgrader collect`` gathered from the exchange: a course folder holding ``submitted/``, or that
    ``submitted/`` folder itself (``SUBMISSIONS/submitted/alice/01_warmup/01_warmup.ipynb``, ``timestamp.txt``
    files are fine);
-4. a zip of any of these, with or without one enclosing folder.
+4. an LMS's download (Canvas, Moodle, Blackboard, Brightspace) or nbgrader's exchange ``inbound/`` folder, read by
+   ``autograder/grading/lms.py`` when every name at the top of the class folder follows that layout;
+5. a zip of any of these, with or without one enclosing folder.
 
 The class folder is the folder the instructor named; no student's folder name or content decides it. A folder is
 taken as a course folder only when ``submitted/`` sits beside nbgrader's own files (``nbgrader_config.py``,
@@ -55,19 +57,28 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
+from autograder.grading import lms
+
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
 COURSE_FILES = ("nbgrader_config.py", "gradebook.db")
 COURSE_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
 JUNK = {"__MACOSX", ".ipynb_checkpoints", ".DS_Store", ".git"}  # hidden entries not worth a note
 REGISTRY = "students.json"
+UNZIPPED = "unzipped"  # where a zip of the class is unpacked, in the output folder
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # the default of NotebookLimits.max_bytes (``--max-notebook-mb``)
 LAYOUT_HELP = """expected one of:
   SUBMISSIONS/<student>/<lesson>.ipynb                    (a folder of per-student folders)
   SUBMISSIONS/<student>/<lesson>/<lesson>.ipynb           (one folder per lesson, nbgrader's layout)
   SUBMISSIONS/submitted/<student>/<lesson>/<lesson>.ipynb (a course folder after `nbgrader collect`)
+{lms}
   a .zip of any of these
 with lessons named like {lessons}"""
+
+
+def layout_help(lessons) -> str:
+    """What the grading command accepts, for error messages and ``--help``."""
+    return LAYOUT_HELP.format(lessons=", ".join(lessons), lms=lms.HELP)
 
 
 class LayoutError(ValueError):
@@ -97,6 +108,8 @@ class Roster:
     names: dict = field(default_factory=dict)  # student id -> the folder's name as the file system gives it
     flags: dict = field(default_factory=dict)  # student id -> flags about the student's folder itself
     notes: list = field(default_factory=list)  # what the report says about the class folder
+    lms: str = ""  # the LMS whose download the class folder is (``lms.SYSTEMS``), or ''
+    lms_ids: dict = field(default_factory=dict)  # student id -> the student's id(s) in that LMS, space-separated
 
     @property
     def students(self):
@@ -485,54 +498,80 @@ def _read_check(path: Path, limits: "NotebookLimits | None" = None) -> str:
     return ""
 
 
-def _find(student_dir: Path, lesson: str, found: dict, claimed: set):
-    """(path, status, note) of one lesson's notebook among ``found`` ({path: None, or what a refused one is})."""
-    def rel(path: Path) -> str:
-        return display(path.relative_to(student_dir))
-
-    for path in (student_dir / f"{lesson}.ipynb", student_dir / lesson / f"{lesson}.ipynb"):
-        if path in found:
-            return _found(path, found[path], "ok", "", rel)
+def _find(lesson: str, files: dict, claimed: set):
+    """(path, status, note) of one lesson's notebook among a student's ``files`` ({name relative to the student:
+    (path, None or what a refused one is)})."""
+    for rel in (PurePosixPath(f"{lesson}.ipynb"), PurePosixPath(lesson, f"{lesson}.ipynb")):
+        if rel in files:
+            return _found(rel, files[rel], "ok", "")
     number = lesson.split("_", 1)[0]
-    candidates = [p for p in found if p not in claimed and p.name.endswith(".ipynb") and (
-        p.parent.name == lesson or _norm(p.stem).startswith(_norm(lesson)) or _norm(p.stem).startswith(number + "_")
-        or _norm(p.stem) == number)]
+    candidates = [r for r in files if r not in claimed and r.name.endswith(".ipynb") and (
+        r.parent.name == lesson or _norm(r.stem).startswith(_norm(lesson)) or _norm(r.stem).startswith(number + "_")
+        or _norm(r.stem) == number)]
     if len(candidates) == 1:
-        return _found(candidates[0], found[candidates[0]], "misnamed",
-                      f"found {rel(candidates[0])} instead of {lesson}.ipynb; graded it", rel)
+        return _found(candidates[0], files[candidates[0]], "misnamed",
+                      f"found {display(candidates[0])} instead of {lesson}.ipynb; graded it")
     if len(candidates) > 1:
-        names = ", ".join(rel(p) for p in candidates)
+        names = ", ".join(display(r) for r in candidates)
         return None, "missing", f"several notebooks could be {lesson} ({names}); none graded"
     return None, "missing", f"no {lesson}.ipynb"
 
 
-def _found(path, refused, status, note, rel):
+def _found(rel, file, status, note):
+    path, refused = file
     if refused:
-        return path, "refused", (f"{rel(path)} is {refused}: not followed or opened; submit the notebook file "
-                                 "itself")
-    return path, status, note
+        return rel, "refused", f"{display(rel)} is {refused}: not followed or opened; submit the notebook file itself"
+    return rel, status, note
 
 
-def _student_entries(sid: str, student_dir: Path, lessons, refused: dict, limits=None) -> tuple:
-    """({lesson: Entry}, flags about the rest of the folder) of one student folder."""
-    notebooks, inside = scan(student_dir)
-    inside.update({p: why for p, why in refused.items() if student_dir in p.parents})
+def _folder_files(folder: Path, refused: dict, prefix=PurePosixPath()) -> dict:
+    """{name relative to ``folder``, under ``prefix``: (path, None or why it is refused)} of the notebooks, links and
+    special files in a student's folder (``scan``); ``refused``: what unpacking a zip skipped."""
+    notebooks, inside = scan(folder)
+    inside.update({p: why for p, why in refused.items() if folder in p.parents})
     found = {**{p: None for p in notebooks}, **inside}
+    return {prefix / PurePosixPath(*p.relative_to(folder).parts): (p, why) for p, why in found.items()}
+
+
+def _student_entries(sid: str, files: dict, lessons, limits=None) -> tuple:
+    """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``)."""
     entries, claimed = {}, set()
     for lesson in lessons:
-        if not notebooks and not any(p.name.endswith(".ipynb") for p in inside):
+        if not any(rel.name.endswith(".ipynb") for rel in files):
             entries[lesson] = Entry(sid, lesson, None, "missing", "the student's folder holds no notebook")
             continue
-        path, status, note = _find(student_dir, lesson, found, claimed)
-        if path is not None:
-            claimed.add(path)
+        rel, status, note = _find(lesson, files, claimed)
+        path = None
+        if rel is not None:
+            claimed.add(rel)
+            path = files[rel][0]
             problem = "" if status == "refused" else _read_check(path, limits)
             if problem:
                 status, note = "malformed", problem
         entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note)
-    flags = [f"{display(p.relative_to(student_dir))} is {why}: not followed or opened"
-             for p, why in inside.items() if p not in claimed]
+    flags = [f"{display(rel)} is {why}: not followed or opened"
+             for rel, (_, why) in files.items() if why and rel not in claimed]
     return entries, flags
+
+
+def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict) -> tuple:
+    """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}) of an LMS's
+    download: each student's flat files under the names the learner gave them, each folder's files as they are
+    (nbgrader's exchange: under the assignment's name). A link or special file at the top stays refused."""
+    students, ids = {}, {}
+    for student, group in download.students().items():
+        files = students.setdefault(student, {})
+        for f in group:
+            if f.name:
+                files[PurePosixPath(f.name)] = (root / f.entry, None)
+            else:
+                files.update(_folder_files(root / f.entry, skipped, PurePosixPath(f.lesson) if f.lesson else
+                                           PurePosixPath()))
+        found = dict.fromkeys(f.lms_id for f in group if f.lms_id)
+        if found:
+            ids[student] = " ".join(found)
+    students.update({name: why for name, why in top.items() if why})
+    return students, ids
 
 
 def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
@@ -569,42 +608,64 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None,
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
     of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold."""
     submissions = Path(submissions)
-    help_text = LAYOUT_HELP.format(lessons=", ".join(lessons))
+    help_text = layout_help(lessons)
     if not submissions.exists():
         raise LayoutError(f"{submissions} does not exist; " + help_text)
-    skipped = {}
-    archive = submissions.is_file()
-    if archive:
+    if submissions.is_file():
         if not zipfile.is_zipfile(submissions):
             raise LayoutError(f"{submissions} is a file but not a zip; " + help_text)
-        target = Path(workdir) / "unzipped"
+        target = Path(workdir) / UNZIPPED
         shutil.rmtree(target, ignore_errors=True)
         skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
-        submissions = target
+        try:
+            return _collect(target, lessons, known, limits, skipped, archive=True)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)  # a refused class leaves nothing behind
+            raise
+    return _collect(submissions, lessons, known, limits, {}, archive=False)
+
+
+def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archive: bool) -> Roster:
+    help_text = layout_help(lessons)
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
+    download = lms.recognise({**{name: True for name, why in students.items() if why is None},
+                              **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}})
+    if download:
+        students, roster.lms_ids = _download_students(root, download, students, skipped)
+        roster.lms = download.system
+        roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
+                            f"{len(roster.lms_ids) or len(download.students())} students")
+        files = [f"{display(name)} ({why})" for name, why in sorted(download.ignored.items())]
+    else:
+        students = {name: why or _folder_files(root / name, skipped) for name, why in students.items()}
+        files = [display(name) for name in files]
     if files:
         roster.notes.append(f"not graded: {len(files)} files or hidden folders at the top of the class folder ("
-                            + ", ".join(display(f) for f in files[:8]) + (", ..." if len(files) > 8 else "")
-                            + "); each student's work must be in a folder of its own")
+                            + ", ".join(files[:8]) + (", ..." if len(files) > 8 else "")
+                            + ("" if download else "); each student's work must be in a folder of its own"))
     ids, id_flags = assign_ids(students, known)
     for extra in (_look_alike_flags(ids), _not_utf8_flags(ids)):
         for sid, flags in extra.items():
             id_flags.setdefault(sid, []).extend(flags)
-    for name, linked in students.items():
+    for name, found in students.items():
         sid = ids[name]
         roster.folders[sid], roster.names[sid] = display(name), name
-        if linked:
-            roster.entries[sid] = _linked_student(sid, root / name, lessons, linked)
+        if name in roster.lms_ids:
+            roster.lms_ids[sid] = roster.lms_ids.pop(name)
+        if isinstance(found, str):  # a link or special file where the student's folder should be
+            roster.entries[sid] = _linked_student(sid, root / name, lessons, found)
             continue
-        roster.entries[sid], flags = _student_entries(sid, root / name, lessons, skipped, limits)
+        roster.entries[sid], flags = _student_entries(sid, found, lessons, limits)
         roster.flags[sid] = id_flags.get(sid, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))
     if not any(e.status != "missing" for es in roster.entries.values() for e in es.values()):
         found = ", ".join(display(p.name) for p in list(root.iterdir())[:8]) or "nothing"
-        raise LayoutError(f"no student folder with a notebook in {display(root)} (found: {found}); " + help_text)
+        hint = lms.nearest({name: (root / name).is_dir() for name in os.listdir(root) if not _hidden(name)})
+        raise LayoutError(f"no student folder with a notebook in {display(root)} (found: {found}); "
+                          + (f"{hint}; " if hint else "") + help_text)
     return roster
 
 

@@ -20,17 +20,17 @@ def write_csv(s: Settings, rows: list) -> Path:
     path = Path(s.out) / "grades.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv_cells.writer(fh)
-        header = ["student", "folder"]
+        header = ["student", "folder", "lms id"]
         for lesson in s.lessons:
             header += [f"{lesson} {col}" for col in ("status", "score", "max", "autograded", "manual", "pending")]
         writer.writerow(header + ["total", "max total", "pending", "percent", "flags"])
         for row in rows:
-            cells = [row["student"], row["folder"]]
+            cells = [row["student"], row["folder"], row["lms_id"]]
             for lesson in s.lessons:
                 c = row["lessons"][lesson]
                 cells += [c["status"], fmt(c["score"]), fmt(c["max"]), fmt(c["auto"]), fmt(c["manual"]),
                           fmt(c["pending"])]
-            pct = percent(row)
+            pct = None if row["pending"] else percent(row)  # never a final-looking percentage while marks are due
             writer.writerow(cells + [fmt(row["total"]), fmt(row["max_total"]), fmt(row["pending"]),
                                      "" if pct is None else f"{pct:.1f}", " | ".join(row["flags"])])
     return path
@@ -40,9 +40,9 @@ def write_student_ids(s: Settings, roster: intake.Roster) -> Path:
     path = Path(s.out) / "student_ids.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv_cells.writer(fh)
-        writer.writerow(["student", "folder"])
+        writer.writerow(["student", "folder", "lms id"])
         for student in roster.students:
-            writer.writerow([student, roster.folders.get(student, student)])
+            writer.writerow([student, roster.folders.get(student, student), roster.lms_ids.get(student, "")])
     return path
 
 

@@ -64,7 +64,8 @@ def read_rows(s: Settings, roster: intake.Roster) -> list:
     rows = []
     with gradebook.opened(s) as gb:
         for student in roster.students:
-            row = {"student": student, "folder": roster.folders.get(student, student), "lessons": {},
+            row = {"student": student, "folder": roster.folders.get(student, student),
+                   "lms_id": roster.lms_ids.get(student, ""), "lessons": {},
                    "flags": list(roster.flags.get(student, []))}
             for lesson in s.lessons:
                 row["lessons"][lesson], flags = _lesson_result(gb, s, roster, student, lesson, maxima[lesson])

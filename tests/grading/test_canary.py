@@ -32,11 +32,11 @@ def _copy_course(dest: Path) -> Path:
     return dest
 
 
-def _cli(copy: Path, submissions_path: Path, out: Path):
+def _cli(copy: Path, submissions_path: Path, out: Path, *extra):
     env = notebooks.nbgrader_env()
     env["PYTHONPATH"] = str(copy)  # the copy's autograder, not this checkout's
     cmd = [sys.executable, "-m", "autograder.grade", str(submissions_path), "--out", str(out), "--lessons", LESSON,
-           "--timeout", "30", "--workers", "1", "--quiet"]
+           "--timeout", "30", "--workers", "1", "--quiet", *extra]
     return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -69,8 +69,14 @@ def runs(tmp_path_factory):
     kept_notebook = (out / "canary" / f"{LESSON}.ipynb").is_file()  # the failing canary, for a human to read
     reference.write_text(intact, encoding="utf-8")
     repaired = _cli(copy, klass, out)
+    repaired_grades = _grades(out)
+    notebooks.write_notebook(answers.fill(LESSON), klass / "carol" / f"{LESSON}.ipynb")
+    reused = _cli(copy, klass, out)  # nothing the canary depends on changed since the repaired run
+    notebooks.write_notebook(answers.fill(LESSON), klass / "dan" / f"{LESSON}.ipynb")
+    fresh = _cli(copy, klass, out, "--fresh-canary")
     return {"earlier": earlier, "broken": broken, "repaired": repaired, "before": before, "after": after,
-            "out": out, "kept_notebook": kept_notebook}
+            "out": out, "kept_notebook": kept_notebook, "reused": reused, "fresh": fresh,
+            "repaired_grades": repaired_grades}
 
 
 @pytest.mark.grading
@@ -95,12 +101,38 @@ def test_a_failed_canary_loses_nothing_and_the_repaired_course_grades_everyone(r
     repaired = runs["repaired"]
     assert repaired.returncode == 0, repaired.stdout[-2000:] + repaired.stderr[-2000:]
     assert "graded 1 notebooks" in repaired.stdout and "canary passed" in repaired.stdout  # bob, new; alice kept
-    assert _grades(out) == {"alice": "8", "bob": "8"}
+    assert runs["repaired_grades"] == {"alice": "8", "bob": "8"}
     assert not (out / "canary" / f"{LESSON}.ipynb").exists()
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
-        assert sorted(s.id for s in gb.students) == ["alice", "bob"]
+        assert sorted(s.id for s in gb.students) == ["alice", "bob", "carol", "dan"]
+
+
+@pytest.mark.grading
+def test_a_pass_is_reused_until_something_it_depends_on_changes(runs):
+    """The broken run shows a changed dependency (the reference) grades the canary again; with nothing changed the
+    next run reuses the pass and says so, and --fresh-canary grades it anyway."""
+    reused, fresh = runs["reused"], runs["fresh"]
+    assert reused.returncode == 0, reused.stdout[-2000:] + reused.stderr[-2000:]
+    assert "graded 1 notebooks" in reused.stdout  # carol
+    assert "canary of 1 lesson reused: passed before with the same course, checks, settings and packages" in \
+        reused.stdout and "canary passed in" not in reused.stdout
+    assert fresh.returncode == 0, fresh.stdout[-2000:] + fresh.stderr[-2000:]
+    assert "canary passed in" in fresh.stdout and "reused" not in fresh.stdout
+    assert _grades(runs["out"]) == {"alice": "8", "bob": "8", "carol": "8", "dan": "8"}
+
+
+def test_the_fingerprint_follows_what_the_canary_depends_on(tmp_path):
+    s = grade.Settings(out=str(tmp_path), lessons=[LESSON])
+    first = canary.fingerprint(s, LESSON)
+    assert canary.fingerprint(s, LESSON) == first
+    assert canary.fingerprint(grade.Settings(out=str(tmp_path), lessons=[LESSON], timeout=31), LESSON) != first
+    assert canary.fingerprint(s, "02_multi_head") != first
+    spec = tmp_path / "jupyter" / "kernels" / "autograder-sandbox" / "kernel.json"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("{}")
+    assert canary.fingerprint(s, LESSON) != first  # the kernelspec
 
 
 def test_no_student_id_can_be_a_canary_id():

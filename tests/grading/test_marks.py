@@ -158,7 +158,7 @@ def test_written_answers_await_the_instructor_instead_of_scoring_zero(runs):
         row = first["rows"][student]
         assert _lesson(row, "status", "score", "max", "pending") == ("pending manual", f"{AUTO}", f"{TOP}",
                                                                       f"{PENDING}")
-        assert row["percent"] == "100.0"  # every marked point; pending ones left out
+        assert row["percent"] == ""  # no final-looking percentage while points are pending
     assert "awaiting the instructor" in first["report"] and "make formgrader" in first["report"]
 
 

@@ -51,7 +51,8 @@ def test_every_csv_the_grading_command_writes_goes_through_the_one_helper():
     assert writers == {"autograder/grading/csv_cells.py"}
     users = {path.name for path in (course.ROOT / "autograder" / "grading").rglob("*.py")
              if "csv_cells.writer(" in path.read_text() or "csv_cells.rewrite(" in path.read_text()}
-    assert users == {"report.py", "insights.py"}  # grades.csv, student_ids.csv, the export; misconceptions.csv
+    assert users == {"report.py", "insights.py", "lms_export.py"}  # grades.csv, student_ids.csv, the export;
+    # misconceptions.csv; the LMS import files
 
 
 # ---------------------------------------------------------------- names

@@ -1,0 +1,148 @@
+"""The download layouts of learning management systems, read into students and their files.
+
+An LMS hands a class's submissions out in its own layout; ``recognise`` reads the entries at the top of a class
+folder (its ``names``) and, when they follow one of the layouts below, says which student each belongs to, the
+student's id in the LMS (kept as its own column, for the grade import), and the file's name as the learner gave it:
+
+``canvas``
+    flat files ``<name>_<user id>_<submission id>_<file>``, ``<name>_LATE_<user id>_...`` for late work (e.g.
+    ``abcxyz_12345_9001_01_warmup.ipynb``); Canvas adds ``-1``, ``-2`` to a resubmitted file's name. The user id
+    is the same in every assignment of the course, so it is the student.
+``moodle``
+    per-student folders ``<Full Name>_<participant id>_assignsubmission_file[_]``, or, downloaded without
+    folders, flat files ``<Full Name>_<participant id>_assignsubmission_file_<file>``. The participant id belongs
+    to one assignment: the student is the full name, the id is kept per lesson (Moodle's grading worksheet is
+    matched on ``Participant <id>``).
+``blackboard``
+    flat files ``<assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>`` (and a ``.txt`` receipt per
+    attempt): the student is the username; of several attempts the latest is graded and the others noted.
+``brightspace``
+    flat files or folders ``<submission id>-<file id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
+    student is the full name, the latest submission of a file is graded.
+``nbgrader-exchange``
+    the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
+    (student, assignment) is graded.
+
+The names are data: a student's name becomes a student id through ``intake.assign_ids`` like any folder name. A
+class folder that mixes layouts, or whose names follow none, is not an LMS download (``recognise`` returns None).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+CANVAS = re.compile(r"(?P<name>[a-z0-9]+)(?:_late)?_(?P<id>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.IGNORECASE)
+CANVAS_COPY = re.compile(r"(?P<stem>.+)-\d+(?P<ext>\.ipynb)$", re.IGNORECASE)  # Canvas's name of a resubmitted file
+MOODLE = re.compile(r"(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)(?:_(?P<file>.*))?", re.DOTALL)
+BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<name>[^_]+)_attempt_(?P<when>\d{4}(?:-\d{2}){5})(?:_(?P<file>.+))?",
+                        re.DOTALL)
+BRIGHTSPACE = re.compile(r"(?P<sub>\d+)-(?P<fid>\d+) - (?P<name>.+?) ?- (?P<when>[A-Z][a-z]{2} \d{1,2}, \d{4} "
+                         r"\d{3,4} [AP]M)(?: - (?P<file>.+))?", re.DOTALL)
+EXCHANGE = re.compile(r"(?P<name>[^+]+)\+(?P<assignment>[^+]+)\+(?P<when>[^+]+)(?:\+[^+]*)?")
+SYSTEMS = ("canvas", "moodle", "blackboard", "brightspace", "nbgrader-exchange")
+TITLES = {"canvas": "Canvas", "moodle": "Moodle", "blackboard": "Blackboard", "brightspace": "Brightspace",
+          "nbgrader-exchange": "nbgrader's exchange"}
+HELP = """  <name>_<user id>_<submission id>_<lesson>.ipynb        (Canvas's download, flat, folder or zip)
+  <Full Name>_<id>_assignsubmission_file_/<lesson>.ipynb  (Moodle's download, with or without folders)
+  <assignment>_<username>_attempt_<date>_<lesson>.ipynb   (Blackboard's download)
+  <id>-<id> - <Full Name> - <date> - <lesson>.ipynb       (Brightspace's download)
+  inbound/<student>+<lesson>+<timestamp>/<lesson>.ipynb   (nbgrader's exchange)"""
+
+
+@dataclass
+class File:
+    """One entry of the download: whose it is, and the name the learner gave it (``name``)."""
+
+    entry: str  # the entry's name at the top of the class folder
+    student: str  # who it belongs to, as the LMS names the student
+    lms_id: str  # the student's (or, for Moodle, the participant's) id in the LMS; '' when it gives none
+    name: str  # the file's own name ('' for a folder entry, whose files keep their names)
+    when: str = ""  # when it was handed in, as the LMS writes it, if it does (of two copies, the latest wins)
+    lesson: str = ""  # nbgrader's exchange: the assignment the folder holds
+
+
+@dataclass
+class Download:
+    """A class folder read as one LMS's download."""
+
+    system: str
+    files: list  # [File]: what is graded
+    ignored: dict = field(default_factory=dict)  # {entry: why it is not graded}
+
+    def students(self) -> dict:
+        """{student: [File]}"""
+        grouped = {}
+        for f in self.files:
+            grouped.setdefault(f.student, []).append(f)
+        return grouped
+
+
+def _parse(system: str, entry: str, is_dir: bool):
+    """The File an entry of ``system``'s layout is, or None."""
+    if system == "canvas" and not is_dir and (m := CANVAS.fullmatch(entry)):
+        name = m["file"]
+        copy = CANVAS_COPY.fullmatch(name)
+        return File(entry, m["name"].lower() + "_" + m["id"], m["id"], copy["stem"] + copy["ext"] if copy else name,
+                    m["sub"])
+    if system == "moodle" and (m := MOODLE.fullmatch(entry)) and (is_dir or m["file"]):
+        return File(entry, m["name"], m["id"], "" if is_dir else m["file"])
+    if system == "blackboard" and (m := BLACKBOARD.fullmatch(entry)):
+        return File(entry, m["name"], m["name"], "" if is_dir else (m["file"] or ""), m["when"])
+    if system == "brightspace" and (m := BRIGHTSPACE.fullmatch(entry)) and (is_dir or m["file"]):
+        when = datetime.strptime(m["when"], "%b %d, %Y %I%M %p").isoformat()
+        return File(entry, m["name"].strip(), "", "" if is_dir else m["file"], when)
+    if system == "nbgrader-exchange" and is_dir and (m := EXCHANGE.fullmatch(entry)):
+        return File(entry, m["name"], "", "", m["when"], m["assignment"])
+    return None
+
+
+FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}
+
+
+def recognise(entries: dict) -> Download | None:
+    """The LMS download ``entries`` ({name at the top of the class folder: is it a folder}) is, or None when the
+    names follow no layout: a folder of per-student folders is then the class, as before.
+
+    A layout is taken only when every notebook and folder at the top follows it, so no one student's folder name
+    decides how the class is read; other files (an ``index.html``, Blackboard's receipts) are noted and not graded.
+    Of two copies of one file of one student, the later one is graded."""
+    relevant = {name: is_dir for name, is_dir in entries.items() if is_dir or name.lower().endswith(".ipynb")}
+    if not relevant:
+        return None
+    for system in SYSTEMS:
+        if (system in FLAT_ONLY and any(relevant.values())) or (system in FOLDERS_ONLY and not all(relevant.values())):
+            continue
+        parsed = [_parse(system, name, is_dir) for name, is_dir in relevant.items()]
+        if None in parsed:
+            continue
+        ignored = {name: "not a notebook" for name in entries if name not in relevant}
+        return Download(system, _latest(parsed, ignored), ignored)
+    return None
+
+
+def _latest(files: list, ignored: dict) -> list:
+    """The latest copy of each (student, file or lesson); the older ones go to ``ignored``."""
+    best = {}
+    for f in sorted(files, key=lambda f: f.when):
+        key = (f.student, f.name or f.lesson or f.entry)
+        if key in best:
+            ignored[best[key].entry] = f"an earlier copy of {f.entry}: the later one is graded"
+        best[key] = f
+    return list(best.values())
+
+
+def nearest(entries: dict) -> str:
+    """A hint for a class folder no layout fits: the LMS layout most of its notebooks and folders follow, and the
+    names that do not; '' when none follows any."""
+    relevant = {name: is_dir for name, is_dir in entries.items() if is_dir or name.lower().endswith(".ipynb")}
+    counts = {system: [name for name, is_dir in relevant.items() if _parse(system, name, is_dir) is None]
+              for system in SYSTEMS}
+    system = min(SYSTEMS, key=lambda s: len(counts[s]))
+    misfits = counts[system]
+    if len(misfits) == len(relevant):
+        return ""
+    shown = ", ".join(repr(name) for name in sorted(misfits)[:5]) + (", ..." if len(misfits) > 5 else "")
+    return (f"{len(relevant) - len(misfits)} of {len(relevant)} names follow {TITLES[system]}'s download layout, "
+            f"but {shown} do not: rename or remove those, or put each student's notebooks in a folder of their own")

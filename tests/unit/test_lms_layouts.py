@@ -1,0 +1,177 @@
+"""LMS downloads read into the class: Canvas, Moodle, Blackboard, Brightspace and nbgrader's exchange, as folders
+and as zips, with each student's LMS id kept; a folder no layout fits gets a hint. No kernel."""
+
+from __future__ import annotations
+
+import csv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.grading import intake, lms
+
+LESSONS = ["01_warmup", "02_multi_head"]
+NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+
+
+def _class(root: Path, files) -> Path:
+    for rel in files:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(NOTEBOOK if rel.endswith(".ipynb") else "receipt")
+    return root
+
+
+def _summary(roster) -> dict:
+    """{display name: (LMS ids, {lesson: (status, file name)})}"""
+    return {roster.folders[sid]: (roster.lms_ids.get(sid, ""),
+                                  {lesson: (e.status, e.path.name if e.path else None) for lesson, e in es.items()})
+            for sid, es in roster.entries.items()}
+
+
+CANVAS = ["abcxyz_12345_9001_01_warmup.ipynb", "abcxyz_12345_9002_02_multi_head.ipynb",
+          "doejane_LATE_777_9003_01_warmup-1.ipynb", "doejane_777_9004_02-Multi-Head.ipynb"]
+
+
+def test_canvas_flat_download_is_read_per_user_id(tmp_path):
+    roster = intake.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
+    assert roster.lms == "canvas"
+    assert _summary(roster) == {
+        "abcxyz_12345": ("12345", {"01_warmup": ("ok", CANVAS[0]), "02_multi_head": ("ok", CANVAS[1])}),
+        # Canvas's "-1" of a resubmission is Canvas's, not the learner's misnaming
+        "doejane_777": ("777", {"01_warmup": ("ok", CANVAS[2]), "02_multi_head": ("misnamed", CANVAS[3])}),
+    }
+
+
+def test_canvas_zip_is_read_the_same_and_a_refused_one_leaves_nothing(tmp_path):
+    folder = _class(tmp_path / "c", CANVAS)
+    archive = tmp_path / "submissions.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in folder.iterdir():
+            zf.write(path, path.name)
+    roster = intake.collect(archive, LESSONS, tmp_path / "out")
+    assert {k: v[0] for k, v in _summary(roster).items()} == {"abcxyz_12345": "12345", "doejane_777": "777"}
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("notes.txt", "no notebook here")
+    with pytest.raises(intake.LayoutError):
+        intake.collect(bad, LESSONS, tmp_path / "out2")
+    assert not (tmp_path / "out2" / intake.UNZIPPED).exists()
+
+
+def test_moodle_folders_and_flat_files(tmp_path):
+    folders = _class(tmp_path / "m", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb",
+                                      "Ivan Petrov_4212_assignsubmission_file_/02_multi_head.ipynb"])
+    roster = intake.collect(folders, LESSONS, tmp_path / "out")
+    assert roster.lms == "moodle"
+    got = _summary(roster)
+    assert got["Jane Doe"] == ("4211", {"01_warmup": ("ok", "01_warmup.ipynb"),
+                                        "02_multi_head": ("missing", None)})
+    assert got["Ivan Petrov"][0] == "4212"
+    flat = _class(tmp_path / "mf", ["Jane Doe_4211_assignsubmission_file_01_warmup.ipynb",
+                                    "Jane Doe_4211_assignsubmission_file_02_multi_head.ipynb"])
+    roster = intake.collect(flat, LESSONS, tmp_path / "out")
+    assert _summary(roster) == {"Jane Doe": ("4211", {"01_warmup": ("ok", "Jane Doe_4211_assignsubmission_file_"
+                                                                           "01_warmup.ipynb"),
+                                                      "02_multi_head": ("ok", "Jane Doe_4211_assignsubmission_file_"
+                                                                              "02_multi_head.ipynb")})}
+
+
+def test_blackboard_grades_the_latest_attempt_and_skips_receipts(tmp_path):
+    root = _class(tmp_path / "b", [
+        "Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
+        "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb",
+        "Lesson 1_jdoe_attempt_2026-11-03-10-30-00.txt"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.lms == "blackboard"
+    ids, lessons = _summary(roster)["jdoe"]
+    assert ids == "jdoe" and lessons["01_warmup"] == ("ok", "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_"
+                                                            "01_warmup.ipynb")
+    assert any("2026-11-02" in note and "earlier copy" in note for note in roster.notes)
+
+
+def test_brightspace_flat_download(tmp_path):
+    root = _class(tmp_path / "d", ["151039-459402 - Jane Doe- Dec 3, 2026 1005 AM - 01_warmup.ipynb",
+                                   "151040-459403 - Ivan Petrov - Dec 2, 2026 905 PM - 01_warmup.ipynb",
+                                   "index.html"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.lms == "brightspace"
+    assert {name: lessons["01_warmup"][0] for name, (_, lessons) in _summary(roster).items()} == {
+        "Jane Doe": "ok", "Ivan Petrov": "ok"}
+
+
+def test_nbgrader_exchange_inbound_takes_the_latest_submission(tmp_path):
+    root = _class(tmp_path / "x", ["alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
+                                   "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb",
+                                   "bob+02_multi_head+2026-11-02 11:00:00.000000 UTC+cc/02_multi_head.ipynb"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.lms == "nbgrader-exchange"
+    entries = roster.entries["alice"]
+    assert entries["01_warmup"].path.parent.name.endswith("+bb")
+    assert roster.entries["bob"]["02_multi_head"].status == "ok"
+
+
+def test_a_plain_class_of_student_folders_is_not_an_lms_download(tmp_path):
+    root = _class(tmp_path / "p", ["alice/01_warmup.ipynb", "bob_12_34_x/01_warmup.ipynb"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.lms == "" and roster.students == ["alice", "bob_12_34_x"]
+
+
+def test_one_student_cannot_make_the_class_an_lms_download(tmp_path):
+    """A layout is taken only when every name at the top follows it: a student folder named like Moodle's does not
+    turn the others' folders into something else."""
+    root = _class(tmp_path / "p", ["alice/01_warmup.ipynb", "Eve_1_assignsubmission_file_/01_warmup.ipynb"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.lms == "" and set(roster.folders.values()) == {"alice", "Eve_1_assignsubmission_file_"}
+
+
+def test_flat_notebooks_that_follow_no_layout_get_a_hint_for_the_nearest(tmp_path):
+    root = _class(tmp_path / "h", ["abcxyz_12345_9001_01_warmup.ipynb", "renamed by hand.ipynb"])
+    with pytest.raises(intake.LayoutError) as err:
+        intake.collect(root, LESSONS, tmp_path / "out")
+    message = str(err.value)
+    assert "1 of 2 names follow Canvas's download layout" in message and "'renamed by hand.ipynb'" in message
+    assert "<name>_<user id>_<submission id>_<lesson>.ipynb" in message  # the accepted layouts are listed
+
+
+@pytest.mark.parametrize("name,is_dir,system,student,lms_id", [
+    ("abcxyz_12345_9001_01_warmup.ipynb", False, "canvas", "abcxyz_12345", "12345"),
+    ("Jane Doe_4211_assignsubmission_file_", True, "moodle", "Jane Doe", "4211"),
+    ("Jane Doe_4211_assignsubmission_file", True, "moodle", "Jane Doe", "4211"),
+    ("A_b_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb", False, "blackboard", "jdoe", "jdoe"),
+])
+def test_each_layout_names_the_student_and_the_lms_id(name, is_dir, system, student, lms_id):
+    download = lms.recognise({name: is_dir})
+    assert download.system == system
+    assert (download.files[0].student, download.files[0].lms_id) == (student, lms_id)
+
+
+def _row(student, folder, **lessons):
+    return {"student": student, "folder": folder, "lessons": {
+        lesson: {"status": status, "score": score, "max": 10.0} for lesson, (status, score) in lessons.items()}}
+
+
+def test_an_import_file_never_holds_a_provisional_score(tmp_path):
+    """Points pending, a grading error or a lesson not graded yet: the lesson is left empty, never a number an LMS
+    would take for final; missing work is a final 0."""
+    from autograder.grading import lms_export, outcome
+    from autograder.grading.settings import Settings
+
+    s = Settings(out=str(tmp_path), lessons=["01_warmup", "05_exercises"])
+    rows = [_row("ngada_31", "ngada_31", **{"01_warmup": (outcome.GRADED, 9.0), "05_exercises": (outcome.PENDING, 17.0)}),
+            _row("okafo_42", "okafo_42", **{"01_warmup": (outcome.GRADING_ERROR, None),
+                                            "05_exercises": (outcome.MISSING, 0.0)}),
+            _row("ruiz_57", "ruiz_57", **{"01_warmup": (outcome.NOT_YET, None), "05_exercises": (outcome.GRADED, 26.0)})]
+    [canvas] = lms_export.write(s, rows, "canvas", {"ngada_31": "31", "okafo_42": "42", "ruiz_57": "57"})
+    with canvas.open(newline="") as fh:
+        _, _, *got = list(csv.reader(fh))
+    assert {r[1]: r[5:] for r in got} == {"31": ["9", ""], "42": ["", "0"], "57": ["", "26"]}
+    moodle = lms_export.write(s, rows, "moodle", {"ngada_31": "4211", "okafo_42": "4212 4213", "ruiz_57": "4214"})
+    assert [p.name for p in moodle] == ["moodle-01_warmup.csv", "moodle-05_exercises.csv"]
+    with moodle[1].open(newline="") as fh:
+        header, *got = list(csv.reader(fh))
+    assert header == ["Identifier", "Full name", "Grade", "Maximum grade"]
+    # two participant ids: the student came from two assignments' downloads, so no row can be matched safely
+    assert got == [["Participant 4211", "ngada_31", "", "10"], ["", "okafo_42", "0", "10"],
+                   ["Participant 4214", "ruiz_57", "26", "10"]]
