@@ -182,10 +182,11 @@ def before_rebuild(s: Settings) -> dict:
         with gradebook.opened(s) as gb:
             found = {key: before_regrade(gb, key[1], key[0], state.read(s, *key) or {}) for key in graded}
     except Exception as exc:  # noqa: BLE001 - whatever stops the read, the marks must not be dropped
+        why = (str(exc).splitlines() or [""])[0][:200]
         raise MarksUnreadable(
             f"the hidden checks, lessons or settings changed, so every notebook must be graded again, but the marks "
             f"in the gradebook ({gradebook.where(s)}) could not be read to carry them over "
-            f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}). Nothing was changed. Make the gradebook readable again "
-            "(restore it from a backup, or start the PostgreSQL server), or run with the settings of the last run; "
+            f"({type(exc).__name__}: {why}). Nothing was changed. Make the gradebook readable again (restore it "
+            "from a backup, or start the PostgreSQL server), or run with the settings of the last run; "
             "to start afresh and drop the marks, move the OUT folder away.") from exc
     return {**found, **kept}

@@ -67,8 +67,8 @@ def _cli(root, out, lessons, *extra):
                           env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=900)
     with (Path(out) / "grades.csv").open(newline="") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
-    feedback = {f"{s} {lesson}": (Path(out) / "feedback" / s / f"{lesson}.html").read_text()
-                for s in rows for lesson in (WARMUP, LESSON) if (Path(out) / "feedback" / s / f"{lesson}.html").exists()}
+    pages = {f"{s} {lesson}": Path(out) / "feedback" / s / f"{lesson}.html" for s in rows for lesson in (WARMUP, LESSON)}
+    feedback = {key: page.read_text() for key, page in pages.items() if page.exists()}
     return {"rc": proc.returncode, "stdout": proc.stdout + proc.stderr, "rows": rows, "feedback": feedback,
             "report": html.unescape((Path(out) / "report.html").read_text()), "tree": _tree(Path(out) / "feedback"),
             "kept": sorted(p.name for p in (Path(out) / "previous-gradebooks").glob("*"))}
@@ -237,7 +237,7 @@ def test_a_resubmission_keeps_the_marks_of_unchanged_answers_and_reopens_a_chang
     assert f"alice {LESSON}: {AUTO + GIVEN:g} -> {AUTO + kept:g}" in again["stdout"]
     page = again["feedback"][f"alice {LESSON}"]
     assert f"Your score changed from {AUTO + GIVEN:g} to {AUTO + kept:g}" in page
-    assert "await your instructor again: <code>explain_w_o</code>." in page
+    assert "Your instructor will mark these answers again: <code>explain_w_o</code>." in page
 
 
 def test_a_run_that_cannot_carry_the_marks_over_refuses_before_changing_anything(runs):

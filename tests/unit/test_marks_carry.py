@@ -27,7 +27,7 @@ def test_the_hash_of_a_plain_answer_is_the_one_earlier_records_hold():
 
 def _grade(name, auto=None, manual=None, pending=True, max_score=2.0):
     return SimpleNamespace(name=name, auto_score=auto, manual_score=manual, extra_credit=None,
-                           needs_manual_grade=pending, max_score=max_score, score=manual if manual is not None else auto)
+                           needs_manual_grade=pending, max_score=max_score)
 
 
 def _gradebook(grades, comments):

@@ -14,7 +14,8 @@ feedback page, also one regenerated later with ``nbgrader generate_feedback``, i
   Content-Security-Policy heads the page.
 
 ``with_changes`` adds, under the title, what changed since the learner's last page (old and new score, answers to be
-marked again). ``write_notice`` writes the short page a learner gets instead when their notebook was missing or unreadable.
+marked again). ``write_notice`` writes the short page a learner gets instead when their notebook was missing or
+unreadable.
 """
 
 from __future__ import annotations
@@ -176,8 +177,7 @@ def with_changes(page: str, before, after: float, reopened: list) -> str:
         lines.append(f"<p>Your score changed from {before:g} to {after:g} since your last feedback.</p>")
     if reopened:
         cells = ", ".join(f"<code>{html.escape(r['cell'])}</code>" for r in reopened)
-        lines.append(f"<p>These written answers changed since they were marked and await your instructor again: "
-                     f"{cells}.</p>")
+        lines.append(f"<p>Your instructor will mark these answers again: {cells}.</p>")
     if not lines:
         return page
     return page.replace("</h1>", '</h1>\n<div id="since-last">' + "".join(lines) + "</div>", 1)
