@@ -43,14 +43,14 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import (canary, dburl, insights, intake, lms_export, pool, report, results, worker,
+from autograder.grading import (canary, dburl, insights, intake, lms_export, marks, pool, report, results, worker,
                                 workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
-                                         EXIT_SETUP, Settings, SetupError)
+                                         EXIT_MARKS, EXIT_SETUP, Settings, SetupError)
 
 __all__ = ["Settings", "run", "main", "EXIT_LAYOUT", "EXIT_INTEGRITY", "EXIT_GRADING_ERROR", "EXIT_SETUP",
-           "EXIT_CANARY"]
+           "EXIT_CANARY", "EXIT_MARKS"]
 
 
 def run(submissions, s: Settings, *, progress=True, log=print) -> dict:
@@ -72,6 +72,9 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if dburl.has_password(s.db_url):  # for the course's nbgrader_config.py, which holds no password
         os.environ[dburl.ENV] = s.db_url
     out = Path(s.out)
+    # a rebuild replaces the gradebook: its marks are read first, and the run stops here, before anything is
+    # written, when they cannot be (marks.MarksUnreadable)
+    carried = marks.before_rebuild(s) if workspace.course_changed(s) else None
     out.mkdir(parents=True, exist_ok=True)
     original = Path(submissions)
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
@@ -83,7 +86,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     intake.remember(out, roster)  # no later folder takes one of these ids
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
-    rebuild = workspace.prepare_course(s, log)
+    rebuild = workspace.prepare_course(s, log, carried)
     todo = workspace.stage(s, roster)
     stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
     with pool.pool_for(s) as workers:
@@ -111,12 +114,12 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, roster)
     lms_export.write(s, rows, roster.lms, roster.lms_ids)
-    changed = insights.changes(s, todo)
+    changed = insights.changes(s, todo, stale)
     try:
         insights.write(s, rows, changed)
     except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so
         notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
-    html_path = report.write_report(s, rows, notes)
+    html_path = report.write_report(s, rows, notes, insights.change_lines(changed, limit=None))
     return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": integrity,
             "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked,
             "changed": changed}
@@ -177,6 +180,9 @@ def main(argv=None) -> int:
     except canary.CanaryFailed as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CANARY
+    except marks.MarksUnreadable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MARKS
     except pool.ClusterLost as exc:
         print(f"GRADING ERRORS: {exc}", file=sys.stderr)
         return EXIT_GRADING_ERROR
@@ -185,7 +191,7 @@ def main(argv=None) -> int:
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
           f"{where}; {len(rows)} students; {result['canary'].summary()}")
     if result["changed"]:
-        print("graded in this run (old -> new score; - when not graded before):")
+        print("graded in this run, or changed by your marks (old -> new score; - when not graded before):")
         print("\n".join(insights.change_lines(result["changed"])))
     if result["refreshed"]:
         print(f"feedback regenerated for {result['refreshed']} notebooks whose grades changed (manual grading)")

@@ -109,6 +109,12 @@ def nbgrader(args, course_root, check=True, **kwargs):
     return proc
 
 
+def write_sources(course_root, lessons) -> None:
+    """Write each lesson's source notebook into the course folder's ``source/`` (what nbgrader releases)."""
+    for name in lessons:
+        write_notebook(read_source(SOLUTIONS / f"{name}.py"), Path(course_root) / "source" / name / f"{name}.ipynb")
+
+
 def make_course(course_root, lessons=None, *, generate=True):
     """Create an nbgrader course folder with the given lessons' sources and release them.
 
@@ -122,8 +128,7 @@ def make_course(course_root, lessons=None, *, generate=True):
         f"c = get_config()  # noqa: F821\nload_subconfig({str(NBGRADER_CONFIG)!r})  # noqa: F821\n"
         f"c.CourseDirectory.root = {str(course_root)!r}\n")
     names = lessons or lesson_names()
-    for name in names:
-        write_notebook(read_source(SOLUTIONS / f"{name}.py"), course_root / "source" / name / f"{name}.ipynb")
+    write_sources(course_root, names)
     if generate:
         nbgrader(["generate_assignment", "--force", "--log-level=WARN", "*"], course_root)
         missing = [n for n in names if not (course_root / "release" / n / f"{n}.ipynb").exists()]

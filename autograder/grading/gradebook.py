@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from autograder.grading import dburl
 from autograder.grading.settings import COURSE_ID, Settings
 
 
@@ -19,3 +20,8 @@ def opened(s: Settings):
 
     with Gradebook(s.gradebook_url, COURSE_ID) as gb:
         yield gb
+
+
+def where(s: Settings) -> str:
+    """The gradebook's location as messages show it (a database URL without its password)."""
+    return dburl.without_password(s.gradebook_url)

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder import course
-from autograder.grading import csv_cells, items, outcome, state
+from autograder.grading import csv_cells, items, marks, outcome, state
 from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt
 from autograder.grading.settings import Settings
@@ -189,19 +189,24 @@ def manual_queue(s: Settings, lessons: list) -> list:
             for lesson in lessons for st, cell in sorted(lesson.cells.items()) if cell["pending"]]
 
 
-def changes(s: Settings, todo: dict) -> list:
-    """The (student, lesson) pairs graded in this run: old and new score, attempted or not, new status."""
+def changes(s: Settings, todo: dict, refreshed: dict | None = None) -> list:
+    """The (student, lesson) pairs graded in this run, and those whose score the instructor's marks changed
+    (``refreshed``): old and new score, attempted or not, new status, and the marks that went back to pending."""
     out = []
-    for student in sorted(todo):
-        for lesson, task in sorted(todo[student].items()):
-            record = state.read(s, student, lesson)
-            if task.get("refresh") or record is None:
-                continue
-            before = record.get("previous") or {}
-            out.append({"student": student, "lesson": lesson, "old": before.get("score"),
-                        "graded_before": bool(before), "new": record.get("score"), "status": record.get("status"),
-                        "attempted": record.get("attempted"), "was_attempted": before.get("attempted"),
-                        "link": feedback_link(s, student, lesson)})
+    for tasks in (todo, refreshed or {}):
+        for student in sorted(tasks):
+            for lesson, task in sorted(tasks[student].items()):
+                record = state.read(s, student, lesson)
+                if record is None:
+                    continue
+                before = record.get("previous") or {}
+                if task.get("refresh") and before.get("score") == record.get("score"):
+                    continue  # only a comment changed
+                out.append({"student": student, "lesson": lesson, "old": before.get("score"),
+                            "graded_before": bool(before), "new": record.get("score"), "status": record.get("status"),
+                            "attempted": record.get("attempted"), "was_attempted": before.get("attempted"),
+                            "link": feedback_link(s, student, lesson),
+                            "reopened": [] if task.get("refresh") else record.get("reopened", [])})
     return out
 
 
@@ -209,8 +214,9 @@ def _work(attempted) -> str:
     return "not attempted" if attempted is False else "attempted" if attempted else ""
 
 
-def change_lines(changed: list, limit: int = 30) -> list:
-    """The terminal's lines for ``changes``: one per pair (at most ``limit``)."""
+def change_lines(changed: list, limit: int | None = 30) -> list:
+    """The terminal's lines for ``changes``: one per pair (at most ``limit``), then one per mark that went back
+    to pending."""
     lines = []
     for c in changed[:limit]:
         old = fmt(c["old"]) if c["graded_before"] and c["old"] is not None else "-"
@@ -219,8 +225,12 @@ def change_lines(changed: list, limit: int = 30) -> list:
                                           c["was_attempted"] is not None and c["was_attempted"] != c["attempted"]
                                           else "")
         lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new}" + (f" ({what})" if what else ""))
-    if len(changed) > limit:
+    if limit is not None and len(changed) > limit:
         lines.append(f"  ... and {len(changed) - limit} more (insights.html lists them all)")
+    reopened = [f"  {c['student']} {c['lesson']} {line}" for c in changed
+                for line in marks.reopened_lines(c["reopened"])]
+    if reopened:
+        lines += ["marks back to pending (grade them again in formgrader, then run the command again):", *reopened]
     return lines
 
 

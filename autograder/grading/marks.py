@@ -1,21 +1,38 @@
-"""One submission's marks read from nbgrader's gradebook: autograded, given by the instructor, and still pending.
+"""The instructor's marks: one submission's points read from nbgrader's gradebook, and every mark kept across regrades.
 
 nbgrader keeps a ``Grade`` per graded cell: ``auto_score`` (tests; ``None`` for a written answer), ``manual_score``
-(set in formgrader), ``needs_manual_grade``. A cell that needs a manual grade counts as *pending*: its points are
-shown as awaiting the instructor, not as 0, and percentages leave them out.
+(set in formgrader), ``extra_credit``, ``needs_manual_grade``; and a ``Comment`` per answer cell (``manual_comment``).
+A cell that needs a manual grade counts as *pending*: its points are shown as awaiting the instructor, not as 0,
+and percentages leave them out.
 
-**A resubmission after manual grading.** ``nbgrader autograde`` keeps every manual score of a regraded notebook
-(``SaveAutoGrades`` never overwrites ``manual_score``) but marks those cells ``needs_manual_grade`` again.
-``review_regrade`` then compares each such written answer with the one that was graded (its hash, kept in the
-grading command's state): an unchanged answer keeps its manual score and counts again; a changed one stays
-pending, its earlier score kept in the gradebook, until the instructor grades it again in formgrader, and the
-report says so.
+**A mark is never lost.** Before a notebook is graded again (a resubmission, or a rebuild after the hidden checks or
+the settings changed) its marks are taken (``before_regrade``): every manual score, extra credit and comment, with
+the hash of the written answer the score was given for (``answer_hash``: the answer cell's source as submitted,
+with line endings, trailing spaces and Unicode forms normalised). After nbgrader graded it (in the same gradebook,
+or in a new one), ``carry`` puts every mark back: a score whose answer is unchanged counts again; any other goes
+back to *pending*, its score kept in the gradebook, and ``reopened`` says why (the answer's text changed, the
+answer cell is gone, an autograded test scored by hand was graded again). Until the regrade is done the marks wait
+in a file of their own (``state.write_carried``), so a run killed halfway loses none either.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
+
+from autograder.grading import gradebook, outcome, state
+from autograder.grading.settings import Settings
+
+TEXT_CHANGED = "its text changed since you marked it"
+CELL_GONE = "the answer cell is no longer in the notebook"
+NOT_IN_LESSON = "the cell is no longer in the lesson"
+TEST_REGRADED = "an autograded test you scored by hand was graded again"
+ANSWER_UNKNOWN = "the answer you marked is not on record"
+
+
+class MarksUnreadable(RuntimeError):
+    """The marks of the gradebook a rebuild replaces could not be read: nothing was changed."""
 
 
 def _score(x) -> float:
@@ -50,33 +67,95 @@ def fingerprint(gb, lesson: str, student: str) -> str:
     return hashlib.sha256(json.dumps([grades, comments], default=str).encode()).hexdigest()[:16]
 
 
+def answer_hash(source: str) -> str:
+    """The hash of a written answer: its text with line endings, trailing spaces, blank edges and Unicode forms
+    normalised, so that saving it again in another editor does not make it a new answer."""
+    lines = unicodedata.normalize("NFC", source).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    text = "\n".join(line.rstrip() for line in lines).strip()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def written_answers(nb) -> dict:
-    """grade_id -> hash of the learner's answer, for every graded solution cell (what a human may grade)."""
+    """grade_id -> ``answer_hash`` of the learner's answer, for every graded solution cell (what a human grades)."""
     answers = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {}) or {}
         if meta.get("grade") and meta.get("solution"):
-            answers[meta["grade_id"]] = hashlib.sha256(cell.source.strip().encode()).hexdigest()[:16]
+            answers[meta["grade_id"]] = answer_hash(cell.source)
     return answers
 
 
-def review_regrade(gb, lesson: str, student: str, answers: dict, graded_answers: dict) -> list:
-    """After autograde: keep the manual scores of unchanged answers; return flags for the changed ones."""
-    nb = gb.find_submission_notebook(lesson, lesson, student)
-    changed = []
+def before_regrade(gb, lesson: str, student: str, record: dict) -> dict:
+    """What a regrade of one submission must keep: ``previous`` (its score, status and work before) and ``marks``
+    (cell -> manual score, extra credit, comment, and the hash of the answer the score was for). ``record`` is the
+    submission's state record; a submission the gradebook does not hold has no marks."""
+    from nbgrader.api import MissingEntry
+
+    previous = {k: record.get(k) for k in ("score", "status", "attempted", "graded_answers")} if record else {}
+    try:
+        nb = gb.find_submission_notebook(lesson, lesson, student)
+    except MissingEntry:
+        return {"previous": previous, "marks": {}}
+    if record and record.get("graded"):
+        now = marks(gb, lesson, student)  # marks given since the record was written count
+        previous.update(score=now["score"], status=outcome.PENDING if now["pending"] else outcome.GRADED)
+    answers, graded = (record or {}).get("answers", {}), (record or {}).get("graded_answers", {})
+    comments = {c.name: c.manual_comment for c in nb.comments if c.manual_comment}
+    held = {}
     for grade in nb.grades:
-        if grade.manual_score is None or not grade.needs_manual_grade:
+        if grade.manual_score is None and not grade.extra_credit:
             continue
-        if grade.name in answers and graded_answers.get(grade.name) == answers[grade.name]:
-            grade.needs_manual_grade = False  # the very answer the instructor graded: the grade still holds
-        else:
-            changed.append(grade.name)
+        final = grade.manual_score is not None and not grade.needs_manual_grade
+        held[grade.name] = {"score": grade.manual_score, "extra_credit": grade.extra_credit,
+                            "max": _score(grade.max_score), "final": final,
+                            "answer": (answers if final else graded).get(grade.name)}
+    for name, comment in comments.items():
+        held.setdefault(name, {"score": None, "extra_credit": None, "final": False, "answer": None})["comment"] = \
+            comment
+    return {"previous": previous, "marks": held}
+
+
+def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
+    """Put the marks of ``before_regrade`` back on the graded submission; return the scores that went back to
+    pending: [{"cell", "reason", "score", "max"}]. ``answers``: ``written_answers`` of the graded notebook."""
+    nb = gb.find_submission_notebook(lesson, lesson, student)
+    grades = {g.name: g for g in nb.grades}
+    comments = {c.name: c for c in nb.comments}
+    reopened = []
+    for name, mark in sorted(held.items()):
+        grade, comment = grades.get(name), comments.get(name)
+        if mark.get("comment") and comment is not None:
+            comment.manual_comment = mark["comment"]
+        if mark["score"] is None and not mark["extra_credit"]:
+            continue
+        if grade is None:
+            reopened.append({"cell": name, "reason": NOT_IN_LESSON, "score": mark["score"], "max": mark.get("max")})
+            continue
+        grade.manual_score, grade.extra_credit = mark["score"], mark["extra_credit"]
+        if mark["score"] is None:
+            continue
+        if mark["answer"] and answers.get(name) == mark["answer"]:
+            grade.needs_manual_grade = False  # the very answer the instructor marked: the mark still holds
+            continue
+        grade.needs_manual_grade = True
+        reason = (TEST_REGRADED if grade.auto_score is not None else CELL_GONE if name not in answers
+                  else TEXT_CHANGED if mark["answer"] else ANSWER_UNKNOWN)
+        reopened.append({"cell": name, "reason": reason, "score": mark["score"], "max": mark.get("max")})
     gb.db.commit()
-    if not changed:
-        return []
-    return [f"resubmitted after manual grading: written answers need regrading ({', '.join(sorted(changed))}); "
-            "the earlier manual scores are kept in the gradebook and count as pending until you grade them again "
-            "in formgrader"]
+    return reopened
+
+
+def reopened_lines(reopened: list) -> list:
+    """One line per mark that went back to pending: the cell, why, and the mark it had."""
+    return [f"{r['cell']}: {r['reason']} (your mark, {r['score']:g} of {r['max']:g}, is kept in the gradebook "
+            "and counts again once you grade it in formgrader)" if r["score"] is not None and r["max"] is not None
+            else f"{r['cell']}: {r['reason']}" for r in reopened]
+
+
+def still_pending(reopened: list, current: dict) -> list:
+    """The marks of ``reopened`` that still await the instructor (``current``: ``marks(...)``): one graded again in
+    formgrader since is left out; one whose cell left the lesson stays."""
+    return [r for r in reopened if r["cell"] in current["pending_cells"] or r["reason"] == NOT_IN_LESSON]
 
 
 def graded_answers(current: dict, answers: dict, previous: dict) -> dict:
@@ -89,3 +168,25 @@ def graded_answers(current: dict, answers: dict, previous: dict) -> dict:
         elif gid in answers:
             kept[gid] = answers[gid]
     return kept
+
+
+def before_rebuild(s: Settings) -> dict:
+    """{(student, lesson): ``before_regrade``} of every graded submission, read before a rebuild replaces the course
+    and its gradebook; marks still waiting from an earlier rebuild or regrade (``state.carried``) are kept as they
+    are. Raises ``MarksUnreadable`` (nothing changed yet) when the gradebook cannot be read."""
+    kept = {key: state.read_carried(s, *key) for key in state.carried(s)}
+    graded = state.recorded(s)
+    if not graded or (not s.db_url and not (s.course_root / "gradebook.db").exists()):
+        return {**{key: {"previous": {}, "marks": {}} for key in graded}, **kept}
+    try:
+        with gradebook.opened(s) as gb:
+            found = {key: before_regrade(gb, key[1], key[0], state.read(s, *key) or {}) for key in graded}
+    except Exception as exc:  # noqa: BLE001 - whatever stops the read, the marks must not be dropped
+        why = (str(exc).splitlines() or [""])[0][:200]
+        raise MarksUnreadable(
+            f"the hidden checks, lessons or settings changed, so every notebook must be graded again, but the marks "
+            f"in the gradebook ({gradebook.where(s)}) could not be read to carry them over "
+            f"({type(exc).__name__}: {why}). Nothing was changed. Make the gradebook readable again (restore it "
+            "from a backup, or start the PostgreSQL server), or run with the settings of the last run; "
+            "to start afresh and drop the marks, move the OUT folder away.") from exc
+    return {**found, **kept}

@@ -82,7 +82,9 @@ def _cell_text(c: dict) -> str:
     return text
 
 
-def write_report(s: Settings, rows: list, notes: list) -> Path:
+def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Path:
+    """``changes``: the lines of what this run changed (``insights.change_lines``: old and new scores, marks back
+    to pending)."""
     esc = html.escape
     head = "".join(f"<th>{esc(lesson)}</th>" for lesson in s.lessons)
     body = []
@@ -125,6 +127,7 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 without a name, students who may need help.</p>
 {pending_note}
 {''.join(f'<p><b>{esc(n)}</b></p>' for n in notes)}
+<h2>What this run changed</h2><pre>{esc(chr(10).join(changes) or "no score changed")}</pre>
 <h2>Score distribution (total)</h2><pre>{esc(chr(10).join(distribution(rows)))}</pre>
 <h2>Students</h2><table><tr><th>student</th>{head}<th>total</th><th>flags</th></tr>
 {''.join(body)}</table></body></html>

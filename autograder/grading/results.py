@@ -49,6 +49,8 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
         return cell, flags
     cell.update(score=got["score"], auto=got["auto"], manual=got["manual"] if got["manual_cells"] else None,
                 pending=got["pending"], status=outcome.PENDING if got["pending"] else outcome.GRADED)
+    flags += [f"{lesson}: marks back to pending: {line}"
+              for line in marks.reopened_lines(marks.still_pending(record.get("reopened", []), got))]
     if got["pending"]:
         flags.append(f"{lesson}: {fmt(got['pending'])} points of written answers awaiting the instructor "
                      f"({', '.join(got['pending_cells'])}; grade them in formgrader, then run again)")

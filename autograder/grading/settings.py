@@ -1,7 +1,8 @@
 """The grading command's settings, the course id nbgrader files the grades under, and its exit statuses.
 
 ``Settings`` is what a run depends on; its ``key`` changes whenever grades made under older settings would no longer
-be valid (``workspace.prepare_course`` then rebuilds the course and regrades everything). It is computed once and
+be valid (``workspace.prepare_course`` then rebuilds the course and regrades everything, carrying the instructor's
+marks over). The set of lessons graded is not part of it: grading another set regrades nothing. It is computed once and
 carried with the settings: the course marker, every record and every worker process get the same value.
 """
 
@@ -18,7 +19,7 @@ from autograder.kernel import sandbox
 from autograder.grading import dburl
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
-EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY = 2, 3, 4, 5, 6
+EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY, EXIT_MARKS = 2, 3, 4, 5, 6, 7
 EXIT_HELP = """exit status:
   0  every notebook graded (written answers may still await manual grading: see the report)
   2  the submissions' layout was not understood, or a bad option (the message says what to do)
@@ -27,7 +28,9 @@ EXIT_HELP = """exit status:
      listed first in report.html; fix the cause and run the command again, which grades only those
   5  this machine cannot grade safely as set up (e.g. root without bubblewrap); nothing was graded
   6  the canary failed: the lessons' own model answers did not earn full marks here, so no student was graded;
-     the message says what broke and how to fix it"""
+     the message says what broke and how to fix it
+  7  every notebook had to be graded again (hidden checks, a lesson or settings changed), but the marks in the
+     gradebook could not be read to carry them over; nothing was changed, and the message says what to do"""
 
 
 class SetupError(RuntimeError):
@@ -75,10 +78,11 @@ class Settings:
     @functools.cached_property
     def key(self) -> str:
         """Changes whenever grades made under the old settings would no longer be valid (computed once, then
-        carried: pickled with the settings to every worker)."""
-        parts = [json.dumps([self.lessons, dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
+        carried: pickled with the settings to every worker). Every lesson's source counts, graded or not, so that
+        grading another set of lessons keeps the grades of the others."""
+        parts = [json.dumps([dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
                              self.max_output, self.notebook_timeout, self.isolation])]
-        parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in self.lessons]
+        parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in course.lesson_names()]
         parts += [p.read_text(encoding="utf-8") for p in grade_deciding_sources()]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 

@@ -4,6 +4,10 @@ Each (student, lesson) is recorded in ``DIR/state/<student>/<lesson>.json`` as s
 ``DIR/canary/``, ``canary_folder``): its submission's hash, the settings key, status, score, flags and the written
 answers the instructor graded. Running the command again grades only what is new, changed or unfinished (a batch
 killed halfway resumes; ``workspace.stage`` decides) and rebuilds the outputs from these records and the gradebook.
+
+The instructor's marks of a (student, lesson) being graded again wait in ``DIR/carried-marks/<student>/<lesson>.json``
+(``autograder/grading/marks.py``) until the regrade has put them back: written before a rebuild replaces the
+gradebook, or before a resubmission is graded, and removed once its grading succeeded.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ def path(s: Settings, student: str, lesson: str) -> Path:
     return folder / student / f"{lesson}.json"
 
 
+def recorded(s: Settings) -> list:
+    """(student, lesson) of every record in ``DIR/state``."""
+    return sorted((p.parent.name, p.stem) for p in (Path(s.out) / "state").glob("*/*.json"))
+
+
 def read(s: Settings, student: str, lesson: str):
     """The record of (student, lesson), or None if there is none (or it cannot be read)."""
     try:
@@ -44,8 +53,39 @@ def read(s: Settings, student: str, lesson: str):
 
 
 def write(s: Settings, student: str, lesson: str, record: dict) -> None:
-    target = path(s, student, lesson)
+    _write(path(s, student, lesson), record)
+
+
+def _write(target: Path, record: dict) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
     os.replace(tmp, target)  # atomic: a killed run leaves either the old record or the new one
+
+
+CARRIED = "carried-marks"
+
+
+def carried_path(s: Settings, student: str, lesson: str) -> Path:
+    return Path(s.out) / CARRIED / student / f"{lesson}.json"
+
+
+def carried(s: Settings) -> list:
+    """(student, lesson) of every submission whose marks wait to be put back."""
+    return sorted((p.parent.name, p.stem) for p in (Path(s.out) / CARRIED).glob("*/*.json"))
+
+
+def read_carried(s: Settings, student: str, lesson: str):
+    """The marks waiting for a regrade of (student, lesson) (``marks.before_regrade``), or None."""
+    try:
+        return json.loads(carried_path(s, student, lesson).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write_carried(s: Settings, student: str, lesson: str, kept: dict) -> None:
+    _write(carried_path(s, student, lesson), kept)
+
+
+def drop_carried(s: Settings, student: str, lesson: str) -> None:
+    carried_path(s, student, lesson).unlink(missing_ok=True)

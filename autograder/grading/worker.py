@@ -23,7 +23,7 @@ import shutil
 import time
 from pathlib import Path
 
-from autograder.grading.pipeline import execute
+from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading import findings, gradebook, intake, items, marks, outcome, state, workspace
 from autograder.grading.settings import Settings
 
@@ -67,16 +67,26 @@ class Worker:
         return capture_log(app)
 
     def grade_one(self, student: str, lesson: str, task: dict) -> dict:
-        """autograde + generate_feedback for one (student, lesson); record the result, and return the record."""
+        """autograde + generate_feedback for one (student, lesson); record the result, and return the record.
+
+        The instructor's marks on the submission are taken first (``marks.before_regrade``, kept in a file until the
+        regrade is done) and put back after autograde (``marks.carry``)."""
         import nbformat
         from nbgrader.converters import Autograde
 
         s = self.s
         root = s.course_root
         started = time.monotonic()
+        try:
+            kept = self._marks_to_carry(student, lesson)
+        except Exception as exc:  # noqa: BLE001 - grading it now would put its marks at risk: the grader's failure
+            record = new_record(s, student, lesson, task, state.read(s, student, lesson) or {})
+            record["reason"] = (f"the instructor's marks on this notebook could not be read before grading it again "
+                                f"({type(exc).__name__}: {exc})"[:500] + "; it was not graded")
+            state.write(s, student, lesson, record)
+            return record
         result = self._nbgrader_step(Autograde, student, lesson)
-        previous = state.read(s, student, lesson) or {}
-        record = new_record(s, student, lesson, task, previous)
+        record = new_record(s, student, lesson, task, kept["previous"])
         autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
         try:
             if not (result.get("success") and autograded.exists()):
@@ -91,20 +101,34 @@ class Worker:
             record["answers"] = marks.written_answers(nb)
             released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
             with gradebook.opened(s) as gb:
-                record["flags"] += marks.review_regrade(gb, lesson, student, record["answers"],
-                                                        previous.get("graded_answers", {}))
+                record["reopened"] = marks.carry(gb, lesson, student, kept["marks"], record["answers"])
                 record.update(items.record(gb, lesson, student, nb, released, seen.hidden_outcomes))
-            self._write_feedback(student, lesson, record, previous.get("graded_answers", {}))
+            held = {gid: m["answer"] for gid, m in kept["marks"].items() if m.get("answer")}
+            self._write_feedback(student, lesson, record, held, before=kept["previous"].get("score"))
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
             reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
             record.update(graded=False, status=outcome.GRADING_ERROR, score=None, reason=reason[:500])
             (Path(s.out) / "feedback" / student / f"{lesson}.html").unlink(missing_ok=True)  # of an older notebook
         record["seconds"] = round(time.monotonic() - started, 2)
         state.write(s, student, lesson, record)
+        if record["graded"]:
+            state.drop_carried(s, student, lesson)  # every mark is back in the gradebook
         return record
 
-    def _write_feedback(self, student: str, lesson: str, record: dict, graded_answers: dict) -> None:
-        """nbgrader's generate_feedback for one graded notebook, copied to DIR/feedback; its marks into ``record``."""
+    def _marks_to_carry(self, student: str, lesson: str) -> dict:
+        """The marks a regrade of (student, lesson) must put back: those waiting from a rebuild or an unfinished
+        regrade, else the gradebook's, written down before nbgrader touches them."""
+        kept = state.read_carried(self.s, student, lesson)
+        if kept is None:
+            with gradebook.opened(self.s) as gb:
+                kept = marks.before_regrade(gb, lesson, student, state.read(self.s, student, lesson) or {})
+            if kept["marks"]:
+                state.write_carried(self.s, student, lesson, kept)
+        return kept
+
+    def _write_feedback(self, student: str, lesson: str, record: dict, graded_answers: dict, before) -> None:
+        """nbgrader's generate_feedback for one graded notebook, copied to DIR/feedback; its marks into ``record``.
+        ``before``: the score the learner was last given, shown beside the new one when they differ."""
         from nbgrader.converters import GenerateFeedback
 
         s = self.s
@@ -117,7 +141,9 @@ class Worker:
         if feedback.get("success") and html_path.exists():
             dest = Path(s.out) / "feedback" / student / f"{lesson}.html"
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(html_path, dest)
+            page = html_path.read_text(encoding="utf-8")
+            reopened = marks.still_pending(record.get("reopened", []), current)
+            dest.write_text(feedback_page.with_changes(page, before, current["score"], reopened), encoding="utf-8")
         else:
             record["flags"].append("no feedback: " + last_error(feedback))
         record.update(graded=True, score=current["score"], max_score=current["max"],
@@ -127,7 +153,8 @@ class Worker:
     def refresh_feedback(self, student: str, lesson: str) -> dict:
         """Generate the feedback of an already graded notebook again (its grades changed: manual grading)."""
         record = state.read(self.s, student, lesson)
-        self._write_feedback(student, lesson, record, record.get("graded_answers", {}))
+        record["previous"] = {k: record.get(k) for k in ("score", "status", "attempted")}
+        self._write_feedback(student, lesson, record, record.get("graded_answers", {}), before=record.get("score"))
         record["refreshed"] = True
         state.write(self.s, student, lesson, record)
         return record

@@ -61,23 +61,43 @@ def grading_env(s: Settings) -> dict:
     return env
 
 
-def prepare_course(s: Settings, log) -> "Rebuild | None":
-    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change.
+def course_changed(s: Settings) -> bool:
+    """Whether the course must be rebuilt and every notebook graded again: the hidden checks, a lesson's source or a
+    setting that decides a score changed since the last run (``Settings.key``; the set of lessons graded is not
+    part of it)."""
+    marker = Path(s.out) / "course.json"
+    return marker.exists() and (json.loads(marker.read_text()).get("key") != s.key
+                                or not (s.course_root / "release").is_dir())
 
-    A rebuild first moves the old course folder, state records and marker aside; the returned ``Rebuild`` puts them
-    back (``restore``: the canary failed, so nothing of the earlier runs may be lost) or deletes them (``discard``).
+
+def prepare_course(s: Settings, log, carried: "dict | None" = None) -> "Rebuild | None":
+    """Build (or reuse) DIR/course. Rebuilt, and every grade redone, when lessons, checks or settings change
+    (``course_changed``); a lesson graded for the first time is added to the course, and nothing else is regraded.
+
+    A rebuild first moves the old course folder, state records and marker aside, and writes down ``carried``
+    (``marks.before_rebuild``: the instructor's marks, read before anything changed) for the regrade to put back;
+    the returned ``Rebuild`` puts everything back (``restore``: the canary failed, so nothing of the earlier runs may
+    be lost) or deletes the old copy (``discard``).
     """
     out = Path(s.out)
     marker = out / "course.json"
-    key = s.key
-    if marker.exists() and json.loads(marker.read_text()).get("key") == key and \
-            (s.course_root / "release").is_dir():
+    if marker.exists() and not course_changed(s):
+        built = json.loads(marker.read_text()).get("lessons", [])
+        new = [lesson for lesson in s.lessons if lesson not in built]
+        if new:
+            log(f"lessons added to the course: {', '.join(new)}; nothing graded before is graded again")
+            notebooks.write_sources(s.course_root, new)
+            release_lessons(s, new)
+            marker.write_text(json.dumps({"key": s.key, "lessons": built + new}) + "\n")
         return None
     rebuild = None
     if marker.exists():
-        log("lessons, hidden checks or settings changed since the last run: regrading everything")
+        log("hidden checks, a lesson or settings changed since the last run: grading every notebook again; "
+            "your marks are carried over to every written answer whose text is unchanged")
         _keep_gradebook(s, log)
         rebuild = Rebuild(out)
+        for (student, lesson), kept in (carried or {}).items():
+            state.write_carried(s, student, lesson, kept)
     shutil.rmtree(s.course_root, ignore_errors=True)
     shutil.rmtree(out / "state", ignore_errors=True)
     notebooks.make_course(s.course_root, s.lessons, generate=False)
@@ -92,17 +112,18 @@ def prepare_course(s: Settings, log) -> "Rebuild | None":
     fonts = subprocess.Popen([sys.executable, "-c", "import matplotlib.font_manager"], env=grading_env(s),
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        release_lessons(s)
+        release_lessons(s, s.lessons)
     finally:
         fonts.wait()
-    marker.write_text(json.dumps({"key": key, "lessons": s.lessons}) + "\n")
+    marker.write_text(json.dumps({"key": s.key, "lessons": s.lessons}) + "\n")
     return rebuild
 
 
 class Rebuild:
-    """The course folder, state records and marker of the earlier runs, moved aside to ``DIR/previous-course``."""
+    """The course folder, state records, marker and waiting marks of the earlier runs, moved aside to
+    ``DIR/previous-course``."""
 
-    PARTS = ("course", "state", "course.json")
+    PARTS = ("course", "state", "course.json", state.CARRIED)
 
     def __init__(self, out: Path):
         self.out, self.aside = out, out / "previous-course"
@@ -114,9 +135,9 @@ class Rebuild:
 
     def restore(self) -> None:
         for part in self.PARTS:
+            if (self.out / part).is_dir():
+                shutil.rmtree(self.out / part)
             if (self.aside / part).exists():
-                if (self.out / part).is_dir():
-                    shutil.rmtree(self.out / part)
                 os.replace(self.aside / part, self.out / part)
         shutil.rmtree(self.aside, ignore_errors=True)
 
@@ -124,8 +145,8 @@ class Rebuild:
         shutil.rmtree(self.aside, ignore_errors=True)
 
 
-def release_lessons(s: Settings) -> None:
-    """nbgrader's generate_assignment for every lesson, in this process (which has imported nbgrader already): it
+def release_lessons(s: Settings, lessons: list) -> None:
+    """nbgrader's generate_assignment for ``lessons``, in this process (which has imported nbgrader already): it
     writes release/ and records every cell in the gradebook, which autograde needs."""
     import nbgrader.api
     from nbgrader.converters import GenerateAssignment
@@ -135,16 +156,16 @@ def release_lessons(s: Settings) -> None:
 
     nbgrader.api.get_alembic_version = alembic_head  # the gradebook it creates gets its schema's revision
     config = PyFileConfigLoader("nbgrader_config.py", path=str(s.course_root)).load_config()
-    coursedir = CourseDirectory(config=config)
-    coursedir.root = str(s.course_root)
-    coursedir.assignment_id = "*"
-    converter = GenerateAssignment(coursedir=coursedir, config=config)
-    converter.force = True
-    result = capture_log(converter)
-    missing = [n for n in s.lessons if not (s.course_root / "release" / n / f"{n}.ipynb").exists()]
-    if not result["success"] or missing:
-        raise RuntimeError(f"nbgrader generate_assignment failed (lessons not released: {missing or 'none'}):\n"
-                           f"{result.get('log') or ''}{result.get('error') or ''}")
+    for lesson in lessons:
+        coursedir = CourseDirectory(config=config)
+        coursedir.root = str(s.course_root)
+        coursedir.assignment_id = lesson
+        converter = GenerateAssignment(coursedir=coursedir, config=config)
+        converter.force = True
+        result = capture_log(converter)
+        if not result["success"] or not (s.course_root / "release" / lesson / f"{lesson}.ipynb").exists():
+            raise RuntimeError(f"nbgrader generate_assignment failed (lesson not released: {lesson}):\n"
+                               f"{result.get('log') or ''}{result.get('error') or ''}")
 
 
 def alembic_head() -> str:

@@ -13,7 +13,9 @@ feedback page, also one regenerated later with ``nbgrader generate_feedback``, i
 * self-contained and offline: maths is MathML written into the page, there is no script at all, and a strict
   Content-Security-Policy heads the page.
 
-``write_notice`` writes the short page a learner gets instead when their notebook was missing or unreadable.
+``with_changes`` adds, under the title, what changed since the learner's last page (old and new score, answers to be
+marked again). ``write_notice`` writes the short page a learner gets instead when their notebook was missing or
+unreadable.
 """
 
 from __future__ import annotations
@@ -165,6 +167,20 @@ class FeedbackExporter(HTMLExporter):
 def configure(c) -> None:
     """Make nbgrader's generate_feedback write its pages with ``FeedbackExporter`` (``c``: an nbgrader config)."""
     c.GenerateFeedback.exporter_class = FeedbackExporter
+
+
+def with_changes(page: str, before, after: float, reopened: list) -> str:
+    """The feedback page with what changed since the learner's last one, under its title: the old and new score
+    when they differ, and the written answers that await the instructor again (``marks.carry``)."""
+    lines = []
+    if before is not None and f"{before:g}" != f"{after:g}":
+        lines.append(f"<p>Your score changed from {before:g} to {after:g} since your last feedback.</p>")
+    if reopened:
+        cells = ", ".join(f"<code>{html.escape(r['cell'])}</code>" for r in reopened)
+        lines.append(f"<p>Your instructor will mark these answers again: {cells}.</p>")
+    if not lines:
+        return page
+    return page.replace("</h1>", '</h1>\n<div id="since-last">' + "".join(lines) + "</div>", 1)
 
 
 NOTICE = """<!DOCTYPE html>
