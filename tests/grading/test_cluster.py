@@ -69,13 +69,12 @@ class Cluster:
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.logs = folder
-        commands = docs_commands(self.port)
-        venv_bin = os.path.realpath(course.ROOT / ".venv" / "bin")
-        if not os.path.exists(course.ROOT / ".venv" / "bin" / "activate"):
+        if not (course.ROOT / ".venv" / "bin" / "activate").exists():
             pytest.skip("the docs' commands activate the course's .venv (make venv)")
+        commands = docs_commands(self.port)
+        venvs = {os.path.realpath(course.ROOT / ".venv" / "bin"), os.path.realpath(Path(sys.executable).parent)}
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
-                                      if os.path.realpath(p) not in (venv_bin, str(Path(sys.executable).parent)))
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if os.path.realpath(p) not in venvs)
         self.scheduler = self._start(commands["activate"], commands["scheduler"], env, "scheduler")
         self.workers = self._start(commands["activate"], commands["worker"], env, "workers")
         from distributed import Client
