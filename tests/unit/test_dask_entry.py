@@ -22,8 +22,8 @@ def test_the_shipped_entry_finds_the_course_in_a_python_that_cannot_import_it():
     scheduler, loads the entry, which puts the course on its path and then runs a function of the course."""
     job = pickle.dumps((course.lesson_names, ()))
     shipped = pickle.dumps((pool.ShippedWhole(dask_entry.run), ROOT, DIGEST, job))
-    script = ("import pickle, sys\n"
-              "try:\n    import autograder\nexcept ImportError:\n    pass\nelse:\n    sys.exit('the course is on the path')\n"
+    script = ("import importlib.util, pickle, sys\n"
+              "if importlib.util.find_spec('autograder'):\n    sys.exit('the course is on the path')\n"
               "entry, *args = pickle.loads(sys.stdin.buffer.read())\nprint(entry(*args))\n")
     proc = subprocess.run([sys.executable, "-I", "-c", script], input=shipped, capture_output=True, cwd="/",
                           timeout=60)
