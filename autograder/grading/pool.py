@@ -9,7 +9,10 @@
 Grading on a Dask cluster (docs/grading.md, "Grading on a Dask cluster") needs:
 * every worker sees the course, its venv and the ``--out`` folder at the same paths as this machine (a shared file
   system, or the same container image with ``--out`` on a shared volume): a task reads the staged notebook and
-  writes its record, its graded notebook and its feedback page there;
+  writes its record, its graded notebook and its feedback page there. The workers need not have the course on their
+  path: each task carries ``dask_entry.run`` whole (``ShippedWhole``), which checks that the worker's course is this
+  one, the same code by ``dask_entry.course_digest``, before it imports it; ``preflight`` asks every worker first and
+  refuses, in one line per reason, a cluster with a worker that cannot grade this course;
 * the gradebook is PostgreSQL (``--db``): workers on other machines cannot share one SQLite file, so the command
   refuses SQLite with a scheduler (``preflight``);
 * workers that can isolate kernels as this machine does (``Settings.isolation``): root with bubblewrap for the
@@ -31,13 +34,15 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import pickle
 import socket
 import sys
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from autograder.grading import worker
+from autograder import course
+from autograder.grading import dask_entry, worker
 from autograder.grading.pipeline import execute
 from autograder.grading.settings import Settings, SetupError
 
@@ -199,14 +204,15 @@ def preflight(s: Settings) -> None:
     except ImportError:
         raise SetupError("--scheduler needs dask.distributed: pip install 'dask[distributed]'") from None
     scheme, _, address = s.scheduler.rpartition("://")
-    if scheme not in ("", "tcp", "tls"):  # inproc:// (a cluster in this process), ucx://: Dask's own connect decides
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
-    except (OSError, ValueError) as exc:
-        raise SetupError(f"cannot reach the Dask scheduler at {s.scheduler} ({exc}); start it (dask scheduler) "
-                         "and its workers, or check the address (tcp://host:8786)") from None
+    if scheme in ("", "tcp", "tls"):  # inproc:// (a cluster in this process), ucx://: Dask's own connect decides
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        except (OSError, ValueError) as exc:
+            raise SetupError(f"cannot reach the Dask scheduler at {s.scheduler} ({exc}); start it (dask scheduler) "
+                             "and its workers, or check the address (tcp://host:8786)") from None
+    with ClusterPool(s) as cluster:
+        cluster.check_workers()
 
 
 _dask_run: tuple = (None, None)  # the (settings, folder) this Dask worker process last became a worker for
@@ -263,8 +269,10 @@ class ClusterPool:
 
         client = self._connect()
         environ, cwd = dict(os.environ), os.getcwd()
-        futures = {client.submit(_run_on_dask, method, self.s, environ, cwd, *job, pure=False,
-                                 key=f"{method}-{job[0]}-{os.urandom(4).hex()}"): job for job in jobs}
+        entry, root = ShippedWhole(dask_entry.run), str(course.ROOT)
+        digest = dask_entry.course_digest(root)
+        futures = {client.submit(entry, root, digest, _payload(method, self.s, environ, cwd, job),
+                                 pure=False, key=f"{method}-{job[0]}-{os.urandom(4).hex()}"): job for job in jobs}
         done = 0
         try:
             for future in as_completed(futures, loop=client.loop):
@@ -277,15 +285,71 @@ class ClusterPool:
 
 
     def _result(self, future, job):
-        """A job's records; a job whose workers kept dying (the scheduler gave up on it: ``KilledWorker``) is
-        recorded as a grading error, never a score, and the others go on."""
+        """A job's records; a job whose workers kept dying (the scheduler gave up on it: ``KilledWorker``), or that
+        fell to a worker that cannot grade this course (``dask_entry.unfit``), is recorded as a grading error that
+        says why, never a score, and the others go on."""
         from distributed.scheduler import KilledWorker
 
         try:
-            return future.result()
+            done, value = future.result()
         except KilledWorker:
             return worker.grader_failed(self.s, *job, reason=WORKER_DIED.format(
                 times="each time the scheduler gave it to a Dask worker (KilledWorker)"))
+        return value if done == "done" else worker.grader_failed(self.s, *job, reason=value)
+
+    def check_workers(self) -> None:
+        """Ask every worker of the cluster whether it can grade with this course (``dask_entry.unfit``); refuse the
+        cluster, one line per reason naming its workers, when one cannot."""
+        root = str(course.ROOT)
+        try:
+            answers = self._connect().run(ShippedWhole(dask_entry.unfit), root, dask_entry.course_digest(root))
+        except Exception as exc:  # noqa: BLE001 - e.g. another Python: a worker that cannot even load the check
+            raise SetupError(f"the Dask workers at {self.s.scheduler} cannot run the course's check "
+                             f"({type(exc).__name__}: {exc}): {dask_entry.RESTART}") from None
+        by_reason = {}
+        for address, reason in sorted(answers.items()):
+            if reason:
+                by_reason.setdefault(reason, []).append(address)
+        if by_reason:
+            raise SetupError("\n".join(f"the Dask worker {_named(addresses)} {reason}"
+                                       for reason, addresses in by_reason.items()))
+
+
+def _payload(method: str, s: Settings, environ: dict, cwd: str, job: tuple) -> bytes:
+    """A job as ``dask_entry.run`` gets it: ``_run_on_dask`` and its arguments, pickled here and opened only by a
+    worker that has found the course."""
+    return pickle.dumps((_run_on_dask, (method, s, environ, cwd, *job)))
+
+
+def _named(addresses: list) -> str:
+    """A worker's address, and how many others (a few named) share its reason."""
+    others = addresses[1:]
+    if not others:
+        return addresses[0]
+    shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+    return f"{addresses[0]} (and {len(others)} more: {shown})"
+
+
+class ShippedWhole:
+    """A function of ``dask_entry`` as a task or ``Client.run`` sends it: pickled by value (cloudpickle), so that a
+    scheduler or worker without the course on its path can load it."""
+
+    def __init__(self, function):
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(dask_entry)
+        try:
+            self.function, self.pickled = function, cloudpickle.dumps(function)
+        finally:
+            cloudpickle.unregister_pickle_by_value(dask_entry)
+
+    def __call__(self, *args):  # a worker in this process runs it as it is
+        return self.function(*args)
+
+    def __reduce__(self):
+        import cloudpickle
+
+        return cloudpickle.loads, (self.pickled,)
 
 
 def _cancelled() -> tuple:

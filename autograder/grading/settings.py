@@ -26,7 +26,8 @@ EXIT_HELP = """exit status:
   3  the original submissions changed during grading
   4  grading errors: the grader failed on some notebooks (not the learners); their scores are left empty and
      listed first in report.html; fix the cause and run the command again, which grades only those
-  5  this machine cannot grade safely as set up (e.g. root without bubblewrap); nothing was graded
+  5  this machine or its Dask cluster cannot grade safely as set up (e.g. root without bubblewrap, a Dask
+     worker without this course); nothing was graded
   6  the canary failed: the lessons' own model answers did not earn full marks here, so no student was graded;
      the message says what broke and how to fix it
   7  every notebook had to be graded again (hidden checks, a lesson or settings changed), but the marks in the

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from course_copy import copy_course
 
 from autograder import course, grade
 from autograder.course import answers, notebooks
@@ -24,12 +24,6 @@ from autograder.grading.settings import COURSE_ID
 
 LESSON = "01_warmup"
 BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"
-
-
-def _copy_course(dest: Path) -> Path:
-    for part in ("autograder", "lessons", "solutions"):
-        shutil.copytree(course.ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
-    return dest
 
 
 def _cli(copy: Path, submissions_path: Path, out: Path, *extra):
@@ -54,7 +48,7 @@ def _grades(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("canary")
-    copy = _copy_course(base / "course-copy")
+    copy = copy_course(base / "course-copy")
     klass, out = base / "class", base / "out"
     notebooks.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)

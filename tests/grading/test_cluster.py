@@ -1,12 +1,16 @@
-"""Grading on a Dask cluster (``--scheduler``, autograder/grading/cluster.py), for real: a ``dask scheduler`` and two
-``dask worker`` processes on 127.0.0.1 and the PostgreSQL server of tests/helpers/postgres_server.py. One worker is killed
-while it grades a notebook; the class still ends with the grades of a local run, and the originals are untouched.
+"""Grading on a Dask cluster (``--scheduler``, autograder/grading/pool.py), for real: the cluster docs/grading.md starts
+(its commands read from the page and run as written: a ``dask scheduler`` and a ``dask worker`` of two processes on
+127.0.0.1, in the course folder with its venv active, no PYTHONPATH) and the PostgreSQL server of
+tests/helpers/postgres_server.py. One worker is killed while it grades a notebook; the class still ends with the
+grades of a local run, and the originals are untouched. The same workers, asked to grade for a copy of the course in
+another folder, are refused in one line.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,12 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from course_copy import copy_course
 from postgres_server import free_port
 from worker_killer import WorkerKiller, kernel_launchers
 
 from autograder import bugs, course, grade
 from autograder.course import answers, notebooks
-from autograder.grading import intake
+from autograder.grading import intake, outcome, pool
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
@@ -44,51 +49,46 @@ def _grades(out: Path) -> dict:
         return {r["student"]: tuple(r[c] for c in COMPARED) for r in csv.DictReader(fh)}
 
 
-def _descendants(pid: int) -> list:
-    """(pid, command line) of every process below ``pid``."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parent = int(stat.rsplit(")", 1)[1].split()[1])
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(parent, []).append((int(entry), cmd))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
+def docs_commands(port: int) -> dict:
+    """The commands docs/grading.md gives to start a cluster, as written there but for the port: {"activate": the
+    venv's activation, "scheduler": ..., "worker": ...}."""
+    fence = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+    block = next(b for b in fence.findall((course.ROOT / "docs" / "grading.md").read_text()) if "dask scheduler" in b)
+    lines = [line.split("#")[0].strip().replace("8786", str(port)) for line in block.splitlines()]
+    return {"activate": next(line.split("&&")[1].strip() for line in lines if line.startswith("cd ")),
+            "scheduler": next(line for line in lines if line.startswith("dask scheduler")),
+            "worker": next(line for line in lines if line.startswith("dask worker"))}
 
 
 class Cluster:
-    """A scheduler and two workers, each a process group of its own (a worker and its nanny)."""
+    """The cluster of docs/grading.md: its scheduler and its worker command (two worker processes, each with its
+    nanny), each started by bash in the course folder with the venv activated, as a terminal would; nothing of the
+    course on PYTHONPATH, nor the venv on PATH before the activation puts it there."""
 
     def __init__(self, folder: Path):
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
-        dask = str(Path(sys.executable).parent / "dask")
-        env = notebooks.nbgrader_env()
         self.logs = folder
-        self.scheduler = self._start([dask, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                                      "--no-dashboard"], env, "scheduler")
-        self.workers = [self._start([dask, "worker", self.address, "--nworkers", "1", "--nthreads", "1",
-                                     "--no-dashboard", "--name", f"w{i}"], env, f"worker{i}") for i in range(2)]
+        if not (course.ROOT / ".venv" / "bin" / "activate").exists():
+            pytest.skip("the docs' commands activate the course's .venv (make venv)")
+        commands = docs_commands(self.port)
+        venvs = {os.path.realpath(course.ROOT / ".venv" / "bin"), os.path.realpath(Path(sys.executable).parent)}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if os.path.realpath(p) not in venvs)
+        self.scheduler = self._start(commands["activate"], commands["scheduler"], env, "scheduler")
+        self.workers = self._start(commands["activate"], commands["worker"], env, "workers")
         from distributed import Client
 
         with Client(self.address, timeout="60s") as client:
             client.wait_for_workers(2, timeout=120)
 
-    def _start(self, cmd, env, name):
+    def _start(self, activate, command, env, name):
         log = (self.logs / f"{name}.log").open("w")
-        return subprocess.Popen(cmd, cwd=course.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(["bash", "-c", f"{activate} && exec {command}"], cwd=course.ROOT, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(self):
-        for proc in [*self.workers, self.scheduler]:
+        for proc in [self.workers, self.scheduler]:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -97,46 +97,37 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, postgres_server):
+def cluster(tmp_path_factory):
+    started = Cluster(tmp_path_factory.mktemp("cluster-logs"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, postgres_server, cluster):
     base = tmp_path_factory.mktemp("cluster")
     root = base / "class"
-    _class(root)
+    victim = sorted(_class(root))[len(BUGS) // 2]  # a student in the middle of the class
     before = intake.tree_hashes(root)
     local = grade.Settings(out=str(base / "local"), lessons=[LESSON], workers=2, timeout=60)
     grade.run(root, local, progress=False, log=lambda *a: None)
 
-    cluster = Cluster(base)
     env = notebooks.nbgrader_env() | {"MHA_GRADEBOOK_URL": postgres_server.database("cluster")}
     out = base / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
-                             LESSON, "--timeout", "60", "--scheduler", cluster.address, "--quiet"],
-                            cwd=course.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    killed = None
-    try:
-        deadline = time.monotonic() + 600
-        while killed is None and proc.poll() is None and time.monotonic() < deadline:
-            graded_so_far = list((out / "state").glob(f"s*/{LESSON}.json")) if (out / "state").exists() else []
-            victim = cluster.workers[0]
-            kernel = [c for _, c in _descendants(victim.pid) if "bwrap" in c and "autograder.kernel.launcher" in c]
-            if len(graded_so_far) >= 2 and kernel:  # halfway, and this worker is grading a notebook right now
-                os.killpg(victim.pid, signal.SIGKILL)
-                victim.wait()
-                killed = len(graded_so_far)
-            time.sleep(0.05)
-        stdout, _ = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        cluster.stop()
-    return {"rc": proc.returncode, "stdout": stdout, "killed_after": killed, "local": _grades(base / "local"),
-            "cluster": _grades(out), "unchanged": intake.tree_hashes(root) == before, "out": out, "base": base}
+    with WorkerKiller(out, {victim: 1}) as killer:
+        proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
+                               LESSON, "--timeout", "60", "--scheduler", cluster.address, "--quiet"],
+                              cwd=course.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=900)
+    return {"rc": proc.returncode, "stdout": proc.stdout, "kills": killer.kills, "victim": victim,
+            "local": _grades(base / "local"), "cluster": _grades(out), "unchanged": intake.tree_hashes(root) == before,
+            "out": out, "base": base}
 
 
 @needs_root
 def test_a_worker_killed_mid_notebook_leaves_the_grades_of_a_local_run(graded):
     assert graded["rc"] == 0, graded["stdout"][-3000:]
-    assert graded["killed_after"] is not None, "the worker was never caught grading a notebook"
-    assert graded["killed_after"] < len(graded["local"]), "the worker was killed after the class was done"
+    assert graded["kills"] == {graded["victim"]: 1}, "the worker was never caught grading that notebook"
     assert graded["cluster"] == graded["local"]
     assert len({score for _, score, *_ in graded["local"].values()}) >= 3  # the class has different scores
     assert graded["unchanged"]
@@ -148,6 +139,46 @@ def test_the_cluster_grades_into_postgresql_and_each_notebook_once(graded):
     assert not (graded["out"] / "course" / "gradebook.db").exists()
     records = [p for p in (graded["out"] / "state").glob(f"*/{LESSON}.json")]
     assert sorted(p.parent.name for p in records) == sorted(graded["local"])
+
+
+@needs_root
+def test_workers_that_run_another_course_are_refused_in_one_line_before_anything_is_graded(graded, cluster, tmp_path,
+                                                                                            postgres_server):
+    """The docs' workers have graded with this checkout's course; the command of a copy of the course in another
+    folder (a second checkout) finds them running this one, and refuses: status 5, one line that names the workers
+    and says what to do, no traceback, nothing graded."""
+    copy = copy_course(tmp_path / "copy")
+    root = tmp_path / "class"
+    notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")
+    env = notebooks.nbgrader_env() | {"PYTHONPATH": str(copy), "MHA_GRADEBOOK_URL": postgres_server.database("copy")}
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(tmp_path / "out"),
+                           "--lessons", LESSON, "--scheduler", cluster.address, "--quiet"],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert re.fullmatch(rf"error: the Dask worker tcp://127\.0\.0\.1:\d+( \(and 1 more: tcp://127\.0\.0\.1:\d+\))? "
+                        rf"already runs the course from {re.escape(str(course.ROOT))}, not {re.escape(str(copy))} as "
+                        r"the command does: restart the workers \(dask worker \.\.\.\) in the course folder with its "
+                        r"venv active", line), line
+    assert not (tmp_path / "out" / "state").exists()
+
+
+def test_a_worker_without_the_course_makes_each_of_its_notebooks_a_grading_error(tmp_path, monkeypatch):
+    """A worker that joins after the command asked the cluster, and has no course at the command's path (the course's
+    path is changed here, for a worker in this process): each job it takes is recorded as a grading error that names
+    the worker and says what to do, never a score."""
+    from distributed import LocalCluster
+
+    s = grade.Settings(out=str(tmp_path / "out"), lessons=[LESSON], isolation="none")
+    assert s.key  # computed now, from this course
+    monkeypatch.setattr(course, "ROOT", tmp_path / "elsewhere")
+    with LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None) as local:
+        s.scheduler = local.scheduler_address
+        with pool.ClusterPool(s) as cluster:
+            [[record]] = list(cluster.completed("grade_student", [("alice", {LESSON: {"hash": "h", "flags": []}})]))
+    assert (record["status"], record["score"]) == (outcome.GRADING_ERROR, None)
+    assert re.fullmatch(r"the Dask worker inproc://\S+ on \S+ \(pid \d+\) has no course at \S+/elsewhere: put this "
+                        r"course at the same path on every worker .*", record["reason"]), record["reason"]
 
 
 def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from course_copy import copy_course
 
-from autograder import course
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
 
@@ -39,18 +38,12 @@ def _venv_under(folder: Path) -> Path:
     return venv
 
 
-def _copy_course(dest: Path, venv: Path) -> Path:
-    for name in ("autograder", "solutions", "lessons"):
-        shutil.copytree(course.ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-    (dest / ".venv").symlink_to(venv, target_is_directory=True)
-    return dest
-
-
 def test_a_course_under_a_private_folder_with_a_symlinked_venv_grades_everyone_correctly(tmp_path):
     private = tmp_path / "home"
     private.mkdir(mode=0o700)
     os.chmod(private, 0o700)
-    copy = _copy_course(private / "course", _venv_under(private))
+    copy = copy_course(private / "course")
+    (copy / ".venv").symlink_to(_venv_under(private), target_is_directory=True)
     for path in copy.rglob("*.py"):  # as a clone made with umask 077 leaves them
         os.chmod(path, 0o600)
     klass = private / "class"
