@@ -109,7 +109,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, roster)
-    changed = insights.changes(s, todo)
+    changed = insights.changes(s, todo, stale)
     try:
         insights.write(s, rows, changed)
     except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so
@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
           f"{where}; {len(rows)} students; {result['canary'].summary()}")
     if result["changed"]:
-        print("graded in this run (old -> new score; - when not graded before):")
+        print("graded in this run, or changed by your marks (old -> new score; - when not graded before):")
         print("\n".join(insights.change_lines(result["changed"])))
     if result["refreshed"]:
         print(f"feedback regenerated for {result['refreshed']} notebooks whose grades changed (manual grading)")

@@ -127,6 +127,7 @@ class Worker:
     def refresh_feedback(self, student: str, lesson: str) -> dict:
         """Generate the feedback of an already graded notebook again (its grades changed: manual grading)."""
         record = state.read(self.s, student, lesson)
+        record["previous"] = {k: record.get(k) for k in ("score", "status", "attempted")}
         self._write_feedback(student, lesson, record, record.get("graded_answers", {}))
         record["refreshed"] = True
         state.write(self.s, student, lesson, record)
