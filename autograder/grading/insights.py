@@ -5,8 +5,9 @@ Built after every run from the grade rows (``results.read_rows``: the gradebook)
 (``autograder/grading/items.py``), and the instructor's marks of those answers (the gradebook); nothing is re-run,
 so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed" depends on
 the run). A notebook or an answer left as it was handed out (the stub, or a find-the-bug exercise's given code) is
-"not attempted": it is in no misconception, no item figure and no histogram. The page, like the feedback pages, runs no script and loads nothing (``page_safety``);
-clicking a bug opens the list of its students (``<details>``), each linked to their feedback.
+"not attempted": it is in no misconception, no item figure and no histogram. The page, like the feedback pages,
+runs no script and loads nothing (``page_safety``); clicking a bug opens the list of its students (``<details>``),
+each linked to their feedback.
 
 * score distributions per lesson, autograded and manual points apart, marked apart from pending (``insights_plots``);
 * misconceptions: each catalogued bug (``autograder.bugs``) a hidden test named, with its diagnosis, students and

@@ -43,10 +43,14 @@ _RAISED = re.compile(r"(?:^|\nThe hidden tests found: )\w+ raised ([A-Za-z_]\w*)
 _UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
+def _cells(nb) -> dict:
+    """{grade_id: cell} of every cell with one."""
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")}
+
+
 def _answer_cells(nb) -> dict:
     """{grade_id: cell} of every answer cell (code to write, or a written answer)."""
-    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution") and c.metadata["nbgrader"].get("grade_id")}
+    return {gid: c for gid, c in _cells(nb).items() if c.metadata["nbgrader"].get("solution")}
 
 
 def handed_out(lesson: str, released):
@@ -116,7 +120,7 @@ def record(gb, lesson: str, student: str, nb, released, outcomes: dict) -> dict:
     left, defined = untouched(nb, handed), defined_in(handed)
     written = {gid for gid, c in _answer_cells(handed).items() if c.metadata["nbgrader"].get("grade")}
     tests = registry.tests_of(lesson)
-    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")}
+    cells = _cells(nb)
     submission = gb.find_submission_notebook(lesson, lesson, student)
     found, answers = {}, {}
     for grade in sorted(submission.grades, key=lambda g: g.name):

@@ -63,7 +63,8 @@ UNTOUCHED = "untouched"
 # lesson 05: the partial notebook leaves this handed-out function as given, and breaks this answer cell's syntax
 PARTIAL = "partial"
 LEFT_AS_GIVEN = given_code.given_bugs(LESSON05)[-1]
-SYNTAX_ERROR = ("split_into_heads", "def split_into_heads(x, n_heads):\n    return x.reshape(x.shape[:-1] + (n_heads, -1)\n")
+SYNTAX_ERROR = ("split_into_heads",
+                "def split_into_heads(x, n_heads):\n    return x.reshape(x.shape[:-1] + (n_heads, -1)\n")
 LESSON01_STUDENTS = (*CLASS_BUGS, UNTOUCHED)
 LESSON05_STUDENTS = ("perfect", UNTOUCHED, PARTIAL)
 
