@@ -46,9 +46,10 @@ def _record(rng, lesson: str, tests: dict, kind: str) -> dict:
         else:
             result = items.PASSED
         found[gid] = {"score": points if result == items.PASSED else 0.0, "max": points, "result": result,
-                      "bug": bug.id if result == items.BUG else None}
+                      "bug": bug.id if result == items.BUG else None,
+                      "failure": items.FAILURE_OF[items.UNNAMED] if result == items.UNNAMED else None}
     score = sum(v["score"] for v in found.values())
-    return {"graded": True, "status": outcome.GRADED, "score": score, "items": found,
+    return {"graded": True, "status": outcome.GRADED, "score": score, "items": found, "written": {},
             "attempted": kind != "untouched", "previous": None}
 
 

@@ -1,18 +1,23 @@
 """The instructor's view of a class: ``DIR/insights.html`` and ``DIR/misconceptions.csv``.
 
-Built after every run from the grade rows (``results.read_rows``: the gradebook) and the state records, whose
-``items`` say how each hidden test of each graded notebook ended (``autograder/grading/items.py``); nothing is
-re-run, so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed"
-depends on the run). The page, like the feedback pages, runs no script and loads nothing (``page_safety``);
-clicking a bug opens the list of its students (``<details>``), each linked to their feedback.
+Built after every run from the grade rows (``results.read_rows``: the gradebook), the state records, whose
+``items`` say how each hidden test of each graded notebook ended and which written answers were answered
+(``autograder/grading/items.py``), and the instructor's marks of those answers (the gradebook); nothing is re-run,
+so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed" depends on
+the run). A notebook or an answer left as it was handed out (the stub, or a find-the-bug exercise's given code) is
+"not attempted": it is in no misconception, no item figure and no histogram. The page, like the feedback pages,
+runs no script and loads nothing (``page_safety``); clicking a bug opens the list of its students (``<details>``),
+each linked to their feedback.
 
-* score distributions per lesson, autograded and manual points apart (``insights_plots``);
+* score distributions per lesson, autograded and manual points apart, marked apart from pending (``insights_plots``);
 * misconceptions: each catalogued bug (``autograder.bugs``) a hidden test named, with its diagnosis, students and
   share of the students who attempted the lesson, most frequent first;
-* item analysis per test: difficulty (pass rate) and discrimination (point-biserial correlation of passing the
-  test with the rest of the lesson's autograded score), among the notebooks that were attempted;
-* failures without a name: failed tests whose result matched no catalogued bug, with up to 5 example students;
-* students who may need help, the manual-grading queue, and what this run changed.
+* item analysis per hidden test and written answer, over the notebooks that answered it (a written answer's
+  pending marks left out and counted): difficulty (the share of its points earned: a test's pass rate) and
+  discrimination (the correlation of that share with the rest of the lesson's autograded score);
+* failures without a name: failed tests whose result matched no catalogued bug, named by what they are (a wrong
+  result, a SyntaxError, a timeout...), with up to 5 example students;
+* students who may need help, the manual-grading queue, and what this run changed (graded, or marked).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from autograder import course
-from autograder.grading import csv_cells, items, marks, outcome, state
+from autograder.grading import csv_cells, gradebook, items, marks, outcome, state
 from autograder.grading.pipeline import page_safety
 from autograder.grading.results import fmt
 from autograder.grading.settings import Settings
@@ -34,29 +39,36 @@ WEAK = 0.2  # a discrimination below this (or none: everyone passes or fails) is
 HELP_SHARE = 0.5  # failing at least this share of an attempted lesson's tests: may need help
 EXAMPLES = 5
 UNNAMED = "unnamed"
+TEST, WRITTEN = "hidden test", "written answer"  # the kinds of item
 CSV_HEADER = ["student", "lesson", "test", "bug", "result", "points lost", "feedback"]
-WHY_UNNAMED = {items.UNNAMED: "wrong result", items.NOT_RUN: "did not finish", items.INTERFERED: "interfered"}
 TEMPLATE = Path(__file__).parent / "templates" / "insights.html.j2"
 
 
 @dataclass
 class Lesson:
-    """One lesson's graded notebooks: {student: record} of those with item data, and the grade rows' cells."""
+    """One lesson's graded notebooks: {student: record} of those with item data, the grade rows' cells, and
+    {student: {written answer: the instructor's mark, or None while pending}} of the answered written answers."""
 
     name: str
     records: dict = field(default_factory=dict)
     cells: dict = field(default_factory=dict)
+    marks: dict = field(default_factory=dict)
 
     @property
     def attempted(self) -> dict:
-        return {st: r for st, r in self.records.items() if r.get("attempted", True)}
+        return {st: r for st, r in self.records.items() if r["attempted"]}
 
     def tests(self) -> list:
         return sorted({gid for r in self.records.values() for gid in r["items"]})
 
+    def written(self) -> list:
+        return sorted({gid for r in self.records.values() for gid in r["written"]})
+
     def auto_max(self) -> float:
-        maxima = {gid: it["max"] for r in self.records.values() for gid, it in r["items"].items()}
-        return sum(maxima.values())
+        return sum({gid: it["max"] for r in self.records.values() for gid, it in r["items"].items()}.values())
+
+    def manual_max(self) -> float:
+        return sum({gid: w["max"] for r in self.records.values() for gid, w in r["written"].items()}.values())
 
 
 def _graded(cell) -> bool:
@@ -64,7 +76,7 @@ def _graded(cell) -> bool:
 
 
 def collect(s: Settings, rows: list) -> list:
-    """A ``Lesson`` per lesson graded in this output folder, from the rows and the state records."""
+    """A ``Lesson`` per lesson graded in this output folder, from the rows, the state records and the marks."""
     lessons = []
     for name in s.lessons:
         lesson = Lesson(name)
@@ -72,9 +84,15 @@ def collect(s: Settings, rows: list) -> list:
             cell = row["lessons"][name]
             lesson.cells[row["student"]] = cell
             record = state.read(s, row["student"], name) if _graded(cell) else None
-            if record and "items" in record:
+            if record and "items" in record and "written" in record:  # else graded by an older grader
                 lesson.records[row["student"]] = record
         lessons.append(lesson)
+    answered = [(lesson, st, r["written"]) for lesson in lessons for st, r in lesson.records.items()
+                if any(w["answered"] for w in r["written"].values())]
+    if answered:
+        with gradebook.opened(s) as gb:
+            for lesson, student, written in answered:
+                lesson.marks[student] = items.written_marks(gb, lesson.name, student, written)
     return lessons
 
 
@@ -87,7 +105,8 @@ def feedback_link(s: Settings, student: str, lesson: str):
 
 # ----------------------------------------------------------------------------------------------- the figures
 def failures(lessons: list) -> list:
-    """(student, lesson, test, bug id or "unnamed", result, points lost) of every failed test with a result."""
+    """(student, lesson, test, bug id or "unnamed", what the failure is, points lost) of every failed test that
+    was answered."""
     found = []
     for lesson in lessons:
         for student, record in sorted(lesson.records.items()):
@@ -95,9 +114,8 @@ def failures(lessons: list) -> list:
                 if item["result"] == items.BUG:
                     found.append((student, lesson.name, gid, item["bug"], "catalogued bug",
                                   item["max"] - item["score"]))
-                elif item["result"] in WHY_UNNAMED:
-                    found.append((student, lesson.name, gid, UNNAMED, WHY_UNNAMED[item["result"]],
-                                  item["max"] - item["score"]))
+                elif item["result"] not in (items.PASSED, items.UNANSWERED):
+                    found.append((student, lesson.name, gid, UNNAMED, item["failure"], item["max"] - item["score"]))
     return found
 
 
@@ -133,7 +151,8 @@ def unnamed_failures(found: list) -> list:
 
 
 def point_biserial(passed: list, rest: list):
-    """Pearson correlation of 0/1 ``passed`` with ``rest``; None when either does not vary."""
+    """Pearson correlation of an item's scores ``passed`` (0/1 for a test: the point-biserial; a share of the
+    points for a written answer) with ``rest``; None when either does not vary."""
     n = len(passed)
     if n < 2:
         return None
@@ -145,23 +164,36 @@ def point_biserial(passed: list, rest: list):
     return sum((p - mp) * (r - mr) for p, r in zip(passed, rest)) / (sp * sr)
 
 
+def _item(gid: str, kind: str, shares: list, rest: list, unanswered: int, pending: int) -> dict:
+    difficulty = sum(shares) / len(shares) if shares else None
+    r = point_biserial(shares, rest)
+    callouts = []
+    if difficulty is not None and difficulty <= HARD:
+        callouts.append("almost nobody passes" if kind == TEST else "almost no points earned")
+    if shares and (r is None or r < WEAK):
+        callouts.append("does not discriminate")
+    return {"test": gid, "kind": kind, "students": len(shares), "unanswered": unanswered, "pending": pending,
+            "difficulty": difficulty, "discrimination": r, "callouts": callouts}
+
+
 def item_analysis(lesson: Lesson) -> list:
-    """Per test of ``lesson``: {test, students, difficulty, discrimination, callouts} over attempted notebooks."""
-    records = lesson.attempted
+    """Per hidden test and written answer of ``lesson``: {test, kind, students, unanswered, pending, difficulty,
+    discrimination, callouts}, over the notebooks that answered it; a written answer's score is the instructor's
+    mark (pending marks are left out, and counted)."""
     out = []
     for gid in lesson.tests():
-        have = [r["items"] for r in records.values() if gid in r["items"]]
-        passed = [1 if it[gid]["result"] == items.PASSED else 0 for it in have]
-        rest = [sum(v["score"] for k, v in it.items() if k != gid) for it in have]
-        difficulty = sum(passed) / len(passed) if passed else None
-        r = point_biserial(passed, rest)
-        callouts = []
-        if difficulty is not None and difficulty <= HARD:
-            callouts.append("almost nobody passes")
-        if passed and (r is None or r < WEAK):
-            callouts.append("does not discriminate")
-        out.append({"test": gid, "students": len(passed), "difficulty": difficulty, "discrimination": r,
-                    "callouts": callouts})
+        have = [r for r in lesson.records.values() if gid in r["items"]]
+        answered = [r["items"] for r in have if r["attempted"] and r["items"][gid]["result"] != items.UNANSWERED]
+        shares = [1 if it[gid]["result"] == items.PASSED else 0 for it in answered]
+        rest = [sum(v["score"] for k, v in it.items() if k != gid) for it in answered]
+        out.append(_item(gid, TEST, shares, rest, len(have) - len(answered), 0))
+    for gid in lesson.written():
+        have = {st: r for st, r in lesson.records.items() if gid in r["written"]}
+        answered = [st for st, r in have.items() if r["written"][gid]["answered"]]
+        marked = [st for st in answered if lesson.marks[st].get(gid) is not None]
+        shares = [lesson.marks[st][gid] / have[st]["written"][gid]["max"] for st in marked]
+        rest = [sum(v["score"] for v in have[st]["items"].values()) for st in marked]
+        out.append(_item(gid, WRITTEN, shares, rest, len(have) - len(answered), len(answered) - len(marked)))
     return out
 
 
@@ -234,22 +266,35 @@ def change_lines(changed: list, limit: int | None = 30) -> list:
     return lines
 
 
+def manual_points(lesson: Lesson) -> tuple:
+    """(the written answers' points of each attempted notebook whose answers are all marked, how many notebooks
+    have a mark pending); an answer left blank has 0 points."""
+    marked, pending = [], 0
+    for student, record in sorted(lesson.attempted.items()):
+        given = lesson.marks.get(student, {})
+        if None in given.values():
+            pending += 1
+        elif record["written"]:
+            marked.append(sum(given.values()))
+    return marked, pending
+
+
 def distributions(lessons: list) -> list:
     from autograder.grading import insights_plots
 
     out = []
     for lesson in lessons:
         cells = [c for st, c in sorted(lesson.cells.items()) if _graded(c)]
-        auto_max = lesson.auto_max()
-        manual_max = max((c["max"] for c in cells), default=0.0) - auto_max if lesson.records else 0.0
-        auto = [c["auto"] for c in cells if c["auto"] is not None]
-        manual = [c["manual"] for c in cells if c["manual"] is not None and not c["pending"]]
-        pending = sum(1 for c in cells if c["pending"])
         if not cells:
             continue
-        png, alt = insights_plots.distribution(lesson.name, auto, auto_max, manual, manual_max, pending)
+        not_attempted = set(lesson.records) - set(lesson.attempted)
+        auto = [c["auto"] for st, c in sorted(lesson.cells.items())
+                if _graded(c) and c["auto"] is not None and st not in not_attempted]
+        manual, pending = manual_points(lesson)
+        png, alt = insights_plots.distribution(lesson.name, auto, lesson.auto_max(), manual, lesson.manual_max(),
+                                               pending)
         out.append({"lesson": lesson.name, "png": png, "alt": alt, "graded": len(cells),
-                    "attempted": len(lesson.attempted), "not_attempted": len(lesson.records) - len(lesson.attempted),
+                    "attempted": len(lesson.attempted), "not_attempted": len(not_attempted),
                     "missing": sum(1 for c in lesson.cells.values()
                                    if c["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED))})
     return out

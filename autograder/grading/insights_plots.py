@@ -55,14 +55,15 @@ def summary(kind: str, lesson: str, scores: list, maximum: float) -> str:
 
 
 def distribution(lesson: str, auto: list, auto_max: float, manual: list, manual_max: float, pending: int):
-    """(PNG data URI, alt text) of one lesson's score distribution: autograded and manual points apart."""
-    panels = [("autograded", auto, auto_max, COLOURS[0])]
+    """(PNG data URI, alt text) of one lesson's score distribution: autograded and manual points apart; the manual
+    panel shows the notebooks whose written answers are all marked, and says how many have a mark pending."""
+    panels = [("autograded", auto, auto_max, COLOURS[0], f"{lesson}: autograded")]
     if manual_max > 0:
-        panels.append(("manual", manual, manual_max, COLOURS[1]))
+        panels.append(("manual", manual, manual_max, COLOURS[1], f"{lesson}: manual, marked ({pending} pending)"))
     fig = _figure(3.6 * len(panels), 2.4)
-    for i, (kind, scores, maximum, colour) in enumerate(panels, 1):
-        _histogram(fig.add_subplot(1, len(panels), i), scores, maximum, colour, f"{lesson}: {kind}")
-    alt = " ".join(summary(kind, lesson, scores, maximum) for kind, scores, maximum, _ in panels)
+    for i, (_, scores, maximum, colour, title) in enumerate(panels, 1):
+        _histogram(fig.add_subplot(1, len(panels), i), scores, maximum, colour, title)
+    alt = " ".join(summary(kind, lesson, scores, maximum) for kind, scores, maximum, _, _ in panels)
     if manual_max > 0 and pending:
         alt += f" {pending} students' written answers still await the instructor and are not in the manual plot."
     return _png(fig), alt

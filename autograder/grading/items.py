@@ -1,47 +1,158 @@
-"""What each graded notebook's tests say about the learner, recorded with its state for the instructor's insights.
+"""What each graded notebook's tests and written answers say about the learner, recorded with its state for the
+instructor's insights.
 
 ``grade_one`` (``autograder/grading/worker.py``) calls ``record`` right after ``nbgrader autograde`` and keeps the
 result in the (student, lesson) state record, so ``autograder/grading/insights.py`` rebuilds every figure from the
-state alone, after every run, without re-running anything:
+state and the gradebook alone, after every run, without re-running anything:
 
-* ``items``: per autograded cell (a hidden test), its score and maximum from the gradebook and how it ended:
-  ``passed``, ``bug`` (with the catalogued bug's id), ``unnamed`` (a wrong result no catalogued bug explains),
-  ``unanswered`` (the function is still the stub), ``interfered`` or ``not run``. The bug is what the hidden test
-  decided in the grader (``execute.hidden_outcomes``), never anything the notebook printed;
-* ``attempted``: whether any answer cell differs from the released notebook ("not attempted" is the untouched
+* ``items``: per autograded cell (a hidden test), its score and maximum from the gradebook, how it ended
+  (``passed``, ``bug`` with the catalogued bug's id, ``unnamed``: a wrong result no catalogued bug explains,
+  ``unanswered``, ``interfered`` or ``not run``) and, for a failure no bug names, ``failure``: what it is, read from
+  the graded notebook's error outputs (``failure_name``). The bug is what the hidden test decided in the grader
+  (``execute.hidden_outcomes``), never anything the notebook printed;
+* ``written``: per written answer (a manually graded answer cell), its points and whether it was answered; its
+  mark is the instructor's, read from the gradebook when the insights are built (``written_marks``);
+* ``attempted``: whether any answer cell differs from what was handed out ("not attempted" is the untouched
   notebook, kept apart from "attempted, wrong").
+
+What was handed out is the released notebook with each find-the-bug exercise's given code in its cell
+(``given_code.hand_out``), as the learner received it: an answer cell equal to it is not answered, so a test whose
+graded functions are all left as handed out is ``unanswered``, never the given code's catalogued bug.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
+import re
+
+from autograder.checks import registry
+from autograder.grading.pipeline import execute
+from autograder.publish import given_code
+
 # how a test ended (``hidden_tests.Session.outcome`` gives all but NOT_RUN for a cell whose test never started)
 PASSED, BUG, UNNAMED, UNANSWERED, INTERFERED, NOT_RUN = (
     "passed", "bug", "unnamed", "unanswered", "interfered", "not run")
+# a failure's name when the error outputs say nothing more
+FAILURE_OF = {UNNAMED: "wrong result", NOT_RUN: "did not finish", INTERFERED: "interfered"}
+# what the grader stops a kernel for (later cells are not run), and every error a failure is named after otherwise
+STOPS = {"CellTimeoutError": "timeout", "KeyboardInterrupt": "timeout", execute.KERNEL_DIED: "kernel died",
+         execute.NOTEBOOK_TIMEOUT: "notebook time limit"}
+NAMED = {**STOPS, "MemoryError": "memory limit", "Tampered": "tampering"}
+_RAISED = re.compile(r"(?:^|\nThe hidden tests found: )\w+ raised ([A-Za-z_]\w*):")
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
-def _answers(nb) -> dict:
-    return {c.metadata["nbgrader"]["grade_id"]: c.source.strip() for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution") and c.metadata["nbgrader"].get("grade_id")}
+def _cells(nb) -> dict:
+    """{grade_id: cell} of every cell with one."""
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")}
 
 
-def attempted(nb, released) -> bool:
-    """Whether the learner changed any answer cell of the released notebook."""
-    theirs, stubs = _answers(nb), _answers(released)
-    return any(theirs.get(gid, source) != source for gid, source in stubs.items())
+def _answer_cells(nb) -> dict:
+    """{grade_id: cell} of every answer cell (code to write, or a written answer)."""
+    return {gid: c for gid, c in _cells(nb).items() if c.metadata["nbgrader"].get("solution")}
+
+
+def handed_out(lesson: str, released):
+    """The notebook the learner received: the release with the find-the-bug exercises' given code."""
+    return given_code.hand_out(lesson, copy.deepcopy(released))
+
+
+def untouched(nb, handed) -> set:
+    """grade_ids of the answer cells of ``nb`` that are as they were handed out."""
+    theirs = _answer_cells(nb)
+    return {gid for gid, cell in _answer_cells(handed).items()
+            if theirs.get(gid) is None or theirs[gid].source.strip() == cell.source.strip()}
+
+
+def defined_in(handed) -> dict:
+    """{name: grade_id} of the functions, classes and values each answer cell defines, as handed out."""
+    names = {}
+    for gid, cell in _answer_cells(handed).items():
+        try:
+            body = ast.parse(cell.source).body if cell.cell_type == "code" else []
+        except SyntaxError:
+            continue
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                found = [node.name]
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found = [target.id for target in targets if isinstance(target, ast.Name)]
+            else:
+                found = []
+            for name in found:
+                names.setdefault(name, gid)
+    return names
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def failure_name(nb, cells: dict, gid: str, defined: dict, default: str) -> str:
+    """What the failure of the test cell ``gid`` is, from the graded notebook's error outputs (``cells``: by
+    grade_id): what the grader stopped the kernel for (``timeout``, ``kernel died``, ``memory limit``...), else the
+    error the learner's code raised (``NameError``, ``ValueError``...), and for a name left undefined the error of
+    the answer cell that defines it (``SyntaxError``); ``default`` when the outputs say nothing more."""
+    errors = _errors(cells.get(gid, {}))
+    if not errors:
+        return default
+    ename, evalue = str(errors[-1].get("ename", "")), str(errors[-1].get("evalue", ""))
+    if ename == execute.NOT_RUN:  # the kernel was stopped in an earlier cell (the last stop of the notebook)
+        ename = ([str(e["ename"]) for c in nb.cells for e in _errors(c) if e.get("ename") in STOPS] or [default])[-1]
+    elif ename in (execute.WRONG_ANSWER, execute.HIDDEN_TEST_NOT_RUN):  # the grader's words: what did the code raise?
+        raised = _RAISED.search(evalue) if ename == execute.WRONG_ANSWER else None
+        ename = raised.group(1) if raised else default
+    if ename == "NameError" and (name := _UNDEFINED.search(evalue)):
+        failed = _errors(cells.get(defined.get(name.group(1)), {}))
+        ename = str(failed[0].get("ename")) if failed else ename
+    if ename == execute.KERNEL_DIED and any(e.startswith("memory limit")
+                                            for e in execute.execution_report(nb).sandbox_events):
+        return NAMED["MemoryError"]
+    return NAMED.get(ename, ename)
 
 
 def record(gb, lesson: str, student: str, nb, released, outcomes: dict) -> dict:
-    """{"items": {grade_id: {score, max, result, bug}}, "attempted": bool} of one graded notebook."""
+    """{"items": {grade_id: {score, max, result, bug, failure}}, "written": {grade_id: {max, answered}},
+    "attempted": bool} of one graded notebook."""
+    handed = handed_out(lesson, released)
+    left, defined = untouched(nb, handed), defined_in(handed)
+    written = {gid for gid, c in _answer_cells(handed).items() if c.metadata["nbgrader"].get("grade")}
+    tests = registry.tests_of(lesson)
+    cells = _cells(nb)
     submission = gb.find_submission_notebook(lesson, lesson, student)
-    found = {}
+    found, answers = {}, {}
     for grade in sorted(submission.grades, key=lambda g: g.name):
-        if grade.auto_score is None or not grade.max_score:  # a written answer, or the zero-point setup cell
+        maximum = float(grade.max_score or 0.0)
+        if grade.name in written:
+            answers[grade.name] = {"max": maximum, "answered": grade.name not in left}
             continue
-        score, maximum = float(grade.auto_score), float(grade.max_score or 0.0)
+        if grade.auto_score is None or not maximum:  # the zero-point setup cell
+            continue
+        score = float(grade.auto_score)
         said = outcomes.get(grade.name) or {}
         result = PASSED if score >= maximum else said.get("result") or NOT_RUN  # the gradebook's score decides
         if result == PASSED and score < maximum:  # the test passed but the learner's cell failed around it
             result = UNNAMED
+        test = tests.get(grade.name)
+        graded = {defined.get(n) for n in (*test.uses, *test.together)} if test else {None}
+        if result != PASSED and None not in graded and graded <= left:  # its answer cells as handed out
+            result = UNANSWERED
+        failure = None
+        if result not in (PASSED, BUG, UNANSWERED):
+            failure = failure_name(nb, cells, grade.name, defined, FAILURE_OF.get(result, result))
         found[grade.name] = {"score": score, "max": maximum, "result": result,
-                             "bug": said.get("bug") if result == BUG else None}
-    return {"items": found, "attempted": attempted(nb, released)}
+                             "bug": said.get("bug") if result == BUG else None, "failure": failure}
+    return {"items": found, "written": answers, "attempted": left != set(_answer_cells(handed))}
+
+
+def written_marks(gb, lesson: str, student: str, written: dict) -> dict:
+    """{grade_id: the instructor's mark, or None while it is pending} of the answered written answers of
+    ``written`` (a record's), read from the gradebook."""
+    wanted = {gid for gid, w in written.items() if w["answered"]}
+    if not wanted:
+        return {}
+    submission = gb.find_submission_notebook(lesson, lesson, student)
+    return {g.name: None if g.needs_manual_grade else float(g.score or 0.0)
+            for g in submission.grades if g.name in wanted}

@@ -41,6 +41,8 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
         cell.update(status=outcome.GRADING_ERROR, reason=reason)
         flags.insert(0, f"{lesson}: grading error (not the learner's; score left empty, retried next run): {reason}")
         return cell, flags
+    if record.get("attempted") is False:
+        flags.append(f"{lesson}: not attempted: every answer is as it was handed out")
     try:
         got = marks.marks(gb, lesson, student)
     except MissingEntry:

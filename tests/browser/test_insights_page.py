@@ -36,7 +36,7 @@ def opened(browser, tmp_path_factory):
 def test_every_plot_displays_with_its_alt_text(opened):
     images = opened["tab"].evaluate("""[...document.images].map(i => ({
         shown: i.complete && i.naturalWidth > 0 && i.getBoundingClientRect().width > 0, alt: i.alt}))""")
-    assert len(images) == 2  # lesson 01's score distribution and the misconceptions bar chart
+    assert len(images) == 3  # the score distributions of lessons 01 and 05, and the misconceptions bar chart
     assert all(i["shown"] for i in images), images
     assert all(len(i["alt"].split()) >= MIN_ALT_WORDS for i in images), images
 

@@ -232,6 +232,18 @@ def test_each_hostile_case_is_flagged_for_a_human(batch, student, expected):
     assert expected in _flags(batch, student), _flags(batch, student)
 
 
+@pytest.mark.parametrize("student, failure", [
+    ("infinite_loop", "timeout"),  # its answer cell ran past the limit: the tests after it were not run
+    ("memory_bomb", "memory limit"),  # its answer cell hit the limit, so the function it defines never existed
+    ("killed_kernel", "kernel died"),
+    ("os_exit", "kernel died"),
+])
+def test_the_insights_name_each_failure_by_what_it_is(batch, student, failure):
+    with (batch["out"] / "misconceptions.csv").open(encoding="utf-8") as fh:
+        results = {r["result"] for r in csv.DictReader(fh) if r["student"] == student}
+    assert results == {failure}
+
+
 def test_the_report_lists_the_flags_and_the_distribution(batch):
     report = (batch["out"] / "report.html").read_text()
     assert "Score distribution" in report and "memory limit" in report and "honest_bug" in report
