@@ -30,6 +30,7 @@ from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.strings import _convert_header_id
 from traitlets.config import Config
 
 from autograder.course import helper_cell
@@ -52,8 +53,21 @@ def shown_source(cell) -> str:
     return helper_cell.summary(cell.source) if helper_cell.is_cell(cell) else without_hidden_tests(cell.source)
 
 
+_TAG = re.compile(r"<[^>]*>")
+
+
 class MathMLRenderer(IPythonRenderer):
-    """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax."""
+    """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax.
+
+    Headings get their anchor here, on the text: nbconvert's ``add_anchor`` parses a heading with ElementTree, whose
+    output writes MathML's namespace as a prefix (``<ns0:math>``), markup no browser renders as maths."""
+
+    def heading(self, text: str, level: int, **attrs) -> str:
+        if self.exclude_anchor_links:
+            return f"<h{level}>{text}</h{level}>\n"
+        anchor = html.escape(_convert_header_id(html.unescape(_TAG.sub("", text))))
+        return (f'<h{level} id="{anchor}">{text}<a class="anchor-link" href="#{anchor}">{self.anchor_link_text}</a>'
+                f"</h{level}>\n")
 
     def block_math(self, body: str) -> str:
         return page_safety.math_html(body, display=True)
