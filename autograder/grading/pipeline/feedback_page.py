@@ -5,9 +5,11 @@ feedback page, also one regenerated later with ``nbgrader generate_feedback``, i
 
 * without the hidden tests' source (only the learner-visible part of each test cell is shown) and without the
   self-check modules the first code cell carries (``autograder/course/helper_cell.py``: only its note is shown);
-* led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
-  ``autograder.grading.pipeline.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
-  notebook, with the zero-point setup cell shown without a score;
+* led by what stopped the notebook, when a cell of the learner's could not be read (its ``SyntaxError``, the
+  line, and the names it left undefined: ``learner_errors.unread_cells``); then by the tests that lost points: each
+  test's name, the points lost and the diagnosis (the error text that ``autograder.grading.pipeline.learner_errors``
+  left in the cell), wrapped to the page; then nbgrader's view of the notebook, with the zero-point setup cell shown
+  without a score;
 * sanitised (nbconvert's ``sanitize_html`` for outputs, and the markdown too, which nbgrader's own template
   leaves raw) with ``autograder.grading.pipeline.page_safety.clean``;
 * self-contained and offline: maths is MathML written into the page, there is no script at all, and a strict
@@ -34,7 +36,7 @@ from nbconvert.filters.strings import _convert_header_id
 from traitlets.config import Config
 
 from autograder.course import helper_cell
-from autograder.grading.pipeline import page_safety
+from autograder.grading.pipeline import learner_errors, page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
@@ -158,6 +160,7 @@ class FeedbackExporter(HTMLExporter):
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.source = shown_source(cell)
+        resources = {**(resources or {}), "unread_cells": learner_errors.unread_cells(nb)}
         page, resources = self._render(nb, resources, **kw)
         return page_safety.protect(page), resources
 
