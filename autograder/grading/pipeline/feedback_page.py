@@ -120,7 +120,6 @@ class _CompiledTemplates(jinja2.BytecodeCache):
 
 
 _COMPILED = _CompiledTemplates()
-_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)", re.I)
 
 
 class FeedbackExporter(HTMLExporter):
@@ -166,7 +165,8 @@ class FeedbackExporter(HTMLExporter):
 
     def _render(self, nb, resources=None, **kw):
         """HTMLExporter.from_notebook_node without its last pass, which parses the whole page again with
-        BeautifulSoup (half the cost of a page) to give ``<img>`` an alt text, done here on the text, and to make
+        BeautifulSoup (half the cost of a page) to give ``<img>`` an alt text, done here on the text
+        (``page_safety.with_alt_text``), and to make
         JupyterLab-template cells focusable, which this classic template has none of."""
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
@@ -176,7 +176,7 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
                                                                        parent=self, resources=resources))
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        return _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page), resources
+        return page_safety.with_alt_text(page), resources
 
 
 def configure(c) -> None:
