@@ -66,6 +66,7 @@ def test_formgrader_shows_a_hostile_submission_inert(browser, batch, tmp_path, n
         assert "/formgrader/" in page.url, page.url
         page.wait_for_load_state("networkidle")
         assert page.locator(".alert").all_inner_texts() == []  # no warning: the exchange, the course id
+        assert page.locator("#config").count() == 0  # nor the settings (a gradebook password among them)
         page.goto(f"{server.url}/formgrader/gradebook/{LESSON}/{LESSON}")
         page.locator("a[href*='/formgrader/submissions/']").first.click()  # Manual Grading: the one submission
         page.wait_for_url("**/formgrader/submissions/**")
