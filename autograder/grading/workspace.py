@@ -46,8 +46,8 @@ def config_lines(s: Settings) -> str:
         f"c.SafeExecute.kernel_memory_mb = {int(s.memory_mb)}",  # the kernelspec's limit (install_kernelspec below)
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
-        "# nbgrader's exchange of this course, a folder of its own (prepare_course makes it): formgrader opens without",
-        "# a warning; students never hand in here (an exchange course is graded from its submitted/ folder)",
+        "# nbgrader's exchange of this course, a folder of its own (prepare_course makes it), so that formgrader opens",
+        "# without a warning; nothing is handed in here (a class that uses an exchange is collected in its own course)",
         f"c.Exchange.root = {str(exchange_root(s))!r}",
     ]
     if s.db_url:  # no password here: it comes from the environment when nbgrader loads this file
@@ -57,6 +57,7 @@ def config_lines(s: Settings) -> str:
 
 
 def exchange_root(s: Settings) -> Path:
+    """The grading course's own nbgrader exchange folder (empty: formgrader only checks that it exists)."""
     return s.course_root / "exchange"
 
 

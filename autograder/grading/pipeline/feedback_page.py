@@ -61,8 +61,9 @@ _TAG = re.compile(r"<[^>]*>")
 class MathMLRenderer(IPythonRenderer):
     """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax.
 
-    Headings get their anchor here, on the text: nbconvert's ``add_anchor`` parses a heading with ElementTree, whose
-    output writes MathML's namespace as a prefix (``<ns0:math>``), markup no browser renders as maths."""
+    Headings get their anchor here, on the text (the id nbconvert's ``_convert_header_id`` makes of it): nbconvert's
+    ``add_anchor`` parses a heading with ElementTree, whose output writes MathML's namespace as a prefix
+    (``<ns0:math>``), markup no browser renders as maths."""
 
     def heading(self, text: str, level: int, **attrs) -> str:
         if self.exclude_anchor_links:
