@@ -47,11 +47,19 @@ def config_lines(s: Settings) -> str:
         f"c.SafeExecute.kernel_memory_mb = {int(s.memory_mb)}",  # the kernelspec's limit (install_kernelspec below)
         "c.Autograde.create_student = False",
         f"c.CourseDirectory.course_id = {COURSE_ID!r}",
+        "# nbgrader's exchange of this course, a folder of its own (prepare_course makes it), so that formgrader opens",
+        "# without a warning; nothing is handed in here (a class that uses an exchange is collected in its own course)",
+        f"c.Exchange.root = {str(exchange_root(s))!r}",
     ]
     if s.db_url:  # no password here: it comes from the environment when nbgrader loads this file
         lines += ["from autograder.grading.dburl import with_password",
                   f"c.CourseDirectory.db_url = with_password({dburl.without_password(s.db_url)!r})"]
     return "\n".join(lines) + "\n"
+
+
+def exchange_root(s: Settings) -> Path:
+    """The grading course's own nbgrader exchange folder (empty: formgrader only checks that it exists)."""
+    return s.course_root / "exchange"
 
 
 def grading_env(s: Settings) -> dict:
@@ -104,6 +112,7 @@ def prepare_course(s: Settings, log, carried: "dict | None" = None) -> "Rebuild 
     config = s.course_root / "nbgrader_config.py"
     with config.open("a", encoding="utf-8") as fh:
         fh.write(config_lines(s))
+    exchange_root(s).mkdir()
     os.chmod(config, 0o600)
     sandbox.install_kernelspec(out / "jupyter", memory_mb=s.memory_mb, max_output=s.max_output,
                                library=write_kernel_library(kernel_library(s)), isolation=s.isolation)

@@ -1,18 +1,22 @@
 """formgrader is safe to open: a hostile submission graded through the real grading command
 (tests/helpers/formgrader_class.py: script, ``<img onerror>``, ``<svg onload>`` and a ``javascript:`` link in a
 written answer; ``text/html``, ``application/javascript`` and SVG outputs carrying script) is opened in formgrader as
-`make formgrader` serves it, in Chromium. Nothing the learner wrote runs: no global set, no dialog, no file written
-through the server's ``/api/contents``; her answer's text and maths, and her outputs' text, are on screen; and
-formgrader's own scripts still work: the instructor's score is saved to the gradebook.
+`make formgrader` serves it, in Chromium, with every request to another server refused. formgrader opens with no
+warning (its exchange folder exists) and asks for nothing outside the Jupyter server. Nothing the learner wrote runs:
+no global set, no dialog, no file written through the server's ``/api/contents``; her answer's text and maths, and
+her outputs' text, are on screen, every formula of the page laid out as MathML with no TeX left raw; and formgrader's
+own scripts still work: the instructor's score is saved to the gradebook.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 
 import pytest
 
+import page_maths
 from autograder import course
 from autograder.grading.settings import COURSE_ID
 from formgrader_class import ANSWER, ANSWER_TEXT, LESSON, OUTPUT_TEXT, STUDENT, graded
@@ -52,12 +56,17 @@ def test_formgrader_shows_a_hostile_submission_inert(browser, batch, tmp_path, n
     try:
         server.wait_ready()
         page = new_page(server)
-        dialogs, console = [], []
+        dialogs, console, elsewhere = [], [], []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server.url + "/")
+                   else (elsewhere.append(route.request.url), route.abort()))  # offline but for the server
 
         page.goto(f"{server.url}/?token={token}")  # `make formgrader` opens formgrader itself
         assert "/formgrader/" in page.url, page.url
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".alert").all_inner_texts() == []  # no warning: the exchange, the course id
+        assert page.locator("#config").count() == 0  # nor the settings (a gradebook password among them)
         page.goto(f"{server.url}/formgrader/gradebook/{LESSON}/{LESSON}")
         page.locator("a[href*='/formgrader/submissions/']").first.click()  # Manual Grading: the one submission
         page.wait_for_url("**/formgrader/submissions/**")
@@ -74,6 +83,8 @@ def test_formgrader_shows_a_hostile_submission_inert(browser, batch, tmp_path, n
         answer = page.locator(".nbgrader_cell", has_text=ANSWER_TEXT)
         assert answer.count() == 1 and answer.is_visible()
         assert answer.locator("math").count() >= 3 and answer.locator("math").first.is_visible()
+        maths = page_maths.read(page)
+        assert page_maths.problems(maths) == [] and len(maths["maths"]) > 50  # the lesson's own formulas too
         assert "<script>(window.mhaInjected=" in answer.inner_text()  # the injected markup shown as text
         assert page.locator(".output_subarea pre", has_text=OUTPUT_TEXT).is_visible()
         assert page.locator(".output_html b", has_text="bold output").is_visible()
@@ -87,5 +98,8 @@ def test_formgrader_shows_a_hostile_submission_inert(browser, batch, tmp_path, n
             time.sleep(0.25)
         assert _manual_score(out) == SCORE
         assert [page.evaluate("window.mhaInjected || []"), dialogs, _injected_files(server), console] == [[]] * 4
+        assert elsewhere == []  # nothing asked of the network: no MathJax, no font, no style sheet from a CDN
+        warned = re.findall(r"^\[[WEC] .*", server.log.read_text(errors="replace"), re.M)
+        assert warned == [], warned  # the server logged no warning either
     finally:
         server.stop()

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from autograder import course
-from feedback_batch import FIRST_DIAGNOSIS, INJECTIONS, LESSON, SCORES, TIMEOUT, graded_batch, page
+from feedback_batch import (FIRST_DIAGNOSIS, INJECTIONS, LESSON, SCORES, SYNTAX_ERROR_CODE, TIMEOUT, graded_batch,
+                            page, syntax_error_softmax)
 
 pytestmark = pytest.mark.grading
 
@@ -24,7 +25,7 @@ def batch(tmp_path_factory):
 
 def _pages(batch):
     pages = sorted((batch["out"] / "feedback").glob("*/*.html"))
-    assert len(pages) == len(FIRST_DIAGNOSIS) + len(INJECTIONS) + 2, pages
+    assert len(pages) == len(SCORES) + len(INJECTIONS) + 2, pages
     return pages
 
 
@@ -92,6 +93,20 @@ def test_a_learner_error_keeps_only_the_learners_frames(batch):
     assert "Where, in your code:" in text
     assert "in normalise: return e / e.sum(axis=axis, keepdims=True)[5]" in text
     assert "site-packages" not in text and "runner" not in text
+
+
+def test_a_notebook_that_does_not_run_says_first_what_stopped_it(batch):
+    """A softmax cell that does not parse: the page leads with its SyntaxError, the line and the offending code, and
+    says that softmax was never defined, before the tests that failed on it with NameError."""
+    text = " ".join(_text(page(batch, "syntax_error")).split())
+    stopped, failed = text.index("What stopped your notebook"), text.index("Tests that lost points")
+    assert stopped < failed
+    lead = text[stopped:failed]
+    assert f"SyntaxError at line {syntax_error_softmax()[1]}:" in lead and SYNTAX_ERROR_CODE in lead, lead
+    assert "softmax was never defined" in lead and "NameError" in lead, lead
+    assert "NameError" in text[failed:text.index("Lesson 01")]  # what it explains
+    for student in FIRST_DIAGNOSIS:  # only a cell that does not parse leads a page this way
+        assert "What stopped your notebook" not in _text(page(batch, student)), student
 
 
 def test_a_timeout_is_one_sentence_naming_the_function(batch):

@@ -1,6 +1,7 @@
 """One class graded through the real command for the feedback-page tests (tests/grading/test_feedback_page.py and
-tests/browser/test_feedback_injection.py): failed hidden tests, a learner error, a timeout, outputs and markdown
-carrying injected script, a missing and an unreadable notebook. ``graded_batch`` grades it once per session.
+tests/browser/test_feedback_injection.py): failed hidden tests, a learner error, a timeout, a cell that does not
+parse, outputs and markdown carrying injected script, a missing and an unreadable notebook. ``graded_batch`` grades
+it once per session.
 """
 
 from __future__ import annotations
@@ -32,7 +33,17 @@ FIRST_DIAGNOSIS = {
     "timeout": "scaled_dot_product_attention did not finish within",
     "known_bug": "[attention_softmax_query_axis]",
 }
-SCORES = {"uncatalogued": 5.0, "learner_error": 5.0, "timeout": 3.0, "known_bug": 3.0}
+SCORES = {"uncatalogued": 5.0, "learner_error": 5.0, "timeout": 3.0, "known_bug": 3.0, "syntax_error": 5.0}
+# the line of "syntax_error"'s softmax answer cell that does not parse
+SYNTAX_ERROR_CODE = "total = np.sum(e, axis=axis keepdims=True)"
+
+
+def syntax_error_softmax() -> tuple:
+    """(source, line number): lesson 01's model softmax with a comma missing on one line."""
+    model = answers.model_answers(LESSON)["softmax"]
+    source = model.replace(SYNTAX_ERROR_CODE.replace("axis ", "axis, "), SYNTAX_ERROR_CODE)
+    assert source != model, "the model softmax no longer has the line the syntax error is made in"
+    return source, 1 + next(i for i, line in enumerate(source.splitlines()) if SYNTAX_ERROR_CODE in line)
 
 
 def _with_cells(nb, after_grade_id, *cells):
@@ -68,6 +79,7 @@ def notebooks() -> dict:
         "timeout": answers.fill(LESSON, {"scaled_dot_product_attention": looping}),
         "known_bug": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_softmax_query_axis").source}),
+        "syntax_error": answers.fill(LESSON, {"softmax": syntax_error_softmax()[0]}),
     }
     nbs.update({f"inject_{kind}": _injected(html) for kind, html in INJECTIONS.items()})
     return nbs

@@ -2,8 +2,9 @@
 (``autograder/grading/pipeline/formgrader_page.py``): ``eve`` wrote her first written answer with maths and
 injected markup (a script, an ``<img onerror>``, an ``<svg onload>``, a ``javascript:`` link), and added a code cell
 whose outputs carry more (``text/html`` with a script and an ``onerror``, ``application/javascript``, an SVG with
-``onload``) and which writes an HTML page beside the notebook. Every injection, if it ever runs, adds its name to
-``window.mhaInjected``, opens a dialog and writes a file through the Jupyter server's ``/api/contents``.
+``onload``) and a formula (``text/latex``), and which writes an HTML page beside the notebook. Every injection, if it
+ever runs, adds its name to ``window.mhaInjected``, opens a dialog and writes a file through the Jupyter server's
+``/api/contents``.
 
 ``tests/unit/test_formgrader_page.py`` renders it offline as formgrader does;
 ``tests/browser/test_formgrader_injection.py`` grades it through the real grading command (``graded``) and opens
@@ -27,6 +28,7 @@ STUDENT = "eve"
 ANSWER = "explain_reshape"  # a written answer (3 points) the instructor marks
 ANSWER_TEXT = "My answer: head h holds the columns"
 OUTPUT_TEXT = "my outputs end here"
+MATH_OUTPUT = r"\frac{QK^\top}{\sqrt{d_k}}"  # a formula the cell displays (IPython's Math: text/latex)
 
 
 def payload(kind: str) -> str:
@@ -49,13 +51,15 @@ def written_answer() -> str:
 
 
 def _displayed():
-    """(name, data, IPython display class) of each display the hostile cell makes, in order."""
-    from IPython.display import HTML, SVG, Javascript
+    """(name, data, IPython display class) of each display the hostile cell makes, in order; the last, maths
+    (``text/latex``), is harmless."""
+    from IPython.display import HTML, SVG, Javascript, Math
 
     html = f'<b>bold output</b><img src=x onerror="{payload("html_img")}"><script>{payload("html_script")}</script>'
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20" onload="{payload("svg_output")}">'
            '<circle r="5"/></svg>')
-    return [("HTML", html, HTML), ("Javascript", payload("javascript_output"), Javascript), ("SVG", svg, SVG)]
+    return [("HTML", html, HTML), ("Javascript", payload("javascript_output"), Javascript), ("SVG", svg, SVG),
+            ("Math", MATH_OUTPUT, Math)]
 
 
 def output_cell_source() -> str:
@@ -63,7 +67,8 @@ def output_cell_source() -> str:
     page = f"<script>{payload('file_beside')}</script>"
     beside = ("try:  # a page of her own beside the notebook, for formgrader to serve\n"
               f"    open('injected.html', 'w').write({page!r})\nexcept OSError:\n    pass\n")
-    return f"from IPython.display import HTML, SVG, Javascript, display\n{shown}{beside}print({OUTPUT_TEXT!r})\n"
+    return (f"from IPython.display import HTML, SVG, Javascript, Math, display\n{shown}{beside}"
+            f"print({OUTPUT_TEXT!r})\n")
 
 
 def hostile_notebook():

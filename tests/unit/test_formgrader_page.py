@@ -1,6 +1,6 @@
 """formgrader's page of a submission (autograder/grading/pipeline/formgrader_page.py), rendered offline with the
 ``HTMLExporter`` formgrader makes from the course's config: the hostile submission of tests/helpers/formgrader_class.py
-shows its written answer as text with its maths as MathML, runs no script but formgrader's own (each carries the
+shows its written answer as text with its maths, and a formula it displays, as MathML, runs no script but formgrader's own (each carries the
 page's nonce, drawn afresh per page), loads no MathJax and nothing from another server. In Chromium, through a real
 graded batch and a real formgrader: tests/browser/test_formgrader_injection.py."""
 
@@ -64,6 +64,8 @@ def test_the_learners_markup_is_text_and_her_maths_mathml(pages):
     answer = page[page.index(ANSWER_TEXT):]
     assert answer.index("<math") < answer.index("&lt;script&gt;")  # the answer's maths rendered, in the browser
     assert OUTPUT_TEXT in page and "<b>bold output</b>" in page
+    latex = re.search(r'<div class="output_latex[^"]*">(.*?)</div>', page, re.DOTALL).group(1)
+    assert "<math" in latex and "<mfrac>" in latex and "\\frac" not in latex  # a formula output, as MathML
     javascript = re.findall(r'<div[^>]*class="output_subarea output_javascript[^"]*"[^>]*>(.*?)</div>', page,
                             re.DOTALL)
     assert [js.strip() for js in javascript] == [""]  # the JavaScript output is left out

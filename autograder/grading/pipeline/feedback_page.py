@@ -5,9 +5,11 @@ feedback page, also one regenerated later with ``nbgrader generate_feedback``, i
 
 * without the hidden tests' source (only the learner-visible part of each test cell is shown) and without the
   self-check modules the first code cell carries (``autograder/course/helper_cell.py``: only its note is shown);
-* led by the tests that lost points: each test's name, the points lost and the diagnosis (the error text that
-  ``autograder.grading.pipeline.learner_errors`` left in the cell), wrapped to the page; then nbgrader's view of the
-  notebook, with the zero-point setup cell shown without a score;
+* led by what stopped the notebook, when a cell of the learner's could not be read (its ``SyntaxError``, the
+  line, and the names it left undefined: ``learner_errors.unread_cells``); then by the tests that lost points: each
+  test's name, the points lost and the diagnosis (the error text that ``autograder.grading.pipeline.learner_errors``
+  left in the cell), wrapped to the page; then nbgrader's view of the notebook, with the zero-point setup cell shown
+  without a score;
 * sanitised (nbconvert's ``sanitize_html`` for outputs, and the markdown too, which nbgrader's own template
   leaves raw) with ``autograder.grading.pipeline.page_safety.clean``;
 * self-contained and offline: maths is MathML written into the page, there is no script at all, and a strict
@@ -32,10 +34,11 @@ from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.strings import _convert_header_id
 from traitlets.config import Config
 
 from autograder.course import helper_cell
-from autograder.grading.pipeline import page_safety
+from autograder.grading.pipeline import learner_errors, page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
@@ -54,8 +57,22 @@ def shown_source(cell) -> str:
     return helper_cell.summary(cell.source) if helper_cell.is_cell(cell) else without_hidden_tests(cell.source)
 
 
+_TAG = re.compile(r"<[^>]*>")
+
+
 class MathMLRenderer(IPythonRenderer):
-    """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax."""
+    """nbconvert's markdown renderer with maths written as MathML instead of TeX left for MathJax.
+
+    Headings get their anchor here, on the text (the id nbconvert's ``_convert_header_id`` makes of it): nbconvert's
+    ``add_anchor`` parses a heading with ElementTree, whose output writes MathML's namespace as a prefix
+    (``<ns0:math>``), markup no browser renders as maths."""
+
+    def heading(self, text: str, level: int, **attrs) -> str:
+        if self.exclude_anchor_links:
+            return f"<h{level}>{text}</h{level}>\n"
+        anchor = html.escape(_convert_header_id(html.unescape(_TAG.sub("", text))))
+        return (f'<h{level} id="{anchor}">{text}<a class="anchor-link" href="#{anchor}">{self.anchor_link_text}</a>'
+                f"</h{level}>\n")
 
     def block_math(self, body: str) -> str:
         return page_safety.math_html(body, display=True)
@@ -106,7 +123,6 @@ class _CompiledTemplates(jinja2.BytecodeCache):
 
 
 _COMPILED = _CompiledTemplates()
-_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)", re.I)
 
 
 class FeedbackExporter(HTMLExporter):
@@ -146,12 +162,14 @@ class FeedbackExporter(HTMLExporter):
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.source = shown_source(cell)
+        resources = {**(resources or {}), "unread_cells": learner_errors.unread_cells(nb)}
         page, resources = self._render(nb, resources, **kw)
         return page_safety.protect(page), resources
 
     def _render(self, nb, resources=None, **kw):
         """HTMLExporter.from_notebook_node without its last pass, which parses the whole page again with
-        BeautifulSoup (half the cost of a page) to give ``<img>`` an alt text, done here on the text, and to make
+        BeautifulSoup (half the cost of a page) to give ``<img>`` an alt text, done here on the text
+        (``page_safety.with_alt_text``), and to make
         JupyterLab-template cells focusable, which this classic template has none of."""
         langinfo = nb.metadata.get("language_info", {})
         lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
@@ -161,7 +179,7 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
                                                                        parent=self, resources=resources))
         page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        return _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page), resources
+        return page_safety.with_alt_text(page), resources
 
 
 def configure(c) -> None:

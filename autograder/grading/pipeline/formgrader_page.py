@@ -35,9 +35,10 @@ def markdown_html(source: str) -> str:
 
 
 def page(html: str, own_markup: str) -> str:
-    """The whole submission page, headed by its Content-Security-Policy; ``own_markup``: nbgrader's navigation bar,
-    the page's own markup in ``<body>``."""
-    return page_safety.protect(html, own_markup=own_markup)
+    """The whole submission page, headed by its Content-Security-Policy, every figure with an alt text (nbconvert
+    would add it after, with a warning on the server's log); ``own_markup``: nbgrader's navigation bar, the page's
+    own markup in ``<body>``."""
+    return page_safety.protect(page_safety.with_alt_text(html), own_markup=own_markup)
 
 
 def configure(c) -> None:
@@ -48,3 +49,6 @@ def configure(c) -> None:
     c.HTMLExporter.extra_template_paths = [str(feedback_page.NBGRADER_TEMPLATES)]
     c.HTMLExporter.sanitize_html = True
     c.HTMLExporter.filters = dict(FILTERS)
+    # no "Current configuration" panel on Manage Assignments: it would print the settings, a gradebook URL's
+    # password included, and warn on the server's log that they are not serializable
+    c.FormgradeExtension.debug = False

@@ -12,6 +12,9 @@ every cell that had one keeps one, only its text changes.
 * **The learner's own cells** keep IPython's traceback, trimmed to the frames of notebook cells.
 * **Every output**: absolute paths of the grading machine (the course, the grading folder, Python's
   installation, the home folder, the kernel's cell files) are replaced by ``…``.
+
+``unread_cells`` finds, in a graded notebook, the learner's cells Python could not read (a ``SyntaxError``): none of
+such a cell ran, so what it defines is undefined for every later cell and test. The feedback page leads with them.
 """
 
 from __future__ import annotations
@@ -63,6 +66,33 @@ def function_under_test(cell, notebook: str) -> str:
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
     test = registry.find(notebook, grade_id)
     return test.uses[0] if test is not None and is_test_cell(cell) else ""
+
+
+_UNREADABLE = ("SyntaxError", "IndentationError", "TabError")
+_WHERE = re.compile(r"\s*\([^()]*, line (\d+)\)\s*$")  # str(SyntaxError) ends "(<file>, line N)"
+_DEFINED = re.compile(r"^(?:async\s+def|def|class)\s+([A-Za-z_]\w*)|^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=(?!=)", re.M)
+
+
+def unread_cells(nb) -> list:
+    """The code cells, test cells aside, that stopped with a ``SyntaxError`` (or ``IndentationError``), in order:
+    ``{"cell", "ename", "message", "line", "code", "defines"}``, where ``line`` (or None) is the line Python
+    stopped at, ``code`` that line of the cell, and ``defines`` the names the cell's top level would have defined."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code" or is_test_cell(cell):
+            continue
+        error = next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"
+                      and o.get("ename") in _UNREADABLE), None)
+        if error is None:
+            continue
+        message = plain(str(error.get("evalue", "")))
+        where = _WHERE.search(message)
+        line = int(where.group(1)) if where else None
+        lines = cell.source.splitlines()
+        found.append({"cell": cell, "ename": error["ename"], "message": message[:where.start()] if where else message,
+                      "line": line, "code": lines[line - 1] if line and line <= len(lines) else "",
+                      "defines": list(dict.fromkeys(a or b for a, b in _DEFINED.findall(cell.source)))})
+    return found
 
 
 def timeout_output(cell, seconds: int, notebook: str) -> NotebookNode:

@@ -109,6 +109,14 @@ def math_html(tex: str, display: bool = False) -> str:
         return f'<code class="tex">{escaped}</code>'
 
 
+_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)", re.I)
+
+
+def with_alt_text(page: str) -> str:
+    """``page`` with nbconvert's alt text on every ``<img>`` that has none (a figure a notebook drew)."""
+    return _IMG_WITHOUT_ALT.sub('<img alt="No description has been provided for this image"', page)
+
+
 _FONT_FACE = re.compile(r"@font-face\s*\{(?:(?!data:)[^}])*url\((?!\s*['\"]?data:)[^}]*\}", re.I)
 _STYLE_BLOCK = re.compile(r"<style[^>]*>(.*?)</style>", re.S | re.I)
 
