@@ -36,6 +36,7 @@ This module is the command line and ``run``, which calls the steps in order; eac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -81,6 +82,10 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
     roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out), limits=s.notebook_limits)
+    if s.class_decides_lessons:
+        s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
+        roster.keep_lessons(s.lessons)
+        log(f"lessons graded: {', '.join(s.lessons)} (those some student handed in; LESSONS=... chooses others)")
     workspace.preflight(s)
     pool.preflight(s)
     intake.remember(out, roster)  # no later folder takes one of these ids
@@ -105,6 +110,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
+    feedback_page.remove_other_lessons(out, s.lessons)  # the pages of lessons this run does not grade
     notes += roster.notes + workspace.isolation_notes(s)
     after = intake.tree_hashes(original)
     integrity = before == after
@@ -143,7 +149,9 @@ def main(argv=None) -> int:
                              f"${dburl.ENV}, else SQLite in OUT/course/gradebook.db); the password goes in "
                              f"PGPASSWORD or ~/.pgpass, or the whole URL in ${dburl.ENV}, never on the command line")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="students graded at once")
-    parser.add_argument("--lessons", nargs="+", help="lessons to grade (names or numbers; default: all)")
+    parser.add_argument("--lessons", nargs="+", help="lessons to grade and count (names or numbers, e.g. 01 05; "
+                        "default: those at least one student handed in). A lesson no one handed in counts 0 for "
+                        "everyone only when named here")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell before it is stopped")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit of each kernel")
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
@@ -165,6 +173,7 @@ def main(argv=None) -> int:
               f"PGPASSWORD or ~/.pgpass (or the whole URL in {dburl.ENV})", file=sys.stderr)
         return EXIT_LAYOUT
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
+                 class_decides_lessons=not args.lessons,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
                  max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
                  max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary)

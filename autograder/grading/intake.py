@@ -115,6 +115,15 @@ class Roster:
     def students(self):
         return sorted(self.entries)
 
+    def handed_in(self, lessons) -> list:
+        """The ``lessons`` at least one student handed a file in for (a notebook, even a malformed one, or a link)."""
+        return [lesson for lesson in lessons
+                if any(entries[lesson].status != "missing" for entries in self.entries.values())]
+
+    def keep_lessons(self, lessons) -> None:
+        """Forget every other lesson."""
+        self.entries = {sid: {lesson: entries[lesson] for lesson in lessons} for sid, entries in self.entries.items()}
+
 
 @dataclass(frozen=True)
 class ZipLimits:

@@ -52,6 +52,7 @@ class Settings:
     isolation: str = field(default_factory=sandbox.isolation_level)
     scheduler: str = ""  # a Dask scheduler's address (autograder/grading/pool.py); where grading runs, not a grade
     warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
+    class_decides_lessons: bool = False  # grade only those of ``lessons`` some student handed in (``make grade``)
     reuse_canary: bool = True  # a canary pass is reused while nothing it depends on changed (grading/canary.py)
 
     def __post_init__(self):

@@ -108,7 +108,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
             reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
             record.update(graded=False, status=outcome.GRADING_ERROR, score=None, reason=reason[:500])
-            (Path(s.out) / "feedback" / student / f"{lesson}.html").unlink(missing_ok=True)  # of an older notebook
+            feedback_page.page_path(s.out, student, lesson).unlink(missing_ok=True)  # of an older notebook
         record["seconds"] = round(time.monotonic() - started, 2)
         state.write(s, student, lesson, record)
         if record["graded"]:
@@ -139,7 +139,7 @@ class Worker:
         feedback = self._nbgrader_step(GenerateFeedback, student, lesson)
         html_path = s.course_root / "feedback" / student / lesson / f"{lesson}.html"
         if feedback.get("success") and html_path.exists():
-            dest = Path(s.out) / "feedback" / student / f"{lesson}.html"
+            dest = feedback_page.page_path(s.out, student, lesson)
             dest.parent.mkdir(parents=True, exist_ok=True)
             page = html_path.read_text(encoding="utf-8")
             reopened = marks.still_pending(record.get("reopened", []), current)
@@ -200,7 +200,8 @@ def grader_failed(s: Settings, student: str, tasks: dict, *, reason: str) -> lis
 
 
 def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
-    """{student: {lesson: {"refresh": True}}} for graded notebooks whose grades changed since their feedback."""
+    """{student: {lesson: {"refresh": True}}} for graded notebooks whose grades changed since their feedback was
+    written, or whose page is gone (a run that graded other lessons removed it)."""
     from nbgrader.api import MissingEntry
 
     stale = {}
@@ -214,6 +215,7 @@ def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
                     changed = marks.fingerprint(gb, lesson, student) != record.get("feedback_of")
                 except MissingEntry:
                     continue
+                changed = changed or not feedback_page.page_path(s.out, student, lesson).exists()  # removed earlier
                 if changed:
                     stale.setdefault(student, {})[lesson] = {"refresh": True}
     return stale

@@ -239,6 +239,23 @@ def write_notices(out: Path, roster) -> list:
     for student, entries in roster.entries.items():
         for lesson, entry in entries.items():
             if not entry.gradable:
-                written.append(write_notice(Path(out) / "feedback" / student / f"{lesson}.html", lesson,
+                written.append(write_notice(page_path(out, student, lesson), lesson,
                                             entry.status, entry.note))
     return written
+
+
+def page_path(out, student: str, lesson: str) -> Path:
+    """Where the page a student receives for a lesson is written: ``OUT/feedback/<student>/<lesson>.html``."""
+    return Path(out) / "feedback" / student / f"{lesson}.html"
+
+
+def remove_other_lessons(out, lessons) -> list:
+    """Remove the pages of the course's lessons other than ``lessons`` (a run that grades other lessons than the
+    last one: no page may speak of a lesson the grades no longer count). Returns what was removed."""
+    from autograder import course
+
+    others = set(course.lesson_names()) - set(lessons)
+    removed = [page for page in sorted((Path(out) / "feedback").glob("*/*.html")) if page.stem in others]
+    for page in removed:
+        page.unlink()
+    return removed
