@@ -137,7 +137,8 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
                 _note(events, event)
         if over:
             below.kill()
-        time.sleep(max(INTERVAL, 10 * (time.monotonic() - looked)))  # at most a tenth of a core on the watch
+        near = tasks >= max_procs // 2 or resident > memory_bytes // 2  # a limit may be reached soon: look often
+        time.sleep(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
     below.kill()  # what the kernel left (at isolation ``none``; bubblewrap's namespace ended with it)
     status = os.waitstatus_to_exitcode(below.ended[child])
     return status if status >= 0 else 128 - status
