@@ -81,8 +81,20 @@ def fingerprint(s, lesson: str) -> str:
                  sys.version, *packages]:
         digest.update(part.encode() + b"\0")
     for path in files:
-        digest.update(str(path).encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(none)") + b"\0")
+        digest.update(str(path).encode() + b"\0" + _file_state(path) + b"\0")
     return digest.hexdigest()
+
+
+def _file_state(path: Path) -> bytes:
+    """A file's permission bits and bytes (a kernel library file the sandbox cannot read changes the outcome), or
+    what stopped reading it: an unreadable file changes the fingerprint, so the canary runs and says what it finds,
+    instead of the fingerprint stopping the run with a traceback."""
+    try:
+        return f"{path.stat().st_mode:o}".encode() + b"\0" + path.read_bytes()
+    except FileNotFoundError:
+        return b"(none)"
+    except OSError as error:
+        return f"(unreadable: {error.strerror})".encode()
 
 
 def _passes(s) -> dict:

@@ -26,11 +26,10 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 from autograder import course
 from autograder.grading import csv_cells, gradebook, items, marks, outcome, state
-from autograder.grading.pipeline import page_safety
+from autograder.grading.pipeline import feedback_page, page_safety
 from autograder.grading.results import fmt
 from autograder.grading.settings import Settings
 
@@ -98,9 +97,7 @@ def collect(s: Settings, rows: list) -> list:
 
 def feedback_link(s: Settings, student: str, lesson: str):
     """The relative link to a student's feedback page, or None when there is none."""
-    if not (Path(s.out) / "feedback" / student / f"{lesson}.html").exists():
-        return None
-    return f"feedback/{quote(student)}/{quote(lesson)}.html"
+    return feedback_page.page_link(s.out, student, lesson)
 
 
 # ----------------------------------------------------------------------------------------------- the figures

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 from autograder.grading import csv_cells, gradebook, intake, outcome
-from autograder.grading.pipeline import page_safety
+from autograder.grading.pipeline import feedback_page, page_safety
 from autograder.grading.results import fmt, grading_errors, percent
 from autograder.grading.settings import Settings
 
@@ -92,11 +92,10 @@ def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Pa
         cells = []
         for lesson in s.lessons:
             c = r["lessons"][lesson]
-            fb = Path(s.out) / "feedback" / r["student"] / f"{lesson}.html"
+            link = feedback_page.page_link(s.out, r["student"], lesson)
             text = esc(_cell_text(c))
             style = ' class="error"' if c["status"] == outcome.GRADING_ERROR else ""
-            cells.append(f'<td{style}><a href="feedback/{esc(r["student"])}/{esc(lesson)}.html">{text}</a></td>'
-                         if fb.exists() else f"<td{style}>{text}</td>")
+            cells.append(f'<td{style}><a href="{esc(link)}">{text}</a></td>' if link else f"<td{style}>{text}</td>")
         flags = "".join(f"<li>{esc(f)}</li>" for f in r["flags"])
         pct = percent(r)
         total = "unknown" if r["total"] is None else f"{fmt(r['total'])} / {fmt(r['max_total'])}"

@@ -126,7 +126,27 @@ def test_the_fingerprint_follows_what_the_canary_depends_on(tmp_path):
     spec = tmp_path / "jupyter" / "kernels" / "autograder-sandbox" / "kernel.json"
     spec.parent.mkdir(parents=True)
     spec.write_text("{}")
-    assert canary.fingerprint(s, LESSON) != first  # the kernelspec
+    with_spec = canary.fingerprint(s, LESSON)
+    assert with_spec != first  # the kernelspec
+    spec.chmod(0o600)
+    assert canary.fingerprint(s, LESSON) != with_spec  # its permission bits alone: a sandbox uid may not read it
+
+
+def test_an_unreadable_file_changes_the_fingerprint_instead_of_stopping_the_run(tmp_path, monkeypatch):
+    s = grade.Settings(out=str(tmp_path), lessons=[LESSON])
+    spec = tmp_path / "jupyter" / "kernels" / "autograder-sandbox" / "kernel.json"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("{}")
+    readable = canary.fingerprint(s, LESSON)
+    read_bytes = Path.read_bytes
+
+    def refuse(path):
+        if path == spec:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    assert canary.fingerprint(s, LESSON) != readable
 
 
 def test_no_student_id_can_be_a_canary_id():

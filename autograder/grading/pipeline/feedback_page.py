@@ -27,6 +27,7 @@ import html
 import json
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 import jinja2
 from jinja2 import pass_context
@@ -247,6 +248,14 @@ def write_notices(out: Path, roster) -> list:
 def page_path(out, student: str, lesson: str) -> Path:
     """Where the page a student receives for a lesson is written: ``OUT/feedback/<student>/<lesson>.html``."""
     return Path(out) / "feedback" / student / f"{lesson}.html"
+
+
+def page_link(out, student: str, lesson: str):
+    """The link to that page relative to ``OUT`` (the report and the insights live there), or None when the page
+    does not exist. Names are percent-encoded: a student id may hold ``#``, ``?`` or ``%``."""
+    if not page_path(out, student, lesson).exists():
+        return None
+    return f"feedback/{quote(student)}/{quote(lesson)}.html"
 
 
 def remove_other_lessons(out, lessons) -> list:
