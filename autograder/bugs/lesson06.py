@@ -12,8 +12,9 @@ bug = declarer(__name__)
 # Grouped-query attention: KV heads repeated in the wrong order
 # ---------------------------------------------------------------------------------------------------------
 _TILE_DIAGNOSIS = """The KV heads come out in the order 0, 1, 0, 1, ... (the whole stack tiled), so query head i gets
-    KV head i % n_kv_heads. In grouped-query attention each KV head serves a *consecutive* group of
-    n_heads // n_kv_heads query heads (0, 0, 1, 1, ...): each head must be repeated in place, next to itself."""
+    KV head i % n_kv_heads. In grouped-query attention each KV head serves a *consecutive* group of query heads
+    (with 4 query heads and 2 KV heads the order is 0, 0, 1, 1): each head must be repeated in place, next to
+    itself."""
 
 bug("repeat_kv_tiled", "repeat_kv", _TILE_DIAGNOSIS,
     """

@@ -91,16 +91,7 @@ def test_the_messages_are_found():
     assert len([w for w, _ in messages() if w.startswith("bug ")]) == len(bugs.CATALOG)
 
 
-# Lessons whose messages still hand out an answer line; strict: the test fails as soon as one is fixed, so the entry
-# must then go.
-KNOWN_LEAKS = {
-    "06_going_further": "the repeat_kv/GQA diagnoses write out the group size line (n_heads // n_kv_heads)",
-}
-
-
-@pytest.mark.parametrize("lesson", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_LEAKS[n])] if n in KNOWN_LEAKS else [])
-    for n in sorted({b.lesson for b in bugs.CATALOG})])
+@pytest.mark.parametrize("lesson", sorted({b.lesson for b in bugs.CATALOG}))
 def test_no_diagnosis_or_check_message_contains_an_answer_line(lesson):
     lines = answer_lines()
     leaks = []
