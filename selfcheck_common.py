@@ -1,0 +1,129 @@
+# Built from solutions/selfcheck_common.py by `make lessons`; edit that file, not this one.
+"""What every lesson's self-checks share: how a check calls your function, fails and passes.
+
+Each lesson has its own module, ``selfcheck_NN.py``; its ``check_*`` functions call your function on small examples
+and either print a line starting with a tick or raise an ``AssertionError`` that says what looks wrong and what
+usually causes it. The checks test properties and known values; they do not contain a solution. Passing them is a
+good sign, not a guarantee: the graded tests use other, random inputs.
+
+Names follow the course glossary: T_q queries, T_k keys, d_k key width, d_v value width, d_model, n_heads,
+d_head = d_model // n_heads; a mask is boolean and True marks a blocked (query, key) pair.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale", "pasted", "check_pasted"]
+
+
+class SelfCheckFailed(AssertionError):
+    """Your function gave a result that the lesson's self-check can show is wrong."""
+
+
+def fail(message):
+    raise SelfCheckFailed(_blame_pasted() + message)
+
+
+# ------------------------------------------------------------------ functions pasted from earlier lessons
+_PASTED = {}  # name -> (lesson it comes from, the checks it must pass), declared by a lesson's self-check module
+_checking_pasted = False
+
+
+def pasted(lesson, name, *checks):
+    """Declare that this lesson's paste cell holds ``name`` from lesson ``lesson``, checked by ``checks``."""
+    _PASTED[name] = (lesson, checks)
+
+
+def _from_lesson(lesson, name, problem):
+    return (f"This comes from your lesson {lesson}: `{name}`, pasted into the paste cell, fails lesson {lesson}'s "
+            f"self-check. Fix it there (and in lesson {lesson}), run the paste cell and its check again. {problem}")
+
+
+def check_pasted(**functions):
+    """Lesson NN's self-checks on the functions of this lesson's paste cell; a failure names the lesson."""
+    global _checking_pasted
+    for name, fn in functions.items():
+        lesson, checks = _PASTED[name]
+        _checking_pasted = True
+        try:
+            for check in checks:
+                check(fn)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            raise SelfCheckFailed(_from_lesson(lesson, name, f"{type(exc).__name__}: {exc}")) from None
+        finally:
+            _checking_pasted = False
+
+
+def _blame_pasted():
+    """'This comes from your lesson NN ...' when a pasted function the notebook holds now fails its own checks
+    (a check of a later function that uses it then fails because of it), else ''."""
+    global _checking_pasted
+    if _checking_pasted or not _PASTED:
+        return ""
+    import contextlib
+    import io
+    import sys
+
+    notebook = vars(sys.modules.get("__main__", sys))
+    _checking_pasted = True
+    try:
+        for name, (lesson, checks) in _PASTED.items():
+            fn = notebook.get(name)
+            if not callable(fn):
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    for check in checks:
+                        check(fn)
+            except Exception:  # a failed check, a stub or a crash: the pasted function is not right
+                return _from_lesson(lesson, name, "This check uses it, so its result says little yet. What it "
+                                                  "saw: ")
+    finally:
+        _checking_pasted = False
+    return ""
+
+
+_SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
+
+
+def call(fn, name, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError:
+        raise NotImplementedError(
+            f"{name} is not implemented yet: write its body in the cell above (replace "
+            "`raise NotImplementedError()`), run that cell, then run this check again.") from None
+    except ValueError as exc:
+        if not any(s in str(exc) for s in _SHAPE_ERRORS):
+            raise
+        shapes = ", ".join(str(np.shape(a)) for a in args if isinstance(a, np.ndarray))
+        fail(f"{name} failed on inputs of shapes {shapes} with numpy's error: {exc}. Two arrays in one product, "
+             "broadcast or reshape do not fit. If it works on one sequence but not on a batch, some axis is counted "
+             "from the front: .T reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a leading batch "
+             "axis moves; count axes from the end (-1, -2, ...) so leading axes pass through")
+
+
+def ok(message):
+    print("\u2714 " + message)
+
+
+def close(a, b, tol=1e-6):
+    return np.shape(a) == np.shape(b) and bool(np.all(np.abs(np.asarray(a, float) - np.asarray(b, float)) <= tol))
+
+
+def effective_scale(weights, scores):
+    """The c with weights proportional to exp(c * scores) along each row (None if not of that form)."""
+    w = np.asarray(weights, float)
+    if np.any(w <= 0):
+        return None
+    logs = np.log(w)
+    dl = (logs - logs[..., :1]).ravel()[1:]
+    ds = (scores - scores[..., :1]).ravel()[1:]
+    keep = np.abs(ds) > 1e-3
+    if not np.any(keep):
+        return None
+    c = dl[keep] / ds[keep]
+    return float(np.median(c)) if np.allclose(c, np.median(c), rtol=1e-3, atol=1e-6) else None
