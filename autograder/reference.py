@@ -432,10 +432,10 @@ __all__ += [
 
 
 def softmax_jacobian(p):
-    """The Jacobian of softmax at one row of weights p = softmax(s), (n,) -> (n, n): J[j, i] = dp_j / ds_i =
+    """The Jacobian of softmax at one row of weights p = softmax(s), (T_k,) -> (T_k, T_k): J[j, i] = dp_j / ds_i =
     p_j (delta_ij - p_i), that is diag(p) - p p^T (symmetric)."""
     p = np.asarray(p)
-    return np.diag(p) - np.outer(p, p)  # (n, n)
+    return np.diag(p) - np.outer(p, p)  # (T_k, T_k)
 
 
 def softmax_backward(weights, grad_weights, axis=-1):

@@ -164,9 +164,9 @@ print("J_numeric =\n", np.round(J_numeric, 4))
 
 # %% nbgrader={"grade_id": "softmax_jacobian", "solution": true}
 def softmax_jacobian(p):
-    """J[j, i] = dp_j / ds_i for one row of weights p = softmax(s), shape (n,) -> (n, n)."""
+    """J[j, i] = dp_j / ds_i for one row of weights p = softmax(s), shape (T_k,) -> (T_k, T_k)."""
     ### BEGIN SOLUTION
-    return np.diag(p) - np.outer(p, p)  # (n, n)
+    return np.diag(p) - np.outer(p, p)  # (T_k, T_k)
     ### END SOLUTION
 
 
