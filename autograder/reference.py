@@ -421,12 +421,21 @@ def tiled_attention(Q, K, V, block_size, causal=False):
 # grad_X   dL/dX, the gradient of a scalar loss L with respect to X: always the shape of X
 
 __all__ += [
+    "softmax_jacobian",
     "softmax_backward",
+    "attention_row_backward",
     "scaled_dot_product_attention_backward",
     "multi_head_attention_backward",
     "gradient_check",
     "sinusoidal_positions",
 ]
+
+
+def softmax_jacobian(p):
+    """The Jacobian of softmax at one row of weights p = softmax(s), (T_k,) -> (T_k, T_k): J[j, i] = dp_j / ds_i =
+    p_j (delta_ij - p_i), that is diag(p) - p p^T (symmetric)."""
+    p = np.asarray(p)
+    return np.diag(p) - np.outer(p, p)  # (T_k, T_k)
 
 
 def softmax_backward(weights, grad_weights, axis=-1):
@@ -438,6 +447,19 @@ def softmax_backward(weights, grad_weights, axis=-1):
     weights, grad_weights = np.asarray(weights), np.asarray(grad_weights)
     dot = np.sum(grad_weights * weights, axis=axis, keepdims=True)  # (..., 1, ...): sum_j g_j p_j per row
     return weights * (grad_weights - dot)
+
+
+def attention_row_backward(q, K, V, grad_out):
+    """(dq, dK, dV) of one query's attention, out = softmax(K q / sqrt(d_k)) V.
+
+    q (d_k,), K (T_k, d_k), V (T_k, d_v), grad_out (d_v,). Returns gradients of the shapes of q, K, V.
+    """
+    q, K, V, grad_out = map(np.asarray, (q, K, V, grad_out))
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float: float32 stays float32
+    p = softmax(K @ q * scale)  # (T_k,)
+    dV = np.outer(p, grad_out)  # (T_k, d_v): value j collects p_j times the output's gradient
+    grad_scores = softmax_backward(p, V @ grad_out)  # (T_k,)
+    return K.T @ grad_scores * scale, np.outer(grad_scores, q) * scale, dV  # (d_k,), (T_k, d_k), (T_k, d_v)
 
 
 def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):

@@ -1,57 +1,59 @@
-"""How long lesson 07's two training runs take in numpy on this machine, and which heads they grow.
+"""How long each of lesson 07's two training tasks takes in numpy on this machine, and which heads it grows.
 
     make bench                                  # runs every bench/*.py
-    PYTHONPATH=. python bench/training_speed.py
+    PYTHONPATH=. python bench/training_speed.py [--seeds N]
 
 Runs the lesson's own code (``solutions/07_heads_that_learn.py``: its given model, the model answers of the
-backward pass, its training settings) up to the training function, in full (not the short mode that
-``MHA_SHORT_TRAINING=1`` selects), then trains both tasks and prints each run's wall time, its final losses and
-every head's final score. The lesson's notebook asserts the same thresholds when it runs in full.
+backward pass, its training settings and its ``SEED``) up to the training function, in full (not the short mode
+that ``MHA_SHORT_TRAINING=1`` selects), then trains both tasks and prints each run's steps, its wall and CPU time,
+its final losses and every head's final score. ``--seeds N`` trains seeds 0 .. N-1 and prints the mean time per
+task and how many seeds grew each head; ``tests/unit/test_lesson07_training.py`` asks that all twenty do.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
+import argparse
 import os
-import sys
+import time
 
 os.environ.pop("MHA_SHORT_TRAINING", None)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the lesson's setup cell does, before numpy loads
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-from autograder import course  # noqa: E402
-from autograder.course import notebooks
+from autograder.course import notebooks  # noqa: E402
 
 LESSON = "07_heads_that_learn"
+WHAT = {"previous": "previous-token", "induction": "layer-2 induction"}
 
 
-def lesson_namespace() -> dict:
-    """The lesson's code cells run up to (and including) the one that defines ``trained``; test cells skipped."""
-    namespace = {"__name__": "lesson07"}
-    sys.path.insert(0, str(course.SOLUTIONS))
-    for cell in notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py").cells:
-        if cell.cell_type != "code" or "hidden_cell.run" in cell.source:
-            continue
-        with contextlib.redirect_stdout(io.StringIO()):  # the lesson's demonstrations print; the bench does not
-            exec(compile(cell.source, LESSON, "exec"), namespace)  # noqa: S102 - the course's own lesson source
-        if "def trained(" in cell.source:
-            return namespace
-    raise RuntimeError(f"solutions/{LESSON}.py defines no `trained`: the bench no longer fits the lesson")
+def timed(ns, task, seed):
+    """One run of ``task``, its CPU seconds and its final best score (the lesson's measure)."""
+    start = time.process_time()
+    run = ns["train"](task, seed=seed, **ns["TRAINING"][task])
+    return run, time.process_time() - start, float(max(run["scores"][-1][-1]))
 
 
-def main():
+def main(argv=None):
     import numpy as np
 
-    ns = lesson_namespace()
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("--seeds", type=int, default=0, help="also train seeds 0 .. N-1 and summarise them")
+    seeds = args.parse_args(argv).seeds
+    ns = notebooks.run_code_cells(LESSON, until="trained")
     print(f"lesson 07 training, numpy {np.__version__}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    for task, what in (("previous", "previous-token"), ("induction", "layer-2 induction")):
-        run = ns["trained"](task)
-        scores = run["scores"][-1][-1]
+    for task, what in WHAT.items():
+        run, cpu, _ = timed(ns, task, ns["SEED"])
         halves = (f" (first half {run['first_half'][-1]:.2f}, second half {run['second_half'][-1]:.2f})"
                   if task == "induction" else "")
-        print(f"{task:9s}: {run['steps'][-1]} steps in {run['seconds']:.1f} s; loss {run['loss'][-1]:.3f}{halves}; "
-              f"{what} scores per head {', '.join(f'{v:.2f}' for v in scores)}")
+        print(f"{task:9s}: seed {run['seed']}, {run['steps'][-1]} steps in {run['seconds']:.1f} s ({cpu:.1f} s CPU); "
+              f"loss {run['loss'][-1]:.3f}{halves}; {what} scores per head "
+              f"{', '.join(f'{v:.2f}' for v in run['scores'][-1][-1])}")
+    for task in WHAT if seeds else ():
+        results = [timed(ns, task, seed) for seed in range(seeds)]
+        grown = sum(best > 0.6 for _, _, best in results)
+        print(f"{task:9s}: seeds 0-{seeds - 1}: {np.mean([c for _, c, _ in results]):.2f} s CPU per run, "
+              f"{sum(c for _, c, _ in results):.1f} s in all; best score above 0.6 for {grown} of {seeds}; lowest "
+              f"{min(b for _, _, b in results):.2f}")
 
 
 if __name__ == "__main__":

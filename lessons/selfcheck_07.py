@@ -15,7 +15,8 @@ import numpy as np
 
 from selfcheck_common import call, close, fail, ok
 
-__all__ = ["check_softmax_backward", "check_gradient_check", "check_attention_backward", "check_mha_backward",
+__all__ = ["check_numeric_jacobian", "check_softmax_jacobian", "check_softmax_backward", "check_gradient_check",
+           "check_attention_row_backward", "check_attention_backward", "check_mha_backward",
            "check_sinusoidal_positions", "gradient_check_probe", "probe_loss"]
 
 
@@ -50,6 +51,57 @@ def _same_shape(got, like, name):
     if np.shape(got) != np.shape(like):
         fail(f"{name} has shape {np.shape(got)}; a gradient has the shape of what it is the gradient of, "
              f"{np.shape(like)}")
+
+
+def _jacobian_by_differences(s, eps=1e-6):
+    """(n, n): column i is how softmax(s) moves when s_i moves (central differences)."""
+    steps = np.eye(len(s)) * eps
+    return np.stack([(_softmax(s + e) - _softmax(s - e)) / (2 * eps) for e in steps], axis=1)
+
+
+def check_numeric_jacobian(J, s):
+    """The learner's measured Jacobian of softmax at s: shape, and agreement with central differences."""
+    expected = _jacobian_by_differences(np.asarray(s, float))
+    if np.shape(J) != expected.shape:
+        fail(f"J_numeric has shape {np.shape(J)}; a Jacobian of n weights by n scores is {expected.shape}")
+    J = np.asarray(J, float)
+    if close(J, expected.T, tol=1e-7) and not close(J, expected, tol=1e-7):
+        fail("J_numeric is transposed: column i should hold how every weight moves when score i moves")
+    if close(J, expected * 2, tol=1e-7):
+        fail("J_numeric is twice too big: a central difference spans 2 eps, so divide by 2 eps")
+    if not close(J, expected, tol=1e-7):
+        fail("J_numeric differs from central differences of softmax at s: move score i by +eps and by -eps, and "
+             "put the change of the whole weight vector, divided by 2 eps, in column i")
+    ok("J_numeric: the softmax Jacobian at s, measured by central differences")
+
+
+def check_softmax_jacobian(softmax_jacobian):
+    """The closed form against central differences on rows of 1 to 5 weights (a blocked key included)."""
+    rng = np.random.default_rng(2)
+    rows = [np.array([0.3]), rng.normal(size=3), rng.normal(size=5) * 2, np.array([0.5, -np.inf, 1.0, -0.2])]
+    for s in rows:
+        p = _softmax(s)
+        before = p.copy()
+        got = call(softmax_jacobian, "softmax_jacobian", p)
+        if not np.array_equal(p, before):
+            fail("softmax_jacobian changed its input in place; compute a new array instead")
+        _same_shape(got, np.outer(p, p), f"softmax_jacobian of {len(p)} weights")
+        got = np.asarray(got, float)
+        expected = _jacobian_by_differences(np.where(np.isfinite(s), s, -1e9))
+        if close(got, expected, tol=1e-7):
+            continue
+        if close(np.diag(got), np.diag(expected), tol=1e-7):
+            fail(f"on the weights {np.round(p, 3).tolist()} your diagonal is right but the entries off the diagonal "
+                 "are not: moving score i moves every other weight j too (by how much, and with which sign?)")
+        if close(got - np.diag(np.diag(got)), expected - np.diag(np.diag(expected)), tol=1e-7):
+            fail(f"on the weights {np.round(p, 3).tolist()} your entries off the diagonal are right but the diagonal "
+                 "is not: for i = j the derivative of e^(s_j) itself also counts (the delta_ij term)")
+        fail(f"on the weights {np.round(p, 3).tolist()} your Jacobian differs from central differences; compare "
+             "it with the J_numeric you measured, entry by entry")
+    got32 = call(softmax_jacobian, "softmax_jacobian", _softmax(rows[1]).astype(np.float32))
+    if getattr(got32, "dtype", None) != np.float32:
+        fail(f"float32 weights gave a {getattr(got32, 'dtype', type(got32))} Jacobian; keep float32")
+    ok("softmax_jacobian: matches central differences on rows of 1, 3, 4 and 5 weights, a blocked key included")
 
 
 def check_softmax_backward(softmax_backward):
@@ -144,6 +196,41 @@ def check_gradient_check(gradient_check):
         fail(f"float32 inputs with their exact gradient give an error of {err:.3g}: eps = 1e-6 is below float32's "
              "resolution; perturb float64 copies, np.array(a, dtype=np.float64)")
     ok("gradient_check: exact gradient passes, a wrong entry is measured, central differences, inputs kept")
+
+
+def check_attention_row_backward(attention_row_backward):
+    """One query: dq, dK, dV against directional derivatives, the sqrt(d_k) factor, shapes, float32 kept."""
+    rng = np.random.default_rng(4)
+    d_k, T_k, d_v = 3, 5, 2
+    q, K, V, g = rng.normal(size=d_k), rng.normal(size=(T_k, d_k)), rng.normal(size=(T_k, d_v)), rng.normal(size=d_v)
+
+    def loss(q, K, V):
+        return float(g @ _attention(q[None], K, V)[0][0])
+
+    got = call(attention_row_backward, "attention_row_backward", q, K, V, g)
+    if not isinstance(got, tuple) or len(got) != 3:
+        fail("attention_row_backward should return a tuple (dq, dK, dV)")
+    for grad, a, name in zip(got, (q, K, V), ("dq", "dK", "dV")):
+        _same_shape(grad, a, name)
+    for i, name in enumerate(("dq", "dK", "dV")):
+        D = [rng.normal(size=a.shape) if j == i else np.zeros_like(a) for j, a in enumerate((q, K, V))]
+        rate = _along(loss, [q, K, V], D)
+        predicted = float(np.sum(np.asarray(got[i], float) * D[i]))
+        if abs(predicted - rate) <= 1e-6 * max(1.0, abs(rate)):
+            continue
+        if name != "dV" and abs(predicted - rate * math.sqrt(d_k)) < 1e-6 * max(1.0, abs(rate)):
+            fail(f"{name} is sqrt(d_k) times too big: the score is q . k / sqrt(d_k), so its gradient reaches q and "
+                 "k divided by sqrt(d_k)")
+        where = {"dV": "o = sum_j p_j v_j: how much of g does value j receive?",
+                 "dq": "q meets every key: sum over the keys of (dL/ds_j) times ds_j/dq",
+                 "dK": "key j meets only q: its row is dL/ds_j times ds_j/dk_j"}[name]
+        fail(f"{name} disagrees with a directional derivative of one query's attention. {where} Did the step "
+             "through softmax (your softmax_backward) happen?")
+    f32 = [a.astype(np.float32) for a in (q, K, V, g)]
+    got = call(attention_row_backward, "attention_row_backward", *f32)
+    if any(getattr(a, "dtype", None) != np.float32 for a in got):
+        fail("float32 input gave a result that is not float32: scale by math.sqrt(d_k), a Python float")
+    ok("attention_row_backward: dq, dK, dV agree with directional derivatives, float32 kept")
 
 
 def _attention_case(rng, lead, T_q, T_k, d_k, d_v, masked):

@@ -52,8 +52,9 @@ import numpy as np
 from IPython.display import DisplayHandle, Image, display
 from matplotlib.figure import Figure
 
-from selfcheck_07 import (check_attention_backward, check_gradient_check, check_mha_backward,
-                          check_sinusoidal_positions, check_softmax_backward, gradient_check_probe)  # noqa: F401
+from selfcheck_07 import (check_attention_backward, check_attention_row_backward, check_gradient_check,  # noqa: F401
+                          check_mha_backward, check_numeric_jacobian, check_sinusoidal_positions,
+                          check_softmax_backward, check_softmax_jacobian, gradient_check_probe)
 
 # MHA_SHORT_TRAINING=1 (set by the grading command and the course's tests) trains for a few steps only.
 SHORT = os.environ.get("MHA_SHORT_TRAINING") == "1"
@@ -99,28 +100,118 @@ def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
 
 
 # %% [markdown] nbgrader={"grade_id": "softmax_intro"}
-# ## 1. The gradient of softmax, without its Jacobian
+# ## 1. The gradient of softmax, derived
 #
 # Training moves every weight against the gradient of a scalar loss $L$. The backward pass computes those
 # gradients from the output's gradient, one function at a time, by the chain rule: each function receives
-# $\partial L/\partial(\text{its output})$ and returns $\partial L/\partial(\text{its inputs})$.
+# $\partial L/\partial(\text{its output})$ and returns $\partial L/\partial(\text{its inputs})$. You derive each of
+# these functions yourself, starting with the smallest one. Every formula is behind a **hint**: open one only
+# when you are stuck, and the next one only if you are still stuck. The last hint of each step gives the result;
+# the code is still yours to write.
 #
-# Take one row of scores $s$ (length `T_k`) and its weights $p = \mathrm{softmax}(s)$. Since
-# $p_j = e^{s_j}/\sum_k e^{s_k}$,
-# $$\frac{\partial p_j}{\partial s_i} = p_j(\delta_{ij} - p_i), \qquad J = \mathrm{diag}(p) - p p^\top
-# \quad (T_k \times T_k).$$
-# Given $g = \partial L/\partial p$, the chain rule gives $\partial L/\partial s_i = \sum_j g_j p_j(\delta_{ij} - p_i)
-# = p_i\,(g_i - \sum_j g_j p_j)$. So
-# $$\frac{\partial L}{\partial s} = p \odot \big(g - (g \cdot p)\big):$$
-# one elementwise product and one sum per row. Never build $J$: for a batch of `(B, n_heads, T, T)` weights it would
-# be `(B, n_heads, T, T, T)`, `T` times more memory for the same numbers.
+# **Step 1: measure before you derive.** Take a row of three scores $s = (1.0, 2.0, 0.5)$ and $p =
+# \mathrm{softmax}(s)$. Its Jacobian $J$ is the $3 \times 3$ table of how each weight moves when one score moves:
+# $J_{ji} = \partial p_j / \partial s_i$ (row $j$: a weight, column $i$: a score). Measure it with central
+# differences: move score $i$ by $+\varepsilon$ and by $-\varepsilon$ and divide the change of the whole vector $p$
+# by $2\varepsilon$; that is column $i$ of $J$. Use $\varepsilon = 10^{-6}$ and the given `softmax`. Store the
+# result as `J_numeric`, shape `(3, 3)`.
+
+# %% nbgrader={"grade_id": "softmax_jacobian_numeric", "solution": true}
+s = np.array([1.0, 2.0, 0.5])  # one row of scores, (T_k,) = (3,)
+eps = 1e-6
+### BEGIN SOLUTION
+J_numeric = np.zeros((3, 3))
+for i in range(3):
+    step = np.zeros(3)
+    step[i] = eps
+    J_numeric[:, i] = (softmax(s + step) - softmax(s - step)) / (2 * eps)  # column i: every p_j moved by s_i
+### END SOLUTION
+check_numeric_jacobian(J_numeric, s)
+print("p =", np.round(softmax(s), 4))
+print("J_numeric =\n", np.round(J_numeric, 4))
+
+# %% [markdown] nbgrader={"grade_id": "softmax_jacobian_intro"}
+# **Step 2: read the numbers, then derive.** Look at what you printed before you read on. Which entries are
+# positive, which negative? Is $J$ symmetric? What does each row sum to, and why must it (what happens to $p$ when
+# you add the same number to every score)? Compare the diagonal with $p_i$ and with $p_i^2$, and an off-diagonal
+# entry $J_{ji}$ with the product $p_j p_i$.
 #
-# Two facts to check your result against: each row of $\partial L/\partial s$ sums to 0 (adding a constant to a row
+# Now derive it. From $p_j = e^{s_j} / \sum_k e^{s_k}$, write $\partial p_j/\partial s_i$ twice: once for $i = j$
+# and once for $i \ne j$. Both cases are one expression in $p_j$, $p_i$ and $\delta_{ij}$ (1 when $i = j$, else 0).
+# Write `softmax_jacobian(p)`: given the weights `p` of one row, shape `(n,)`, return the `(n, n)` matrix $J$ with
+# your formula (from `p` alone: no finite differences). The self-check compares it with central differences at
+# several rows, a blocked key ($p_j = 0$) included.
+#
+# <details><summary>Hint 1: which rule</summary>
+#
+# The quotient rule, with $N = e^{s_j}$ on top and $D = \sum_k e^{s_k}$ below: $\partial D/\partial s_i = e^{s_i}$
+# for every $i$, while $\partial N/\partial s_i$ is $e^{s_j}$ only when $i = j$ and 0 otherwise. Then rewrite every
+# $e^{s}/D$ you see as a weight $p$.
+# </details>
+#
+# <details><summary>Hint 2: the shape argument</summary>
+#
+# $J$ is `(n, n)` and is built from one vector `p` of length `n`: the only `(n, n)` matrices at hand are the
+# diagonal matrix of `p` (`np.diag`) and the outer product of `p` with itself (`np.outer`). Your measured $J$ is
+# one combination of the two.
+# </details>
+#
+# <details><summary>Hint 3: the result</summary>
+#
+# $\partial p_j/\partial s_i = p_j(\delta_{ij} - p_i)$: the diagonal is $p_i(1 - p_i) > 0$, the rest $-p_j p_i < 0$.
+# As a matrix, $J = \mathrm{diag}(p) - p\,p^\top$.
+# </details>
+
+# %% nbgrader={"grade_id": "softmax_jacobian", "solution": true}
+def softmax_jacobian(p):
+    """J[j, i] = dp_j / ds_i for one row of weights p = softmax(s), shape (T_k,) -> (T_k, T_k)."""
+    ### BEGIN SOLUTION
+    return np.diag(p) - np.outer(p, p)  # (T_k, T_k)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade_id": "softmax_jacobian_values", "points": 1}
+### BEGIN HIDDEN TESTS
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("softmax_jacobian_values")
+### END HIDDEN TESTS
+# Self-check: your formula against central differences on rows of 1 to 5 weights, a blocked key included.
+check_softmax_jacobian(softmax_jacobian)
+
+# %% [markdown] nbgrader={"grade_id": "softmax_backward_intro"}
+# **Step 3: the backward function, without the Jacobian.** In the model, softmax runs on every row of a
+# `(B, n_heads, T, T)` array of scores. The function you need receives the weights $p$ of each row and
+# $g = \partial L/\partial p$ (same shape) and returns $\partial L/\partial s$. Set up the chain rule for one row:
+# $L$ depends on $s_i$ only through the weights, so
+# $$\frac{\partial L}{\partial s_i} = \sum_j \frac{\partial L}{\partial p_j}\,\frac{\partial p_j}{\partial s_i}
+# = \sum_j g_j\, J_{ji}.$$
+# Put your formula for $J_{ji}$ in and simplify until no matrix is left: the blank is a formula with one
+# elementwise product and one sum per row. `softmax_jacobian(p).T @ g` gives the right numbers for one row, so you
+# can test your simplification on the row above before you write the function. Do not build $J$ in the function:
+# for `(B, n_heads, T, T)` weights it would be `(B, n_heads, T, T, T)`, `T` times more memory for the same numbers.
+#
+# Two facts to test your result against: each row of $\partial L/\partial s$ sums to 0 (adding a constant to a row
 # of scores changes no weight), and a blocked key ($p_j = 0$) gets gradient exactly 0.
 #
+# <details><summary>Hint 1: which rule</summary>
+#
+# Split the sum over $j$ into the term with $\delta_{ij}$ and the rest. The $\delta_{ij}$ keeps one term of the
+# sum; in the rest, $p_i$ does not depend on $j$ and comes out of the sum.
+# </details>
+#
+# <details><summary>Hint 2: the shape argument</summary>
+#
+# What is left is `p` times (`g` minus one number per row). That number is a sum over the row, so compute it with
+# `np.sum(..., axis=axis, keepdims=True)`: `keepdims` leaves a length-1 axis that broadcasts back over the row.
+# </details>
+#
+# <details><summary>Hint 3: the result</summary>
+#
+# $\partial L/\partial s_i = p_i\,(g_i - \sum_j g_j p_j)$, that is $\partial L/\partial s = p \odot (g - g \cdot p)$
+# per row.
+# </details>
+#
 # Implement `softmax_backward(weights, grad_weights, axis=-1)`: `weights` is `softmax(scores, axis)`, `grad_weights`
-# is $\partial L/\partial$`weights` (same shape); return $\partial L/\partial$`scores`. Sum along `axis` with
-# `keepdims=True`. float32 in, float32 out.
+# is $\partial L/\partial$`weights` (same shape); return $\partial L/\partial$`scores`. float32 in, float32 out.
 
 # %% nbgrader={"grade_id": "softmax_backward", "solution": true}
 def softmax_backward(weights, grad_weights, axis=-1):
@@ -141,22 +232,26 @@ check_softmax_backward(softmax_backward)
 # %% [markdown] nbgrader={"grade_id": "gradcheck_intro"}
 # ## 2. Trust, but check: the gradient check
 #
-# A backward pass can be wrong and still have the right shapes. The test that catches it costs nothing to write:
-# move one input entry by $\pm\varepsilon$ and watch the loss,
+# A backward pass can be wrong and still have the right shapes. The test that catches it is the measurement you
+# made in step 1, for every input at once: move one input entry by $\pm\varepsilon$ and watch the loss,
 # $$\frac{\partial f}{\partial x_i} \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon}.$$
-# This *central* difference is off by $O(\varepsilon^2)$; the one-sided $(f(x + \varepsilon e_i) - f(x))/\varepsilon$ is
-# off by $O(\varepsilon)$, a million times worse at $\varepsilon = 10^{-6}$.
+# Two errors limit it. *Truncation*: the central difference is off by $O(\varepsilon^2)$, the one-sided
+# $(f(x + \varepsilon e_i) - f(x))/\varepsilon$ by $O(\varepsilon)$. *Rounding*: float64 stores $f$ to about
+# $10^{-16}$ of its size, and dividing that by $2\varepsilon$ gives about $10^{-10}$ at $\varepsilon = 10^{-6}$. For
+# the one-sided difference the truncation, about $10^{-6}$, dominates; for the central one the rounding does. So
+# central differences are about a thousand times more accurate here, not the million that $\varepsilon$ against
+# $\varepsilon^2$ suggests; the cell after the next one measures it.
 #
 # Implement `gradient_check(f, inputs, grad, eps=1e-6)`:
 # - `f(*inputs)` returns a number; `inputs` is a list of arrays and `grad` the list of their analytic gradients.
-# - Work on **float64 copies** of the inputs (`np.array(a, dtype=np.float64)`): $\varepsilon = 10^{-6}$ is below
-#   float32's resolution, and the caller's arrays must not change. Move one entry, call `f` on the copies, put the
-#   entry back exactly (`x.reshape(-1)` is a view you can index with one number).
+# - Work on **float64 copies** of the inputs (`np.array(a, dtype=np.float64)`): float32 resolves only about
+#   $1.2 \times 10^{-7}$ of a number's size, so a step of $10^{-6}$ would be lost in its rounding, and the caller's
+#   arrays must not change. Move one entry, call `f` on the copies, put the entry back exactly (`x.reshape(-1)` is
+#   a view you can index with one number).
 # - For each input, its error is $\max|a - n| \,/\, \max(\max|a|, \max|n|, 10^{-12})$, with $a$ the analytic and
 #   $n$ the numeric gradient: relative to the size of the whole gradient, not entry by entry, because an entry
 #   that is exactly 0 (a blocked pair) would otherwise divide rounding noise by 0.
-# - Return the largest error over the inputs, a float. Below about $10^{-7}$ the gradient is right; a wrong one
-#   is off by $10^{-2}$ or more.
+# - Return the largest error over the inputs, a float. The table after your check says how to read it.
 
 # %% nbgrader={"grade_id": "gradient_check", "solution": true}
 def gradient_check(f, inputs, grad, eps=1e-6):
@@ -200,7 +295,42 @@ s = rng.normal(size=(4, 6))  # (T_q, T_k)
 s[1, [3, 5]] = -np.inf
 G = rng.normal(size=(4, 6))  # (T_q, T_k)
 error = gradient_check(lambda s: np.sum(G * softmax(s)), [s], [softmax_backward(softmax(s), G)])
-print(f"softmax_backward: largest relative error {error:.1e} (right below about 1e-7)")
+print(f"softmax_backward: largest relative error {error:.1e}")
+
+# %% [markdown] nbgrader={"grade_id": "gradcheck_bands"}
+# What your check can return, and what each result means (the cell below measures one of each on softmax):
+#
+# | `gradient_check` returns | it means |
+# |---|---|
+# | below $10^{-6}$ | **right.** A float64 gradient leaves about $10^{-10}$ to $10^{-9}$ (rounding divided by $2\varepsilon$); one computed in float32 about $10^{-7}$ (float32's resolution, $1.2 \times 10^{-7}$). |
+# | $10^{-6}$ to $10^{-3}$ | **right, limited by precision:** float32 somewhere on a long chain, an `eps` other than $10^{-6}$ (at $10^{-3}$ truncation shows), or a loss far larger than its gradient. Redo the check in float64 with `eps=1e-6`: a right gradient drops below $10^{-6}$. |
+# | $10^{-3}$ and above | **wrong:** a missing term, a missing factor (a missing $\sqrt{d_k}$ gives $1 - 1/\sqrt{d_k}$, at least 0.29), a wrong transpose or axis. Or `f` itself computes in float32: its rounding divided by $2\varepsilon$ is then this large; make `f` float64. |
+# | `nan` | the analytic gradient or `f` holds NaN or inf: often $0 \cdot \infty$ on a blocked pair. |
+
+# %%
+def band(error):
+    """The row of the table above that an error from gradient_check falls in."""
+    if not np.isfinite(error):
+        return "nan: NaN or inf somewhere"
+    return "right" if error < 1e-6 else "right, limited by precision" if error < 1e-3 else "wrong"
+
+
+row = np.array([1.0, 2.0, 0.5])  # step 1's scores, (T_k,)
+p, G = softmax(row), np.array([0.3, -1.2, 0.8])  # its weights and a fixed dL/dweights
+f = lambda s: np.sum(G * softmax(s))  # noqa: E731
+h = 1e-6
+one_sided = np.array([(f(row + h * e) - f(row)) / h for e in np.eye(3)])
+central = np.array([(f(row + h * e) - f(row - h * e)) / (2 * h) for e in np.eye(3)])
+exact = softmax_backward(p, G)
+print(f"at eps = 1e-6, one-sided differences are off by {np.abs(one_sided - exact).max():.1e}, central ones by "
+      f"{np.abs(central - exact).max():.1e}: {np.abs(one_sided - exact).max() / np.abs(central - exact).max():.0f} "
+      "times less")
+print(f"float32 resolves {np.finfo(np.float32).eps:.1e} of a number's size, float64 {np.finfo(np.float64).eps:.1e}")
+for what, grad in (("your softmax_backward, float64", exact),
+                   ("your softmax_backward, float32", softmax_backward(p.astype(np.float32), G.astype(np.float32))),
+                   ("the Jacobian's -p p^T part left out", p * G)):
+    error = gradient_check(f, [row], [grad])
+    print(f"{what:38s} error {error:.1e}: {band(error)}")
 
 # %% [markdown] nbgrader={"grade_id": "attention_intro"}
 # ## 3. Backward through scaled dot-product attention
@@ -213,21 +343,107 @@ print(f"softmax_backward: largest relative error {error:.1e} (right below about 
 # | $P = \mathrm{softmax}(S)$ along the keys, blocked pairs 0 | `(..., T_q, T_k)` |
 # | $O = P V$ | `(..., T_q, d_v)` |
 #
-# Walk it backwards with $G = \partial L/\partial O$ (`grad_out`, `(..., T_q, d_v)`). For a matmul $C = AB$, the
-# gradients are $\partial L/\partial A = (\partial L/\partial C) B^\top$ and $\partial L/\partial B = A^\top
-# (\partial L/\partial C)$: the shapes leave no other choice.
-# 1. $dV = P^\top G$: `(..., T_k, T_q) @ (..., T_q, d_v)`; every key's value collects the gradient of every query
-#    that read it, weighted by how much it read.
-# 2. $dP = G V^\top$: `(..., T_q, T_k)`.
-# 3. $dS$ = `softmax_backward(P, dP)`; blocked pairs have $P = 0$, so they get no gradient.
-# 4. $dQ = dS\, K / \sqrt{d_k}$ and $dK = dS^\top Q / \sqrt{d_k}$: the scale multiplies the scores, so it
-#    multiplies their gradient too. Forget it and every gradient of $Q$ and $K$ is $\sqrt{d_k}$ times too big.
+# Derive it small first, then grow it.
+#
+# **One query, one key (worked).** The score is a scalar, $s = q \cdot k / \sqrt{d_k} = \sum_c q_c k_c /
+# \sqrt{d_k}$. Moving $q_c$ moves $s$ at the rate $k_c / \sqrt{d_k}$, so $\partial s/\partial q = k/\sqrt{d_k}$
+# (a vector of $q$'s shape, `(d_k,)`) and likewise $\partial s/\partial k = q/\sqrt{d_k}$. With one key, the
+# softmax of one score is 1 whatever the score, so $o = v$: $\partial L/\partial v = \partial L/\partial o$, and
+# $q$ and $k$ get gradient 0. Attention learns *where to look* only when it has a choice.
+#
+# **One query, a row of keys (yours).** Now $q$ is `(d_k,)`, $K$ is `(T_k, d_k)` (key $j$ is row $k_j$), $V$ is
+# `(T_k, d_v)` and $g = \partial L/\partial o$ is `(d_v,)`. The forward pass is $s_j = q \cdot k_j/\sqrt{d_k}$,
+# $p = \mathrm{softmax}(s)$, $o = \sum_j p_j v_j$. Walk it backwards, one line at a time:
+# 1. $o$ is linear in each $v_j$ with coefficient $p_j$: $\partial L/\partial v_j = \;?$ (a `(d_v,)` vector for
+#    each key: stack them into `(T_k, d_v)`).
+# 2. $o$ is linear in each $p_j$ with coefficient vector $v_j$: $\partial L/\partial p_j = \;?$ (a number per
+#    key: `(T_k,)`).
+# 3. $\partial L/\partial s$ from $\partial L/\partial p$: you wrote that function in section 1.
+# 4. $q$ meets every key: $\partial L/\partial q = \sum_j (\partial L/\partial s_j)\,\partial s_j/\partial q$, with
+#    the worked example's $\partial s_j/\partial q$. Key $j$ meets only query $q$: $\partial L/\partial k_j = \;?$
+#
+# Write `attention_row_backward(q, K, V, grad_out)` returning `(dq, dK, dV)` with the shapes of `q`, `K`, `V`.
+# Use the given `softmax` for the forward pass and your `softmax_backward`; scale by `math.sqrt(d_k)`, a Python
+# float (`np.sqrt` would turn float32 into float64).
+#
+# <details><summary>Hint 1: which rule</summary>
+#
+# The chain rule through a sum: if $o = \sum_j p_j v_j$, then $\partial L/\partial v_j = p_j\,g$ and
+# $\partial L/\partial p_j = g \cdot v_j$ (the gradient of $L$ along $o$, read through the coefficient that
+# multiplies what you differentiate).
+# </details>
+#
+# <details><summary>Hint 2: the shape argument</summary>
+#
+# `dV` is `(T_k, d_v)` and its row $j$ is $p_j\,g$: an outer product of `p` `(T_k,)` with `grad_out` `(d_v,)`. The
+# numbers $g \cdot v_j$ for all $j$ are one matrix-vector product of `V` with `grad_out`. `dq` is a weighted sum
+# of the rows of `K`, a `(d_k,)` vector: `K` transposed times a `(T_k,)` vector. Row $j$ of `dK` is a number times
+# `q`: another outer product.
+# </details>
+#
+# <details><summary>Hint 3: the result</summary>
+#
+# With $d s = $ `softmax_backward(p, V g)`: $dV = p\,g^\top$, $dq = K^\top ds/\sqrt{d_k}$ and
+# $dK = ds\,q^\top/\sqrt{d_k}$ (row $j$ is $ds_j\, q/\sqrt{d_k}$).
+# </details>
+
+# %% nbgrader={"grade_id": "attention_row_backward", "solution": true}
+def attention_row_backward(q, K, V, grad_out):
+    """(dq, dK, dV) of one query's attention o = softmax(K q / sqrt(d_k)) V, given dL/do (d_v,)."""
+    ### BEGIN SOLUTION
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    p = softmax(K @ q * scale)  # (T_k,)
+    dV = np.outer(p, grad_out)  # (T_k, d_v)
+    ds = softmax_backward(p, V @ grad_out)  # (T_k,)
+    return K.T @ ds * scale, np.outer(ds, q) * scale, dV
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade_id": "attention_row_backward_values", "points": 1}
+### BEGIN HIDDEN TESTS
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("attention_row_backward_values")
+### END HIDDEN TESTS
+# Self-check: dq, dK, dV against directional derivatives of one query's attention; the scale; float32 kept.
+check_attention_row_backward(attention_row_backward)
+
+# %% [markdown] nbgrader={"grade_id": "attention_matrix_intro"}
+# **Every query at once.** In the forward pass each query's row is computed on its own, with the same $K$ and
+# $V$. So row $i$ of $dQ$ is your row formula for query $i$. But a key and its value are read by *every* query:
+# their gradients are the **sums** of what each query's row sends them. Write each of your row results as a
+# matrix product over all queries (stack $P$, $G$ and $dS$ by rows: `(T_q, T_k)`, `(T_q, d_v)`, `(T_q, T_k)`),
+# so that the sum over queries happens inside the product. Check every product's shapes: with batch axes in
+# front, `(..., T_q, T_k)` and so on. The shapes alone cannot decide: when $T_q = T_k$ a product with a transpose
+# missing fits just as well, and only the row formulas tell them apart.
+#
+# <details><summary>Hint 1: which rule</summary>
+#
+# A sum over queries $i$ of an outer product, $\sum_i a_i\, b_i^\top$, is $A^\top B$ when $a_i$ and $b_i$ are the
+# rows of $A$ and $B$.
+# </details>
+#
+# <details><summary>Hint 2: the shape argument</summary>
+#
+# `dV` is `(..., T_k, d_v)`: from $P$ `(..., T_q, T_k)` and $G$ `(..., T_q, d_v)`, $T_q$ must be summed away.
+# `dS` comes row by row from `softmax_backward`, which works on whole arrays along the last axis. `dK` is
+# `(..., T_k, d_k)`, summed over queries like `dV`; `dQ` is `(..., T_q, d_k)`, one row per query.
+# </details>
+#
+# <details><summary>Hint 3: the result</summary>
+#
+# $dV = P^\top G$, $dP = G V^\top$, $dS =$ `softmax_backward(P, dP)`, $dQ = dS\,K/\sqrt{d_k}$ and
+# $dK = dS^\top Q/\sqrt{d_k}$, where $^\top$ swaps only the last two axes.
+# </details>
+#
+# **The mask.** A blocked pair has weight exactly 0 in the forward pass, and `softmax_backward` multiplies by the
+# weight, so a blocked pair gets score gradient exactly 0, and through it nothing reaches $Q$ or $K$; a fully
+# blocked row (all weights 0) gets all-zero gradients. Nothing else changes: `mask` is in the signature so the
+# function mirrors the forward pass, and you need not use it if you use the forward pass's `weights`.
 #
 # Implement `scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None)` and return
 # `(dQ, dK, dV)`. Use the `weights` the forward pass returned (do not recompute them), swap the last two axes with
 # `np.swapaxes(a, -1, -2)` (never `.T`, which reverses the batch axes too), call your `softmax_backward`, and
-# scale with `math.sqrt(d_k)`, a Python float (`np.sqrt` would turn float32 into float64). Queries and keys may
-# differ in number (`T_q != T_k`), and the inputs may have batch axes.
+# scale with `math.sqrt(d_k)`. Queries and keys may differ in number (`T_q != T_k`), and the inputs may have batch
+# axes.
 
 # %% nbgrader={"grade_id": "attention_backward", "solution": true}
 def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):
@@ -253,21 +469,67 @@ check_attention_backward(scaled_dot_product_attention_backward, softmax_backward
 # %% [markdown] nbgrader={"grade_id": "mha_intro"}
 # ## 4. Backward through a multi-head layer
 #
-# Forward: $Q = x W_Q$ and the same for $K$, $V$ (each `(..., T, d_model)`), split into heads
-# `(..., n_heads, T, d_head)`, attention per head, concat back to `(..., T, d_model)`, then $\text{out} =
-# \text{concat} \cdot W_O$. Backwards, with `grad_out` $= \partial L/\partial\,\text{out}$:
-# 1. $dW_O = \text{concat}^\top\,$`grad_out`, summed over the batch and the positions: with batch axes, flatten
-#    both to `(B*T, d_model)` first (`a.reshape(-1, d_model)`), then one matmul does the sum.
-# 2. $d\,\text{concat}$ = `grad_out` $W_O^\top$, `(..., T, d_model)`.
-# 3. Split and concat only move numbers around (they are permutations of the columns), so the gradient moves
-#    back the same way: the gradient of concat's input is `split_heads` of its output's gradient, and the
-#    gradient of split's input is `concat_heads` of its output's gradient. Route it through any other layout
-#    and head 0's gradient lands in head 1's columns.
-# 4. Attention backward per head (your function does all heads at once), then concat `dQ`, `dK`, `dV` back to
-#    `(..., T, d_model)`.
-# 5. $dW_Q = x^\top dQ$ (summed over batch and positions, as in step 1), and the same for $K$ and $V$.
-# 6. $x$ feeds three projections, so its gradient is the sum of three paths:
-#    $dx = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top$.
+# The forward pass, with its shapes:
+#
+# | step | shape |
+# |---|---|
+# | $Q = x W_Q$, $K = x W_K$, $V = x W_V$ | `(..., T, d_model)` each |
+# | split each into heads | `(..., n_heads, T, d_head)` |
+# | attention per head | `(..., n_heads, T, d_head)` |
+# | concat the heads, $C$ | `(..., T, d_model)` |
+# | $\text{out} = C\,W_O$ | `(..., T, d_model)` |
+#
+# Walk it backwards from `grad_out` $= \partial L/\partial\,\text{out}$. Two pieces are new; derive them first.
+#
+# **A matmul $y = x W$.** Write one entry: $y_{to} = \sum_c x_{tc} W_{co}$ ($t$ a position, $c$ an input column,
+# $o$ an output column). Which entries of $y$ does $x_{tc}$ touch, and with which coefficients? Which entries does
+# $W_{co}$ touch? Sum $\partial L/\partial y_{to}$ times those coefficients and read the sums as matrix products:
+# that gives $\partial L/\partial x$ and $\partial L/\partial W$ (each of the shape of what it is the gradient of).
+# With a batch axis, the same $W$ is used by every example and every position.
+#
+# <details><summary>Hint 1: which rule</summary>
+#
+# $x_{tc}$ touches $y_{to}$ for every $o$, with coefficient $W_{co}$; $W_{co}$ touches $y_{to}$ for every position
+# $t$ (and every example), with coefficient $x_{tc}$. The chain rule sums over everything a variable touches.
+# </details>
+#
+# <details><summary>Hint 2: the shape argument</summary>
+#
+# $\partial L/\partial x$ is `(..., T, d_model)`: `grad` `(..., T, d_model)` times a `(d_model, d_model)` matrix.
+# $\partial L/\partial W$ is `(d_model, d_model)` with no batch axis: the sum over examples and positions is one
+# matmul once both arrays are flattened to `(B*T, d_model)` (`a.reshape(-1, d_model)`).
+# </details>
+#
+# <details><summary>Hint 3: the result</summary>
+#
+# $\partial L/\partial x = (\partial L/\partial y)\,W^\top$ and $\partial L/\partial W = x^\top (\partial
+# L/\partial y)$, with $x$ and $\partial L/\partial y$ flattened to `(B*T, d_model)` so that the product sums over
+# every example and position.
+# </details>
+#
+# **Split and concat.** They only move numbers: every entry of the output is one entry of the input. So the
+# gradient of an entry goes back to the place it came from. Which of the given functions moves entries from the
+# heads' layout back to `(..., T, d_model)`, and which the other way? Route a gradient through any other layout
+# (a plain `reshape` without the axis swap) and head 0's gradient lands in another head's columns or another
+# token's row.
+#
+# <details><summary>Hint: the result</summary>
+#
+# The gradient of concat's input is `split_heads` of its output's gradient, and the gradient of split's input is
+# `concat_heads` of its output's gradient: each is the other's inverse.
+# </details>
+#
+# Now chain them: from `grad_out`, through $W_O$ (both its gradient and the gradient of $C$), into the heads,
+# through your attention backward (all heads at once), out of the heads, and through the three projections. $x$
+# feeds three projections: what happens to the three gradients that reach it?
+#
+# <details><summary>Hint: the six steps</summary>
+#
+# 1. $dW_O = C^\top$ `grad_out`, flattened as above. 2. $dC$ = `grad_out` $W_O^\top$. 3. split $dC$ into heads.
+# 4. attention backward per head, then concat `dQ`, `dK`, `dV` back to `(..., T, d_model)`. 5. $dW_Q = x^\top dQ$
+# (flattened) and the same for $K$ and $V$. 6. $dx = dQ\, W_Q^\top + dK\, W_K^\top + dV\, W_V^\top$: the three paths
+# add.
+# </details>
 #
 # Implement `multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None)` and return a dict
 # with keys `"x"`, `"W_Q"`, `"W_K"`, `"W_V"`, `"W_O"`, each the gradient of that input, of its shape. Recompute
@@ -401,7 +663,8 @@ print(f"with positions:    largest difference                    = {placed.max()
 # | $x_{l+1} = x_l + \mathrm{MHA}_l(x_l)$ with the causal mask (residual connection) | `(B, T, d_model)` |
 # | logits $= x_L W_U$, then cross-entropy against the next token | `(B, T, n_vocab)` |
 #
-# The positions start at your `sinusoidal_positions` (times 0.5) and are learned, like everything else. The
+# The positions start at your `sinusoidal_positions` (times 1.5, three times the spread of the token embeddings)
+# and are learned, like everything else. The
 # backward pass runs your `multi_head_attention_backward` once per layer; a residual connection passes its
 # gradient straight through *and* through the layer, so the two add. Adam (given) updates every array. The
 # model trains in float32: your functions keep float32, and that halves the time. Seeds are fixed.
@@ -415,7 +678,7 @@ print(f"with positions:    largest difference                    = {placed.max()
 # %%
 def init_model(n_vocab, T, d_model, n_layers, rng):
     """Embedding E, learned positions P (starting at the sinusoidal ones), each layer's four projections, W_U."""
-    params = {"E": rng.normal(size=(n_vocab, d_model)) * 0.5, "P": sinusoidal_positions(T, d_model) * 0.5,
+    params = {"E": rng.normal(size=(n_vocab, d_model)) * 0.5, "P": sinusoidal_positions(T, d_model) * 1.5,
               "W_U": rng.normal(size=(d_model, n_vocab)) / math.sqrt(d_model)}
     for layer in range(n_layers):
         for name in ("W_Q", "W_K", "W_V", "W_O"):
@@ -509,7 +772,7 @@ def induction_scores(weights, T_half):
     return weights[..., t, t - T_half + 1].mean(axis=(0, 2))
 
 
-def train(task, n_steps, every, *, n_vocab, d_model=32, n_heads=4, B=64, lr=1e-2, seed=0):
+def train(task, n_steps, every, *, n_vocab, d_model=32, n_heads=4, B=32, lr=2e-2, seed=0):
     """Train on `task` ("previous" or "induction"); every `every` steps, record the scores on a fixed evaluation
     batch, its losses and one example's attention weights."""
     rng = np.random.default_rng(seed)
@@ -518,10 +781,10 @@ def train(task, n_steps, every, *, n_vocab, d_model=32, n_heads=4, B=64, lr=1e-2
     state = {}
     eval_rng = np.random.default_rng(seed + 1000)
     if task == "previous":
-        eval_batch = previous_token_batch(eval_rng, 256, T, n_vocab)
+        eval_batch = previous_token_batch(eval_rng, 64, T, n_vocab)
     else:
-        eval_batch = repeated_batch(eval_rng, 256, T // 2, n_vocab)
-    history = {"task": task, "steps": [], "loss": [], "first_half": [], "second_half": [], "scores": [],
+        eval_batch = repeated_batch(eval_rng, 64, T // 2, n_vocab)
+    history = {"task": task, "seed": seed, "steps": [], "loss": [], "first_half": [], "second_half": [], "scores": [],
                "patterns": [], "tokens": eval_batch[0][0]}
     start = time.perf_counter()
     for step in range(n_steps + 1):
@@ -548,28 +811,45 @@ def train(task, n_steps, every, *, n_vocab, d_model=32, n_heads=4, B=64, lr=1e-2
     return history
 
 
-TRAINING = {"previous": dict(n_steps=15 if SHORT else 400, every=5 if SHORT else 20, n_vocab=64),
-            "induction": dict(n_steps=15 if SHORT else 600, every=5 if SHORT else 30, n_vocab=16)}
+SEED = 0  # change it and run the cells below again: every seed from 0 to 19 grows both heads
+TRAINING = {"previous": dict(n_steps=15 if SHORT else 100, every=5 if SHORT else 10, n_vocab=64),
+            "induction": dict(n_steps=15 if SHORT else 500, every=5 if SHORT else 25, n_vocab=16)}
 runs = {}
 
 
-def trained(task):
-    """The training run of `task`, trained on first use (a later cell reuses it)."""
-    if task not in runs:
-        runs[task] = train(task, **TRAINING[task])
-    return runs[task]
+def trained(task, seed=None):
+    """The training run of `task` with `seed` (default: SEED), trained on first use (a later cell reuses it)."""
+    seed = SEED if seed is None else seed
+    if (task, seed) not in runs:
+        runs[task, seed] = train(task, seed=seed, **TRAINING[task])
+    return runs[task, seed]
+
+
+def verdict(run, scores, threshold=0.6):
+    """What a finished run grew, or why it did not and what to try: a sentence, never an exception."""
+    best = int(np.argmax(scores[-1]))
+    if SHORT:
+        return "short mode (MHA_SHORT_TRAINING=1): a few steps only, so no head is expected yet"
+    if scores[-1, best] > threshold:
+        return f"head {best} scores {scores[-1, best]:.2f} > {threshold}: the head appeared"
+    return (f"no head appeared: the best score is {scores[-1, best]:.2f}, not above {threshold}, after "
+            f"{run['steps'][-1]} steps with seed {run['seed']}. Try, in this order: the gradient checks of sections "
+            "2 and 4; twice the steps (n_steps in TRAINING); another SEED. 'When a head does not appear' below "
+            "says why.")
 
 
 # %% [markdown] nbgrader={"grade_id": "previous_intro"}
 # ## 7. Task 1: a previous-token head
 #
 # One layer, four heads, 64 token kinds, sequences of 20 random tokens; at every position the model must output
-# the token *before* it. Nothing tells a head to look one step back; the loss does. Run it (it takes a few
-# seconds; the time is printed).
+# the token *before* it (this task is previous-token prediction: the answer is already in the sequence, one step
+# back). Nothing tells a head to look one step back; the loss does. The budget is 100 steps of 32 sequences, under
+# a second of one core here; the cell prints the time it took on yours. Change `SEED` (in the model's cell) and
+# run again to see another run.
 #
-# *Figure (alt text): each of the four heads' previous-token score against the training step. All four start
-# near 0.2 (spread over the past) and rise; the best ends near 0.8, while the loss falls from about 4 to
-# nearly 0.*
+# *Figure (alt text): left, each of the four heads' previous-token score against the training step; right, the
+# loss on the evaluation batch against the step. The line printed under the figure gives the numbers it shows:
+# where the scores and the loss start and end, and how many heads end above 0.6.*
 
 # %%
 run = trained("previous")
@@ -583,34 +863,40 @@ ax_l.plot(run["steps"], run["loss"], color="0.2")
 ax_l.set(xlabel="training step", ylabel="cross-entropy (evaluation batch)", title="Loss")
 fig.tight_layout()
 plt.show()
-best = int(np.argmax(scores[-1]))
-print(f"trained {run['steps'][-1]} steps in {run['seconds']:.1f} s; final loss {run['loss'][-1]:.3f}")
-print("final previous-token scores per head:", np.round(scores[-1], 2), f"(best: head {best})")
-if SHORT:
-    print("short mode (MHA_SHORT_TRAINING=1): a few steps only, so no head is expected yet")
-else:
-    assert scores[-1, best] > 0.6, "no previous-token head appeared: see 'When a head does not appear' below"
+climbed = int(np.sum(scores[-1] > 0.6))
+print(f"Figure: the previous-token scores start near {scores[0].mean():.2f} (attention spread over the past) and end "
+      f"at {', '.join(f'{v:.2f}' for v in scores[-1])}: {climbed} of {scores.shape[1]} heads above 0.6. The loss "
+      f"falls from {run['loss'][0]:.2f} to {run['loss'][-1]:.3f}.")
+print(f"seed {run['seed']}: trained {run['steps'][-1]} steps in {run['seconds']:.1f} s")
+print(verdict(run, scores))
 
 # %% [markdown] nbgrader={"grade_id": "previous_read"}
 # In lesson 02 you *wrote* a previous-token head: its query columns copied each token's position code and its key
 # columns the code of the position before, so the scores peaked one step back. Here the same head grew out of a
-# loss. It is not as clean: it keeps some weight on the current token, because the current token's own embedding
-# reaches the output through the residual connection anyway, so a little self-attention costs the loss almost
-# nothing, and gradient descent only sharpens what the loss pays for.
+# loss: the position codes you wrote in section 5 are what lets a linear map turn "position $t$" into "position
+# $t - 1$". How close the best head gets to a score of 1 is printed above; whatever weight it keeps elsewhere
+# costs the loss little, and gradient descent sharpens only what the loss pays for.
 
 # %% [markdown] nbgrader={"grade_id": "induction_intro"}
 # ## 8. Task 2: induction heads
 #
 # Two layers, four heads each, 16 token kinds. Each sequence is `T_half` distinct random tokens, then the same
 # tokens again ($T = 2\,T_{half}$; `T_half` is drawn from 6 to 10 at each step, so that no head can find the
-# repeat from positions alone). The first half cannot be predicted (loss about $\ln 16 \approx 2.8$); the second
-# half can, *if* the model learns the two-step circuit Olsson et al. describe: a layer-1 head copies each token's
-# previous token into it, and a layer-2 head looks for the position whose previous token equals the current
-# token and copies what it finds there.
+# repeat from positions alone), and the model predicts the *next* token. The first half cannot be predicted
+# (a loss near $\ln 16 \approx 2.8$ at best); the second half can, *if* the model learns the two-step circuit
+# Olsson et al. describe: a layer-1 head copies each token's previous token into it, and a layer-2 head looks for
+# the position whose previous token equals the current token and copies what it finds there.
 #
-# *Figure (alt text): left, the four layer-2 heads' induction scores against the training step: two of them climb
-# from near 0.05 to about 0.8 while two stay low. Right, the loss on the first half stays near 2.8 while the loss
-# on the second half falls from 2.8 to below 0.1.*
+# **Why these settings.** The budget is 500 steps of 32 sequences, about 2 s of one core here. The first layer
+# must find "one position back" before the second can use it, so the position codes start three times as strong
+# as the token embeddings (1.5 against 0.5): with equal strengths, about half of the seeds spent their 500 steps on
+# the plateau before the phase change and grew no induction head. Adam's step size is `lr=2e-2`, on small batches
+# of 32: many quick, slightly noisy steps. With these settings every seed from 0 to 19 grows a previous-token head
+# and an induction head above 0.6 within its budget (the course's tests train all twenty).
+#
+# *Figure (alt text): left, the four layer-2 heads' induction scores against the training step; right, the loss
+# on the first (random) and second (repeated) half against the step. The line printed under the figure gives the
+# numbers it shows: where the scores and both losses start and end, and how many heads end above 0.6.*
 
 # %%
 run = trained("induction")
@@ -626,16 +912,14 @@ ax_l.set(xlabel="training step", ylabel="cross-entropy (evaluation batch)", titl
 ax_l.legend()
 fig.tight_layout()
 plt.show()
-best = int(np.argmax(scores[-1]))
-print(f"trained {run['steps'][-1]} steps in {run['seconds']:.1f} s")
-print(f"loss: first half {run['first_half'][-1]:.2f}, second half {run['second_half'][-1]:.2f}")
-print("final layer-2 induction scores:", np.round(scores[-1], 2), f"(best: head {best})")
-print("layer-1 previous-token scores: ", np.round(run["scores"][-1][0], 2))
-if SHORT:
-    print("short mode (MHA_SHORT_TRAINING=1): a few steps only, so no head is expected yet")
-else:
-    assert scores[-1, best] > 0.6, "no induction head appeared: see 'When a head does not appear' below"
-    assert run["second_half"][-1] < 0.3 < 2.0 < run["first_half"][-1], "the repeat is not being predicted"
+climbed = int(np.sum(scores[-1] > 0.6))
+print(f"Figure: the layer-2 induction scores start near {scores[0].mean():.2f} and end at "
+      f"{', '.join(f'{v:.2f}' for v in scores[-1])}: {climbed} of {scores.shape[1]} heads above 0.6. The first "
+      f"half's loss goes from {run['first_half'][0]:.2f} to {run['first_half'][-1]:.2f}, the second half's from "
+      f"{run['second_half'][0]:.2f} to {run['second_half'][-1]:.2f}.")
+print(f"seed {run['seed']}: trained {run['steps'][-1]} steps in {run['seconds']:.1f} s")
+print("layer-1 previous-token scores:", np.round(run["scores"][-1][0], 2))
+print(verdict(run, scores))
 
 # %% [markdown] nbgrader={"grade_id": "patterns_intro"}
 # Watch the heads form. Choose a checkpoint and a head; the image is that head's attention on one evaluation
@@ -699,24 +983,29 @@ head_choice.observe(redraw, names="value")
 # task 2, the second half's loss stays close to the first half's. Check in this order:
 # 1. **The gradients.** Run the gradient checks of sections 2 and 4 again; a factor missing in `dQ`/`dK` still
 #    trains, slowly and badly.
-# 2. **The step size.** With `lr` ten times smaller the heads need ten times more steps; much larger and the loss
-#    jumps about. `lr=1e-2` is used here.
+# 2. **The step size.** With `lr` ten times smaller the heads need many times more steps; much larger and the loss
+#    jumps about. `lr=2e-2` is used here.
 # 3. **The steps.** Induction heads appear suddenly after a plateau (Olsson et al. call it a phase change); give
 #    `n_steps` twice as many before you change anything else.
 # 4. **A shortcut.** With `T_half` fixed at 10, a layer-1 head can learn to look exactly 9 positions back and
 #    predict the repeat with no induction head at all; the loss falls, the induction score stays at 0. Random
 #    `T_half` removes that shortcut. A loss that falls while the score does not is a model solving the task
 #    another way, worth a look in the widget.
-# 5. **The seed.** A different `seed` gives different heads (which head number becomes the induction head
-#    changes), but with these sizes every seed we tried grew one.
+# 5. **The seed.** A different `SEED` gives different heads (which head number becomes the induction head
+#    changes). With the settings above, seeds 0 to 19 all grow both heads; with position codes as weak as the
+#    embeddings, many do not in this budget. If you change the sizes, expect some seeds to need more steps.
 #
 # ## Summary
 #
-# - softmax backward is $p \odot (g - g \cdot p)$ per row; its Jacobian is never built.
+# - You measured softmax's Jacobian, derived it, and turned it into a backward pass that never builds it:
+#   $p \odot (g - g \cdot p)$ per row.
+# - One query first, then every query: a key and a value are read by every query, so their gradients sum over
+#   the queries, which is what the transposed products do.
 # - Attention backward: $dV = P^\top G$, $dS$ from softmax backward, $dQ = dS K/\sqrt{d_k}$,
 #   $dK = dS^\top Q/\sqrt{d_k}$; blocked pairs get no gradient because their weight is 0.
 # - Split and concat are permutations, so gradients go back through the inverse permutation; weight gradients
 #   sum over batch and positions; $x$'s gradient sums its three paths.
 # - Central differences check any gradient, with an error measured relative to the whole gradient.
 # - Without positions attention is permutation equivariant; sinusoidal positions break the symmetry.
-# - A previous-token head and induction heads grow out of next-token prediction in a few seconds of numpy.
+# - A previous-token head grows out of previous-token prediction, and induction heads out of next-token
+#   prediction on repeated sequences, in a few seconds of numpy, for every seed the course tries.

@@ -1,5 +1,5 @@
-"""Catalogued learner bugs of lesson 07: the backward pass of softmax, attention and a multi-head layer, the
-gradient check and the sinusoidal positions."""
+"""Catalogued learner bugs of lesson 07: the softmax Jacobian, the backward pass of softmax, of one query's
+attention, of attention and of a multi-head layer, the gradient check and the sinusoidal positions."""
 
 import math  # noqa: F401 - used inside the bug sources' namespace
 
@@ -8,6 +8,34 @@ import numpy as np  # noqa: F401
 from autograder.bugs import declarer
 
 bug = declarer(__name__)
+
+# ------------------------------------------------------------------------------------------- softmax Jacobian
+_JACOBIAN = ("softmax_jacobian_values",)
+
+bug("jacobian_diagonal_only", "softmax_jacobian",
+    """Only the diagonal of the Jacobian is filled: moving score i moves every other weight j too, in the opposite
+    direction, because all the weights share one denominator. Derive dp_j/ds_i for i != j as well.""",
+    """
+    def softmax_jacobian(p):
+        return np.diag(p * (1 - p))
+    """, tests=_JACOBIAN)
+
+bug("jacobian_no_kronecker_delta", "softmax_jacobian",
+    """Every entry is given the diagonal's form p_j (1 - p_i): the term that comes from differentiating the
+    numerator e^(s_j) itself appears only when i = j (the Kronecker delta); off the diagonal only the shared
+    denominator moves.""",
+    """
+    def softmax_jacobian(p):
+        return np.outer(p, 1 - p)
+    """, tests=_JACOBIAN)
+
+bug("jacobian_outer_product_only", "softmax_jacobian",
+    """The Jacobian is only the -p p^T part: the diagonal misses the term from differentiating the numerator
+    e^(s_j) with respect to its own score.""",
+    """
+    def softmax_jacobian(p):
+        return -np.outer(p, p)
+    """, tests=_JACOBIAN)
 
 # ------------------------------------------------------------------------------------------- softmax backward
 _SOFTMAX = ("softmax_backward_values",)
@@ -36,6 +64,48 @@ bug("softmax_backward_fixed_axis", "softmax_backward",
     def softmax_backward(weights, grad_weights, axis=-1):
         return weights * (grad_weights - np.sum(grad_weights * weights, axis=-1, keepdims=True))
     """, tests=_SOFTMAX)
+
+# ------------------------------------------------------------------------------------ one query's backward
+_ROW = ("attention_row_backward_values",)
+
+
+def _row_source(dq_dk="K.T @ ds * scale, np.outer(ds, q) * scale", ds="softmax_backward(p, V @ grad_out)",
+                dv="np.outer(p, grad_out)", before=""):
+    return f"""
+    def attention_row_backward(q, K, V, grad_out):
+        scale = 1.0 / math.sqrt(q.shape[-1]){before}
+        p = softmax(K @ q * scale)
+        ds = {ds}
+        dq, dK = {dq_dk}
+        return dq, dK, {dv}
+    """
+
+
+bug("row_backward_no_scale", "attention_row_backward",
+    """dq and dK miss the 1/sqrt(d_k) factor: the score is q . k_j / sqrt(d_k), so its gradient reaches q and each
+    k_j divided by sqrt(d_k) too.""",
+    _row_source(dq_dk="K.T @ ds, np.outer(ds, q)"), tests=_ROW)
+
+bug("row_backward_no_softmax_backward", "attention_row_backward",
+    """The gradient of the weights is used as the gradient of the scores: the step through softmax is missing.
+    dL/dp_j = g . v_j is the gradient of the weights; pass it through softmax_backward before it reaches q and K.""",
+    _row_source(ds="V @ grad_out"), tests=_ROW)
+
+bug("row_backward_dk_outer_swapped", "attention_row_backward",
+    """dK is the outer product the wrong way round, (d_k, T_k) instead of (T_k, d_k): row j of dK belongs to key j
+    and is dL/ds_j times q / sqrt(d_k). A gradient has the shape of what it is the gradient of.""",
+    _row_source(dq_dk="K.T @ ds * scale, np.outer(q, ds) * scale"), tests=_ROW)
+
+bug("row_backward_calls_matrix_form", "attention_row_backward",
+    """attention_row_backward hands one query to scaled_dot_product_attention_backward, the matrix form, instead of
+    deriving it: the exercise is the row itself, built from the chain rule through o = sum_j p_j v_j, softmax and
+    the scores. A function earns its points for the work it does.""",
+    """
+    def attention_row_backward(q, K, V, grad_out):
+        out, weights = scaled_dot_product_attention(q[None], K, V)
+        dQ, dK, dV = scaled_dot_product_attention_backward(q[None], K, V, weights, grad_out[None])
+        return dQ[0], dK, dV
+    """, tests=_ROW, visible=False)
 
 # ---------------------------------------------------------------------------------------- attention backward
 _ATTENTION = ("attention_backward_values",)

@@ -37,6 +37,23 @@ def _mask(rng, T_q, T_k):
     return mask
 
 
+# ------------------------------------------------------------------------------------------- softmax Jacobian
+@hidden_test(uses=("softmax_jacobian",), visible_check="check_softmax_jacobian")
+def softmax_jacobian_values(softmax_jacobian):
+    """Rows of several lengths (one weight, a blocked key with weight 0), float64 and float32."""
+    rng = rng_for("softmax_jacobian_values")
+    n = [int(v) for v in rng.permutation(_SIZES)[:2]]
+    blocked = rng.normal(size=n[1]) * 2
+    blocked[rng.integers(0, n[1])] = -np.inf
+    rows = [(np.array([rng.normal()]), "one weight"), (rng.normal(size=n[0]) * 2, f"{n[0]} weights"),
+            (blocked, f"{n[1]} weights, one key blocked (weight 0)")]
+    cases = [Case((reference.softmax(s),), label=label) for s, label in rows]
+    against_reference("softmax_jacobian", softmax_jacobian, cases, rtol=1e-9, atol=1e-12)
+    f32 = [Case((reference.softmax(rows[1][0]).astype(np.float32),), label=f"{n[0]} weights, float32")]
+    against_reference("softmax_jacobian", softmax_jacobian, f32, rtol=1e-5, atol=1e-7)
+    _dtype_kept("softmax_jacobian", softmax_jacobian, f32[0], {})
+
+
 # ------------------------------------------------------------------------------------------- softmax backward
 def _softmax_case(rng, shape, axis, dtype, blocked_row=False, label=""):
     scores = rng.normal(size=shape) * 2
@@ -75,6 +92,31 @@ def _dtype_kept(name, fn, case, bind):
 
 
 # ---------------------------------------------------------------------------------------- attention backward
+_ATTENTION_BIND = {"softmax_backward": reference.softmax_backward}
+
+
+def _row_case(rng, d, dtype=np.float64):
+    q, K, V, grad_out = (rng.normal(size=shape) for shape in ((d["d_k"],), (d["T_k"], d["d_k"]),
+                                                             (d["T_k"], d["d_v"]), (d["d_v"],)))
+    label = f"one query, T_k={d['T_k']}, d_k={d['d_k']}, d_v={d['d_v']}, {np.dtype(dtype).name}"
+    return Case(tuple(a.astype(dtype) for a in (q, K, V, grad_out)), label=label)
+
+
+@hidden_test(uses=("attention_row_backward",), helpers=("softmax_backward",),
+             refuses=("scaled_dot_product_attention_backward",), visible_check="check_attention_row_backward")
+def attention_row_backward_values(attention_row_backward, softmax_backward=None):
+    """One query against T_k keys, sizes all different, float64 and float32; graded with the reference
+    softmax_backward bound in. The matrix form refuses: this cell grades the row derivation itself."""
+    rng = rng_for("attention_row_backward_values")
+    d = _dims(rng)
+    against_reference("attention_row_backward", attention_row_backward, [_row_case(rng, d), _row_case(rng, d)],
+                      outputs=("dq", "dK", "dV"), rtol=1e-6, atol=1e-9, bind=_ATTENTION_BIND)
+    f32 = [_row_case(rng, d, np.float32)]
+    against_reference("attention_row_backward", attention_row_backward, f32, outputs=("dq", "dK", "dV"),
+                      rtol=1e-3, atol=1e-5, bind=_ATTENTION_BIND)
+    _dtype_kept("attention_row_backward", attention_row_backward, f32[0], _ATTENTION_BIND)
+
+
 def _attention_case(rng, lead, d, masked, dtype=np.float64):
     Q, K, V = (rng.normal(size=(*lead, t, w)) for t, w in ((d["T_q"], d["d_k"]), (d["T_k"], d["d_k"]),
                                                              (d["T_k"], d["d_v"])))
@@ -84,9 +126,6 @@ def _attention_case(rng, lead, d, masked, dtype=np.float64):
     arrays = tuple(a.astype(dtype) for a in (Q, K, V, weights, grad_out))
     label = f"{'batched' if lead else 'unbatched'}{', masked' if masked else ''}, {np.dtype(dtype).name}"
     return Case(arrays, {"mask": mask} if masked else {}, label=label)
-
-
-_ATTENTION_BIND = {"softmax_backward": reference.softmax_backward}
 
 
 @hidden_test(uses=("scaled_dot_product_attention_backward",), helpers=("softmax_backward",),

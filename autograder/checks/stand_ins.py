@@ -53,7 +53,8 @@ _BY_LESSON = {  # by lesson number
                                    "grouped_query_attention", "causal_mask", "causal_self_attention",
                                    "kv_cache_append", "decode_step", "decode_with_kv_cache", "tiled_attention",
                                    "cross_attention"),
-    "07": lambda: _reference("softmax_backward", "gradient_check", "scaled_dot_product_attention_backward",
+    "07": lambda: _reference("softmax_jacobian", "softmax_backward", "gradient_check", "attention_row_backward",
+                                   "scaled_dot_product_attention_backward",
                                    "multi_head_attention_backward", "sinusoidal_positions"),
 }
 

@@ -77,6 +77,29 @@ def read_source(path) -> nbformat.NotebookNode:
     return nb
 
 
+def run_code_cells(lesson: str, until: str) -> dict:
+    """The namespace of the lesson's source run as an instructor runs it, its code cells in order (the helper
+    cell, which would write files, and hidden-test cells skipped; printing silenced), up to and including the
+    first cell that defines ``until``: what a bench or a test measures with the lesson's own code. A source that
+    no longer defines ``until`` is an error."""
+    import contextlib
+    import io
+
+    namespace = {"__name__": f"lesson{lesson_number(lesson)}"}
+    sys.path.insert(0, str(SOLUTIONS))  # the setup cell imports the lesson's self-check module
+    try:
+        for cell in read_source(SOLUTIONS / f"{lesson}.py").cells:
+            if cell.cell_type != "code" or "hidden_cell.run" in cell.source or helper_cell.is_cell(cell):
+                continue
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(cell.source, lesson, "exec"), namespace)  # noqa: S102 - the course's own source
+            if f"def {until}(" in cell.source:
+                return namespace
+    finally:
+        sys.path.remove(str(SOLUTIONS))
+    raise SourceError(f"solutions/{lesson}.py defines no `{until}`")
+
+
 def notebook_text(nb) -> str:
     """A notebook as the text of its file (what ``write_notebook`` writes)."""
     return nbformat.writes(nb) + "\n"

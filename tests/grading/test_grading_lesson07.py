@@ -10,8 +10,9 @@ from autograder.course import answers
 from grading_helpers import grade, lost
 
 LESSON = "07_heads_that_learn"
-POINTS = {"setup": 0, "softmax_backward_values": 2, "gradient_check_values": 2, "attention_backward_values": 3,
-          "mha_backward_values": 3, "positions_values": 2}
+POINTS = {"setup": 0, "softmax_jacobian_values": 1, "softmax_backward_values": 2, "gradient_check_values": 2,
+          "attention_row_backward_values": 1, "attention_backward_values": 3, "mha_backward_values": 3,
+          "positions_values": 2}
 pytestmark = pytest.mark.grading
 
 JACOBIAN_SOFTMAX_BACKWARD = """
@@ -58,12 +59,12 @@ def test_the_lesson_has_the_tests_and_points_we_think(results):
 
 def test_completed_and_differently_written_notebooks_get_full_marks(results):
     for student in ("complete", "written_differently"):
-        assert results[student]["total"] == (12.0, 12.0), (student, results[student]["tests"],
+        assert results[student]["total"] == (14.0, 14.0), (student, results[student]["tests"],
                                                             results[student]["errors"])
 
 
 def test_untouched_notebook_gets_zero_and_is_told_what_to_write(results):
     r = results["untouched"]
-    assert r["total"] == (0.0, 12.0)
+    assert r["total"] == (0.0, 14.0)
     assert lost(r) == set(POINTS) - {"setup"}
     assert "not implemented yet" in r["feedback"]
