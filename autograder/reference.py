@@ -363,6 +363,12 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     Returns ``(out (..., T, d_model), cache_k, cache_v)``; out equals ``causal_self_attention``'s out and the
     caches are (..., n_kv_heads, T, d_head).
     """
+    return _decode_loop(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)
+
+
+def _decode_loop(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, cut=None):
+    """``decode_step`` over the tokens of x from empty caches; ``cut(cache)``, when given, is applied to each cache
+    before each step. Returns ``(out (..., T, d_model), cache_k, cache_v)``."""
     x = np.asarray(x)
     *lead, T, d_model = x.shape
     d_head = d_model // n_heads
@@ -370,6 +376,8 @@ def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
     cache_v = np.zeros((*lead, n_kv_heads, 0, d_head), dtype=x.dtype)
     outs = []
     for t in range(T):
+        if cut is not None:
+            cache_k, cache_v = cut(cache_k), cut(cache_v)
         out_t, cache_k, cache_v = decode_step(x[..., t:t + 1, :], cache_k, cache_v, W_Q, W_K, W_V, W_O,
                                               n_heads, n_kv_heads)  # out_t (..., 1, d_model)
         outs.append(out_t)
@@ -654,18 +662,8 @@ def streaming_decode(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, n_sink, window)
     _positive_int("window", window)
     if isinstance(n_sink, bool) or not isinstance(n_sink, (int, np.integer)) or n_sink < 0:
         raise ValueError(f"n_sink must be an integer >= 0, got {n_sink!r}")
-    x = np.asarray(x)
-    *lead, T, d_model = x.shape
-    d_head = d_model // n_heads
-    cache_k = np.zeros((*lead, n_kv_heads, 0, d_head), dtype=x.dtype)  # (..., n_kv_heads, 0, d_head)
-    cache_v = np.zeros((*lead, n_kv_heads, 0, d_head), dtype=x.dtype)
-    outs = []
-    for t in range(T):
-        cache_k, cache_v = _evict(cache_k, n_sink, window - 1), _evict(cache_v, n_sink, window - 1)
-        out_t, cache_k, cache_v = decode_step(x[..., t:t + 1, :], cache_k, cache_v, W_Q, W_K, W_V, W_O,
-                                              n_heads, n_kv_heads)  # out_t (..., 1, d_model)
-        outs.append(out_t)
-    return np.concatenate(outs, axis=-2), cache_k, cache_v  # (..., T, d_model)
+    return _decode_loop(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads,
+                        cut=lambda cache: _evict(cache, n_sink, window - 1))  # the sinks and the last window - 1
 
 
 def _mla_parts(x, W_DKV, W_KR, W_Q, W_QR, n_heads):

@@ -116,7 +116,7 @@ def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 # | layout | pair $i$ is columns | used by |
 # |---|---|---|
 # | interleaved (`interleaved=True`) | $2i$ and $2i+1$ | the RoFormer paper, GPT-J, Meta's original Llama code |
-# | split halves (`interleaved=False`) | $i$ and $i + d_\text{head}/2$ | GPT-NeoX, and Llama as Hugging Face ports it (`rotate_half`) |
+# | split halves (`interleaved=False`) | $i$ and $i + d_\text{head}/2$ | GPT-NeoX; Llama as Hugging Face ports it (`rotate_half`) |
 #
 # Both are RoPE: they differ only by which columns are called a pair, a fixed permutation of the columns. Like
 # lesson 06's mask conventions, the thing to get right is which one the code you are reading uses.
@@ -503,7 +503,7 @@ print("full cache (kB):     ", full_kb)
 # | compress | `c_KV = x @ W_DKV` | `(..., T, d_c)`: **cached** |
 # | keys, values (content) | `split_heads(c_KV @ W_UK)`, `split_heads(c_KV @ W_UV)` | `(..., n_heads, T, d_head)` each |
 # | shared rotary key | `k_R = rope(x @ W_KR, positions)` | `(..., T, d_rope)`: **cached**, one for all heads |
-# | queries | `split_heads(x @ W_Q)` and `rope(split_heads(x @ W_QR), positions)` | `(..., n_heads, T, d_head)` and `(..., n_heads, T, d_rope)` |
+# | queries (content, rotary) | `split_heads(x @ W_Q)`, `rope(split_heads(x @ W_QR), positions)` | `(..., n_heads, T, d_head)`, `(..., n_heads, T, d_rope)` |
 # | per head | query `[q_C, q_R]`, key `[k_C, k_R]` | width `d_head + d_rope` |
 #
 # Why a separate rotary part? RoPE placed in the content keys would sit between `W_UK` and the query, and depend
@@ -688,7 +688,8 @@ MODELS = {
                        source="BigScience, 2022, BLOOM (arXiv:2211.05100); bigscience/bloom config.json"),
     "DeepSeek-V2": dict(attention="MLA", n_layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64,
                         positions="decoupled RoPE (64-wide, one key part for all heads)",
-                        window="none (128K-token context)", source="DeepSeek-AI, 2024, DeepSeek-V2, sections 2.1 and 3.1.2"),
+                        window="none (128K-token context)",
+                        source="DeepSeek-AI, 2024, DeepSeek-V2, sections 2.1 and 3.1.2"),
 }
 print(f"{'model':12} {'attention':9} {'heads (query/KV)':>17} {'per token':>12} {'KiB/token':>9} {'GiB at 128K':>11}")
 for name, config in MODELS.items():

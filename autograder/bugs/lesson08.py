@@ -184,8 +184,8 @@ bug("stream_window_plus_one", "streaming_decode",
 bug("stream_cut_before_full", "streaming_decode",
     """The cache is cut before it is full: while it holds fewer than n_sink + window - 1 tokens, taking its first
     n_sink and its last window - 1 tokens repeats some tokens twice. Cut only a cache that is longer than that.""",
-    _stream_source("""            return np.concatenate([cache[..., :n_sink, :], cache[..., max(0, T_past - (window - 1)):, :]],
-                                  axis=-2)"""), tests=_STREAM)
+    _stream_source("""            recent = cache[..., max(0, T_past - (window - 1)):, :]
+            return np.concatenate([cache[..., :n_sink, :], recent], axis=-2)"""), tests=_STREAM)
 
 bug("stream_cut_wrong_axis", "streaming_decode",
     """The cut counts axes from the front (cache[:, :n_sink]): on a batched cache (B, n_kv_heads, T, d_head) that
