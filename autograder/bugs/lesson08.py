@@ -299,6 +299,15 @@ bug("absorbed_rotary_part_dropped", "mla_absorbed",
     Add it to the content part before the scale.""",
     _absorbed_source(rotary=""), tests=_ABSORBED)
 
+bug("absorbed_calls_mla_attention", "mla_absorbed",
+    """mla_absorbed hands its work to mla_attention, which builds every head's keys and values from the latent: the
+    exercise is attention over the cached latent alone, with W_UK folded into the queries and W_UV into W_O. A
+    function earns its points for the work it does.""",
+    """
+    def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
+        return mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask)
+    """, tests=_ABSORBED, visible=False)
+
 # ----------------------------------------------------------------------------------------------- cache counts
 _CACHE = ("cache_values",)
 
