@@ -74,7 +74,7 @@ def _bug_count(b, args, kwargs):
     return wrong if type(wrong) is int else None
 
 
-def check_counts(name, fn, cases, bind=None):
+def check_counts(name, fn, cases, bind=None, inspect=None):
     """Grade an integer-valued function on ``cases`` [(args, kwargs)] against the reference of the same name.
 
     After the first wrong count the remaining cases still run, as evidence: a catalogued bug is named only when
@@ -101,7 +101,7 @@ def check_counts(name, fn, cases, bind=None):
         b = _matching_bug(name, observed)
         if b is not None:
             raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({problem})")
-        raise WrongAnswer(f"{name} is wrong {problem}. Inspect {_INSPECT[name]}.", uncatalogued=True)
+        raise WrongAnswer(f"{name} is wrong {problem}. Inspect {inspect or _INSPECT[name]}.", uncatalogued=True)
 
 
 def _mha_cases(rng, bias):

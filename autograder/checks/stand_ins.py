@@ -56,6 +56,10 @@ _BY_LESSON = {  # by lesson number
     "07": lambda: _reference("softmax_jacobian", "softmax_backward", "gradient_check", "attention_row_backward",
                                    "scaled_dot_product_attention_backward",
                                    "multi_head_attention_backward", "sinusoidal_positions"),
+    # softmax, attention, split_heads, concat_heads and decode_step are given in a locked cell
+    "08": lambda: _reference("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads", "decode_step",
+                                   "rope", "alibi_bias", "sliding_window_mask", "streaming_decode", "mla_attention",
+                                   "mla_absorbed", "kv_cache_elements_per_token"),
 }
 
 

@@ -121,3 +121,59 @@ def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask
             grads[n][:, cols] = _summed(np.einsum("...td,...te->...de", x, d))
             grads["x"] += np.einsum("...te,de->...td", d, Ws[n])
     return grads
+
+
+# ------------------------------------------------------------------ lesson 08: today's models, written differently
+def rope(x, positions, base=10000.0, interleaved=True):
+    """Each column pair as one complex number, multiplied by e^(i * position * theta): RoFormer's equation (34)
+    read as a product in the complex plane."""
+    x = np.asarray(x, dtype=np.float64)
+    d_head = x.shape[-1]
+    order = np.r_[0:d_head:2, 1:d_head:2] if interleaved else np.arange(d_head)  # as split halves
+    halves = x[..., order]
+    z = halves[..., : d_head // 2] + 1j * halves[..., d_head // 2:]
+    theta = np.array([base ** (-2 * i / d_head) for i in range(d_head // 2)])
+    z = z * np.exp(1j * np.outer(np.asarray(positions, dtype=np.float64), theta))
+    turned = np.concatenate([z.real, z.imag], axis=-1)
+    out = np.empty_like(turned)
+    out[..., order] = turned
+    return out
+
+
+def alibi_slopes(n_heads):
+    """The slopes as closed formulas: for c = 2^floor(log2 n), head h < c has 2^(-8(h+1)/c), and the k-th extra
+    head (k = 0 .. n-c-1) has slope 2k+1 of 2c heads, 2^(-8(2k+1)/(2c))."""
+    c = 1 << (n_heads.bit_length() - 1)
+    return [2.0 ** (-8.0 * (h + 1) / c) for h in range(c)] + [2.0 ** (-4.0 * (2 * k + 1) / c)
+                                                             for k in range(n_heads - c)]
+
+
+def alibi_bias(n_heads, T):
+    bias = np.zeros((n_heads, T, T))
+    for h, m in enumerate(alibi_slopes(n_heads)):
+        for i in range(T):
+            for j in range(T):
+                bias[h, i, j] = -m * abs(i - j)
+    return bias
+
+
+def mla_by_loops(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
+    """Multi-head latent attention without absorption, one batch element and one head at a time, keys and values
+    of every head built in full, RoPE by complex numbers."""
+    x = np.asarray(x, dtype=np.float64)
+    lead, (T, d_model) = x.shape[:-2], x.shape[-2:]
+    d_head, d_rope = W_UK.shape[1] // n_heads, W_KR.shape[1]
+    out = np.zeros(x.shape)
+    weights = np.zeros((*lead, n_heads, T, T))
+    positions = np.arange(T)
+    for idx in itertools.product(*map(range, lead)):
+        c = x[idx] @ W_DKV
+        k_r = rope(x[idx] @ W_KR, positions)
+        for h in range(n_heads):
+            cols, rot = slice(h * d_head, (h + 1) * d_head), slice(h * d_rope, (h + 1) * d_rope)
+            q = np.concatenate([x[idx] @ W_Q[:, cols], rope(x[idx] @ W_QR[:, rot], positions)], axis=1)
+            k = np.concatenate([c @ W_UK[:, cols], k_r], axis=1)
+            head, w = attention(q, k, c @ W_UV[:, cols], mask)
+            out[idx] += head @ W_O[cols, :]
+            weights[idx + (h,)] = w
+    return out, weights

@@ -1,0 +1,75 @@
+"""Lesson 08 graded for real, in one batch: a completed, an untouched, and a notebook whose RoPE is written with
+complex numbers and whose absorbed MLA is written with einsum get full and zero marks; scores read from the
+gradebook. Every catalogued bug of the lesson is graded by tests/grading/test_mutations.py."""
+
+import pytest
+
+from autograder.course import answers
+from grading_helpers import grade, lost
+
+LESSON = "08_todays_models"
+POINTS = {"setup": 0, "rope_values": 3, "alibi_values": 2, "window_values": 2, "streaming_values": 3,
+          "mla_values": 3, "absorbed_values": 3, "cache_values": 2}
+AUTOGRADED = sum(POINTS.values())
+TOTAL = AUTOGRADED + 2  # and the derivation of RoPE's relative positions, marked by hand (rope_relative)
+pytestmark = pytest.mark.grading
+
+COMPLEX_ROPE = """
+def rope(x, positions, base=10000.0, interleaved=True):
+    d = x.shape[-1]
+    theta = base ** (-2.0 * np.arange(d // 2) / d)
+    turn = np.exp(1j * np.outer(positions, theta))
+    if interleaved:
+        z = (x[..., 0::2] + 1j * x[..., 1::2]) * turn
+        return np.stack([z.real, z.imag], axis=-1).reshape(x.shape).astype(x.dtype)
+    z = (x[..., : d // 2] + 1j * x[..., d // 2:]) * turn
+    return np.concatenate([z.real, z.imag], axis=-1).astype(x.dtype)
+"""
+EINSUM_ABSORBED = """
+def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
+    T = x.shape[-2]
+    d_c, d_rope = W_DKV.shape[1], W_KR.shape[1]
+    d_head = W_UK.shape[1] // n_heads
+    c = x @ W_DKV
+    k_r = rope(x @ W_KR, np.arange(T))
+    uk = W_UK.reshape(d_c, n_heads, d_head)
+    uv = W_UV.reshape(d_c, n_heads, d_head)
+    q = (x @ W_Q).reshape(*x.shape[:-1], n_heads, d_head)
+    q_lat = np.einsum("...thd,chd->...htc", q, uk)
+    q_r = rope(split_heads(x @ W_QR, n_heads), np.arange(T))
+    s = np.einsum("...htc,...sc->...hts", q_lat, c) + np.einsum("...htr,...sr->...hts", q_r, k_r)
+    s = s / math.sqrt(d_head + d_rope)
+    if mask is not None:
+        s = np.where(mask, -np.inf, s)
+    w = softmax(s)
+    mixed = np.einsum("...hts,...sc->...htc", w, c)
+    out = np.einsum("...htc,chd,hde->...te", mixed, uv, W_O.reshape(n_heads, d_head, -1))
+    return out, w
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    notebooks = {
+        "complete": answers.fill(LESSON),
+        "untouched": answers.student_notebook(LESSON),
+        "written_differently": answers.fill(LESSON, {"rope": COMPLEX_ROPE, "mla_absorbed": EINSUM_ABSORBED}),
+    }
+    return grade(tmp_path_factory.mktemp("l08"), LESSON, notebooks)
+
+
+def test_the_lesson_has_the_tests_and_points_we_think(results):
+    assert {gid: mx for gid, (_, mx) in results["complete"]["tests"].items()} == POINTS
+
+
+def test_completed_and_differently_written_notebooks_get_full_marks(results):
+    for student in ("complete", "written_differently"):
+        r = results[student]
+        assert tuple(r["total"]) == (AUTOGRADED, TOTAL), (student, r["tests"], r["errors"])
+
+
+def test_untouched_notebook_gets_zero_and_is_told_what_to_write(results):
+    r = results["untouched"]
+    assert tuple(r["total"]) == (0.0, TOTAL)
+    assert lost(r) == set(POINTS) - {"setup"} | {"rope_relative"}  # an unanswered derivation scores 0 at once
+    assert "not implemented yet" in r["feedback"]
