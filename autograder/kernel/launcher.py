@@ -35,10 +35,11 @@ creates the control group and moves the notebook into it. When the server cannot
 ``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces, file system and
 tmpfs (mounted in a user namespace of the launcher's own), bubblewrap's root and ``/dev`` read-only, and inside, in
 the kernel's own user namespace, the same limits (``--inside``; the process count is then the namespace's own),
-but no separate uid; the launcher stays the kernel's parent and watches its memory and processes
-(``autograder/kernel/watchdog.py``), and makes it a control group where systemd delegated a subtree to the user.
-``none`` (no bubblewrap): the same limits, the watch and the control group where there is one, in a user namespace
-of its own where the machine allows one; the kernel can read and write what the user running the grader can. The
+but no separate uid, and the IPC namespace is one the launcher made with limits (``sandbox.private_ipc``); the
+launcher stays the kernel's parent and watches its memory, processes and CPU share (``autograder/kernel/watchdog.py``;
+the kernel tells it of every refused process or thread over a pipe), and makes it a control group where systemd
+delegated a subtree to the user. ``none`` (no bubblewrap): the same limits, the watch and the control group where
+there is one, in a user namespace and an IPC namespace of its own where the machine allows them; the kernel can read and write what the user running the grader can. The
 report says which bounds held.
 """
 

@@ -8,8 +8,12 @@ launcher, never by the machine's init, and stays watched), and every ``INTERVAL`
 of every process below it, each page once (``Pss``, read only when the cheap sum of resident memory, which counts
 a page shared after ``fork`` in every process, is past the limit). Past the limit it kills them all and writes
 ``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
-limit, it writes ``PROCESSES``. The events file lies in the kernel's private folder, outside what the kernel can
-see; the grader (``SafeExecute``) reads it when the notebook is done.
+limit, or the kernel says on its pipe that a process or thread was refused it (``sandbox.refusals_line``; the watch
+waits on that pipe between looks, so the refusal is noted however short the burst), it writes ``PROCESSES``. The
+events file lies in the kernel's private folder, outside what the kernel can see; the grader (``SafeExecute``)
+reads it when the notebook is done. It also holds the processes to ``cpus`` CPUs: from the CPU time each has used
+since the last look, when they together are past their share since the start, it stops them all (``SIGSTOP``)
+for as long as makes up for it.
 
 Between two looks, processes may hold more than the limit for up to ``INTERVAL`` seconds (each of them is still
 bounded by its address-space limit); memory held in the kernel's tmpfs and not mapped is not counted here (the
