@@ -358,9 +358,13 @@ def refusals_line(fd: int, note: str) -> str:
     """One line of code for ipykernel's exec_lines that writes ``note`` to the file descriptor ``fd`` (a pipe the
     launcher's watch reads) whenever the kernel is refused a process or a thread (``RLIMIT_NPROC``): the refusal
     itself, which the watch could miss between two looks when the notebook lets its processes go at once."""
+    return _exec_line(_REFUSALS.replace("FD", str(int(fd))).replace("NOTE", repr((note + "\n").encode())))
+
+
+def _exec_line(code: str) -> str:
+    """``code`` as one line for ipykernel's exec_lines."""
     import base64
 
-    code = _REFUSALS.replace("FD", str(int(fd))).replace("NOTE", repr((note + "\n").encode()))
     return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
 
 
@@ -371,10 +375,7 @@ def output_cap_line(limit: int) -> str:
     memory and every later cell fails: the cap keeps an honest but chatty notebook gradable. (The grader caps
     output again on its side, SafeExecute, for a notebook that removes this one.)
     """
-    import base64
-
-    code = _OUTPUT_CAP.replace("MARKER", repr(TRUNCATED_MARKER)).replace("LIMIT", str(int(limit)))
-    return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
+    return _exec_line(_OUTPUT_CAP.replace("MARKER", repr(TRUNCATED_MARKER)).replace("LIMIT", str(int(limit))))
 
 
 def font_caches(places=None) -> dict:
