@@ -14,10 +14,18 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # notebook, in tests/notebooks/test_notebooks.py, trains in full and checks the heads' thresholds).
 os.environ["MHA_SHORT_TRAINING"] = "1"
 
-# The modules whose graded batches take longest run first, so that under `pytest -n 2 --dist loadfile` no long
-# batch starts last and leaves one core idle at the end (measured with --durations; order only, no test changes).
-_LONGEST_FIRST = ("test_mutations.py", "test_grade_command.py", "test_cluster.py", "test_outcome.py", "test_hostile.py",
-                  "test_marks.py", "test_feedback_page.py", "test_tamper.py", "test_sandbox.py")
+# Longest first (LPT): `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`, so each test process takes
+# the next module in this order when it runs out of work, and no long module starts last while the other process idles.
+# (Without --no-loadscope-reorder, pytest-xdist hands out modules by their number of tests, which puts the longest
+# modules, those with a few tests over one graded batch, at the very end.) The modules named here are the longest,
+# in the order of their time on one test process (measured with --durations=0); every other module that holds a
+# costly test (a marker below) comes next, the rest last.
+_LONGEST_FIRST = ("test_mutations.py", "test_lessons_in_browser.py", "test_cluster.py", "test_salt_sweep.py",
+                  "test_notebooks.py", "test_grade_command.py", "test_feedback_maths.py", "test_term.py",
+                  "test_marks.py", "test_outcome.py", "test_non_root.py", "test_hostile.py", "test_widget_checks.py",
+                  "test_feedback_page.py", "test_canary.py", "test_swamp.py", "test_blame.py", "test_tamper.py",
+                  "test_lessons_graded.py")
+_COSTLY = ("grading", "kernel", "browser", "server", "slow")
 
 
 def pytest_configure(config):
@@ -29,7 +37,8 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+    costly = {item.path for item in items if any(item.get_closest_marker(m) for m in _COSTLY)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank) + (item.path not in costly)))  # stable
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Maths renders everywhere on the feedback pages, in Chromium: every lesson's page (its model answers graded
-through the real command, tests/helpers/lesson_pages.py), opened as the instructor opens it from report.html,
-shows no escaped markup (``<ns0:math``, ``<math``) and no TeX left raw outside code, and every formula of the
-lesson's markdown, headings included, is a MathML element the browser lays out.
+through the real command, in the class of tests/helpers/lessons_class.py), opened as the instructor opens it from
+report.html, shows no escaped markup (``<ns0:math``, ``<math``) and no TeX left raw outside code, and every formula
+of the lesson's markdown, headings included, is a MathML element the browser lays out.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import page_maths
 from autograder import course
 from autograder.course import answers
-from lesson_pages import graded, pages
+from lessons_class import graded, pages
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
 _FORMULA = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)  # a formula of the lesson's markdown, as its author wrote it

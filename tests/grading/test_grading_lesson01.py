@@ -4,15 +4,15 @@ import pytest
 
 from autograder.course import answers
 from autograder.bugs import by_id
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    return grade(tmp_path_factory.mktemp("l01"), LESSON, {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "query_axis": answers.fill(LESSON, {
@@ -22,7 +22,12 @@ def results(tmp_path_factory):
         "overflow": answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
         "hard_coded": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_hard_coded").source}),
-    })
+    }
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_completed_notebook_gets_full_marks(results):

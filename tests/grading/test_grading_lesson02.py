@@ -5,15 +5,14 @@ points of the function it breaks, with the bug named in the feedback), and one w
 do not fit together (only the composition test may charge it).
 """
 
-import time
-
 import pytest
 
 from autograder import bugs, course, reference
 from autograder.course import answers
 from autograder.checks import lesson02 as hidden
 from autograder.checks.runner import WrongAnswer
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "02_multi_head"
 FULL = 12.0
@@ -115,19 +114,19 @@ def test_split_self_check_names_the_strided_and_no_transpose_layouts():
 
 
 # ------------------------------------------------------------------ real grading: one course, one autograde
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "misfit": answers.fill(LESSON, MISFIT),
+        "split_no_transpose": answers.fill(LESSON, {"split_heads": bugs.by_id("split_no_transpose").source}),
     }
-    # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
-    notebooks["split_no_transpose"] = answers.fill(
-        LESSON, {"split_heads": bugs.by_id("split_no_transpose").source})
-    start = time.perf_counter()
-    out = grade(tmp_path_factory.mktemp("l02"), LESSON, notebooks)
-    print(f"\nlesson 02: graded {len(notebooks)} submissions in {time.perf_counter() - start:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = lessons_class.results(tmp_path_factory, LESSON)
     for student, r in out.items():
         print(f"  {student:28s} {r['total'][0]:g}/{r['total'][1]:g}  lost {sorted(lost(r))}")
     return out

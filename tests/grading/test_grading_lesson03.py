@@ -5,7 +5,8 @@ import pytest
 
 from autograder import bugs
 from autograder.course import answers
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "03_param_count"
 POINTS = {"setup": 0, "param_count": 2, "param_count_bias": 1, "exercise_values": 1, "gqa_count": 2,
@@ -14,9 +15,8 @@ LESSON_BUGS = [b for b in bugs.CATALOG if b.lesson == LESSON]
 pytestmark = pytest.mark.grading
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         # the worked exercise answered by hand, without calling mha_param_count
@@ -26,7 +26,11 @@ def results(tmp_path_factory):
             """}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
-    return grade(tmp_path_factory.mktemp("l03"), LESSON, notebooks)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_the_lesson_has_the_tests_and_points_we_think(results):

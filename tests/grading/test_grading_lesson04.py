@@ -7,7 +7,8 @@ import pytest
 from autograder import bugs
 from autograder.bugs import by_id
 from autograder.course import answers
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "04_dk_scaling"
 POINTS = {"setup": 0, "std_experiment": 3, "head_scores": 3}
@@ -41,9 +42,8 @@ def multi_head_scores(x, W_Q, W_K, n_heads):
 """
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "other_correct_experiment": answers.fill(LESSON, {"dot_product_std": OTHER_CORRECT_EXPERIMENT}),
@@ -52,7 +52,11 @@ def results(tmp_path_factory):
         "theory_formula": answers.fill(LESSON, {"dot_product_std": by_id("std_experiment_theory_formula").source}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
-    return grade(tmp_path_factory.mktemp("l04"), LESSON, notebooks)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_the_lesson_has_the_tests_and_points_we_think(results):

@@ -4,8 +4,6 @@ lesson-05 bug fails its hidden test with its diagnosis, the visible self-checks 
 student notebook does not give away the multiple-choice answer."""
 
 import hashlib
-import json
-import os
 import re
 
 import nbformat
@@ -19,12 +17,8 @@ from autograder.bugs import by_id, for_function
 from autograder.checks import lesson05 as hidden
 from autograder.checks import registry
 from autograder.checks.runner import WrongAnswer
-from grading_helpers import grade, lost
-
-try:
-    import fcntl
-except ImportError:  # Windows has no fcntl: there each xdist worker grades on its own
-    fcntl = None
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "05_exercises"
 # d_head_1024 1, param_count_1024 1, d_head_small 1, roundtrip 3, heads_differ 3, mha 3, the two fixes 2 + 2, mc 1
@@ -42,7 +36,7 @@ def _bugs(*ids):
 
 
 # ------------------------------------------------------------------------------------------ through nbgrader
-def _submissions():
+def submissions():
     wrong_letter = next(c for c in "abcd" if c != hidden._CHOICE)
     return {
         "complete": answers.fill(LESSON),
@@ -63,28 +57,8 @@ def _submissions():
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    """(course root, results): every submission graded by one ``nbgrader autograde`` call.
-
-    Under pytest-xdist the tests of this module may land on both workers; the first worker grades and writes the
-    results to the run's shared temporary folder, the other reads them, so the class is graded once per run.
-    """
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if not worker or fcntl is None:
-        tmp = tmp_path_factory.mktemp("l05")
-        return tmp / "course", grade(tmp, LESSON, _submissions())
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")  # one folder per test run, even with a fixed --basetemp
-    shared = tmp_path_factory.getbasetemp().parent / f"lesson05-grading-{run}"
-    shared.mkdir(exist_ok=True)
-    with open(shared / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        done = shared / "results.json"
-        if not done.exists():
-            done.write_text(json.dumps(grade(shared, LESSON, _submissions())))
-        results = json.loads(done.read_text())
-    for r in results.values():  # JSON turned the (score, max) pairs into lists
-        r["total"] = tuple(r["total"])
-        r["tests"] = {gid: tuple(v) for gid, v in r["tests"].items()}
-    return shared / "course", results
+    """(course root, results): every submission graded in the one class of every lesson (``lessons_class``)."""
+    return lessons_class.course_root(tmp_path_factory), lessons_class.results(tmp_path_factory, LESSON)
 
 
 def _manual_grades(root, student):
@@ -103,7 +77,7 @@ def test_completed_notebook_gets_full_autograded_marks_and_is_flagged_for_manual
     assert set(r["tests"]) >= {"d_head_1024", "param_count_1024", "d_head_small", "roundtrip", "heads_differ",
                                "mha_from_scratch_test", "masked_attention_test", "attention_layer_test",
                                "multiple_choice"}
-    grades, flagged = _manual_grades(root, "complete")
+    grades, flagged = _manual_grades(root, r["student"])
     assert flagged is True
     assert grades == {name: (True, None, pts) for name, pts in MANUAL.items()}
 
@@ -116,7 +90,7 @@ def test_untouched_notebook_gets_zero_and_needs_no_manual_grading(graded):
     assert "not implemented yet" in r["feedback"]
     for bug_id in GIVEN:  # the find-the-bug cells hold the given code: its hidden test names the bug
         assert f"[{bug_id}]" in r["feedback"]
-    grades, flagged = _manual_grades(root, "untouched")
+    grades, flagged = _manual_grades(root, r["student"])
     assert flagged is False  # unchanged answer cells score 0 automatically
     assert grades == {name: (False, 0.0, pts) for name, pts in MANUAL.items()}
 

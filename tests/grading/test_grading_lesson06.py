@@ -3,7 +3,8 @@ catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and
 bug must lose exactly the points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
 
 import pytest
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 from autograder import bugs, course
 from autograder.course import answers, notebooks
@@ -53,9 +54,8 @@ def points():
             if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["points"] > 0}
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FORGED_FULL_MATRIX}),
@@ -63,7 +63,11 @@ def results(tmp_path_factory):
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
-    return grade(tmp_path_factory.mktemp("l06"), LESSON, notebooks)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_the_required_bugs_are_catalogued():

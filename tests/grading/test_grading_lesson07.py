@@ -7,7 +7,8 @@ graded by tests/grading/test_mutations.py."""
 import pytest
 
 from autograder.course import answers
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "07_heads_that_learn"
 POINTS = {"setup": 0, "softmax_jacobian_values": 1, "softmax_backward_values": 2, "gradient_check_values": 2,
@@ -42,15 +43,18 @@ def gradient_check(f, inputs, grad, eps=1e-6):
 """
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "written_differently": answers.fill(LESSON, {"softmax_backward": JACOBIAN_SOFTMAX_BACKWARD,
                                                          "gradient_check": LOOP_GRADIENT_CHECK}),
     }
-    return grade(tmp_path_factory.mktemp("l07"), LESSON, notebooks)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_the_lesson_has_the_tests_and_points_we_think(results):

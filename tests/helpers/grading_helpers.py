@@ -14,22 +14,33 @@ def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):
     Returns ``{student: {"total": (score, max), "tests": {grade_id: (score, max)}, "feedback": text, "errors",
     "flags"}}``.
     """
+    graded = grade_class(tmp_path, {student: {lesson: nb} for student, nb in notebooks.items()}, feedback, **settings)
+    return {student: graded[student][lesson] for student in notebooks}
+
+
+def grade_class(tmp_path, handed_in: dict, feedback=True, **settings):
+    """Grade ``{student: {lesson: notebook}}`` in one run of the command, every lesson any student handed in, in a
+    fresh workspace under ``tmp_path``; returns ``{student: {lesson: result}}``, each result as ``grade`` gives it."""
     klass = tmp_path / "class"
-    for student, nb in notebooks.items():
-        write_notebook(nb, klass / student / f"{lesson}.ipynb")
-    s = grading_command.Settings(out=str(tmp_path), lessons=[lesson], **{"workers": 2, **settings})  # course: tmp_path/course
+    for student, notebooks in handed_in.items():
+        for lesson, nb in notebooks.items():
+            write_notebook(nb, klass / student / f"{lesson}.ipynb")
+    lessons = sorted({lesson for notebooks in handed_in.values() for lesson in notebooks})
+    s = grading_command.Settings(out=str(tmp_path), lessons=lessons, **{"workers": 2, **settings})  # tmp_path/course
     outcome = grading_command.run(klass, s, progress=False, log=lambda *a: None)
-    flags = {row["student"]: " | ".join(row["flags"]) for row in outcome["rows"]}
-    results = {}
-    for student in notebooks:
-        results[student] = {
-            "total": read_back.submission_total(s, lesson, student),
-            "tests": read_back.cell_scores(s, lesson, student),
-            "feedback": read_back.feedback_text(s, lesson, student) if feedback else "",
-            "errors": cell_errors(s, lesson, student),
-            "flags": flags.get(student, ""),
-        }
-    return results
+    flags = {row["student"]: row["flags"] for row in outcome["rows"]}
+
+    def lesson_flags(student, lesson):  # the student's flags, but those of the other lessons
+        others = tuple(f"{other}: " for other in lessons if other != lesson)
+        return " | ".join(f for f in flags.get(student, []) if not f.startswith(others))
+
+    return {student: {lesson: {
+        "total": read_back.submission_total(s, lesson, student),
+        "tests": read_back.cell_scores(s, lesson, student),
+        "feedback": read_back.feedback_text(s, lesson, student) if feedback else "",
+        "errors": cell_errors(s, lesson, student),
+        "flags": lesson_flags(student, lesson),
+    } for lesson in notebooks} for student, notebooks in handed_in.items()}
 
 
 def lost(result) -> set:
