@@ -21,7 +21,7 @@ os.environ["MHA_SHORT_TRAINING"] = "1"
 # in the order of their time on one test process (measured with --durations=0); every other module that holds a
 # costly test (a marker below) comes next, the rest last.
 _LONGEST_FIRST = ("test_mutations.py", "test_lessons_in_browser.py", "test_cluster.py", "test_salt_sweep.py",
-                  "test_notebooks.py", "test_grade_command.py", "test_feedback_maths.py", "test_term.py",
+                  "test_notebooks.py", "test_grade_command.py", "test_feedback_maths.py", "test_term.py", "test_lesson07_training.py",
                   "test_marks.py", "test_outcome.py", "test_non_root.py", "test_hostile.py", "test_widget_checks.py",
                   "test_feedback_page.py", "test_canary.py", "test_swamp.py", "test_blame.py", "test_tamper.py",
                   "test_lessons_graded.py")

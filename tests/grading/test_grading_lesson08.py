@@ -1,11 +1,12 @@
-"""Lesson 08 graded for real, in one batch: a completed, an untouched, and a notebook whose RoPE is written with
+"""Lesson 08 graded for real, in the lessons' class (``tests/helpers/lessons_class.py``): a completed, an untouched, and a notebook whose RoPE is written with
 complex numbers and whose absorbed MLA is written with einsum get full and zero marks; scores read from the
 gradebook. Every catalogued bug of the lesson is graded by tests/grading/test_mutations.py."""
 
 import pytest
 
 from autograder.course import answers
-from grading_helpers import grade, lost
+import lessons_class
+from grading_helpers import lost
 
 LESSON = "08_todays_models"
 POINTS = {"setup": 0, "rope_values": 3, "alibi_values": 2, "window_values": 2, "streaming_values": 3,
@@ -48,14 +49,17 @@ def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None)
 """
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    notebooks = {
+def submissions():
+    return {
         "complete": answers.fill(LESSON),
         "untouched": answers.student_notebook(LESSON),
         "written_differently": answers.fill(LESSON, {"rope": COMPLEX_ROPE, "mla_absorbed": EINSUM_ABSORBED}),
     }
-    return grade(tmp_path_factory.mktemp("l08"), LESSON, notebooks)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return lessons_class.results(tmp_path_factory, LESSON)
 
 
 def test_the_lesson_has_the_tests_and_points_we_think(results):
