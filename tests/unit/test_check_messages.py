@@ -28,7 +28,9 @@ def test_two_bugs_that_agree_on_every_case_are_not_named():
     assert named is not None and named.id == "attention_scaled_by_seq_len"
 
 
-def test_k_transposed_with_dot_T_is_named_and_an_uncatalogued_fixed_axis_explained(monkeypatch):
+def test_k_transposed_from_the_front_is_named_by_what_it_does(monkeypatch):
+    """K.T and K.swapaxes(0, 1) behave alike on every case (right unbatched, a ValueError on every batch), so both
+    get the diagnosis of attention_K_T, which names both."""
     monkeypatch.setenv("MHA_GRADING_SALT", "1")
     with pytest.raises(runner.WrongAnswer, match=r"reverses \*all\* its axes.*\[attention_K_T\]"):
         lesson01.attention_values(bugs.by_id("attention_K_T").make())
@@ -39,10 +41,57 @@ def test_k_transposed_with_dot_T_is_named_and_an_uncatalogued_fixed_axis_explain
         weights = weights / weights.sum(-1, keepdims=True)
         return weights @ V, weights
 
-    with pytest.raises(runner.WrongAnswer) as err:
+    with pytest.raises(runner.WrongAnswer, match=r"swapaxes\(0, 1\).*\[attention_K_T\]"):
         lesson01.attention_values(swapped_front)
-    text = str(err.value)
-    assert "raised ValueError" in text and "Count axes from the end" in text and "[" not in text.split("Where")[0]
+
+
+def _toy_cases(rng):
+    """Two unbatched cases, then two batched ones, of a function no catalogued bug belongs to."""
+    return [runner.Case((rng.normal(size=lead + (3, 4)),), label=f"{len(lead)} batch axes")
+            for lead in ((), (), (2,), (5,))]
+
+
+def _fails_on(batched_only):
+    def toy(x):
+        if x.ndim > 2 or not batched_only:
+            return x @ x  # (3, 4) @ (3, 4): the shapes do not fit
+        return x * 2
+    return toy
+
+
+@pytest.mark.parametrize("batched_only", [True, False])
+def test_the_batch_axis_hint_comes_only_when_fewer_axes_passed(batched_only):
+    """".T reverses all axes ... fails on a batch" is said only when the function gave right results on input with
+    fewer axes; a function that fails on one sequence as well hears only that two shapes do not fit."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(runner.WrongAnswer) as err:
+        runner.against_reference("toy", _fails_on(batched_only), _toy_cases(rng), ref=lambda x: x * 2)
+    said = str(err.value).split("Where")[0]
+    assert "raised ValueError" in said and "do not fit" in said
+    assert ("Count axes from the end" in said) is batched_only, said
+
+
+def test_an_error_names_a_bug_by_behaviour_never_by_its_text(monkeypatch):
+    """dK computed as dS @ Q and dV as weights @ grad_out raise the same ValueError, word for word, wherever
+    T_q != T_k; where T_q = T_k their values differ, and each gets its own diagnosis."""
+    from autograder.checks import lesson07
+
+    for salt in ("0", "1"):
+        monkeypatch.setenv("MHA_GRADING_SALT", salt)
+        for bug_id in ("attention_backward_dk_untransposed", "attention_backward_dv_untransposed"):
+            with pytest.raises(runner.WrongAnswer) as err:
+                lesson07.attention_backward_values(bugs.by_id(bug_id).make())
+            assert err.value.bug_id == bug_id and "raised ValueError" in str(err.value), str(err.value)
+
+
+def test_an_error_alone_names_no_bug():
+    """One call that raises is too little to name a bug by: numpy words the error alike for several mistakes."""
+    rng = np.random.default_rng(0)
+    case = runner.Case(tuple(rng.normal(size=s) for s in ((3, 2), (4, 2), (4, 5), (3, 4), (3, 5))))
+    with pytest.raises(runner.WrongAnswer) as err:
+        runner.call_learner(bugs.by_id("attention_backward_dv_untransposed").make(), case,
+                            "scaled_dot_product_attention_backward")
+    assert err.value.bug_id is None and "[" not in str(err.value).split("Where")[0]
 
 
 def test_a_self_check_explains_numpy_shape_errors():
@@ -58,3 +107,17 @@ def test_a_self_check_explains_numpy_shape_errors():
             selfcheck_01.check_attention_mask(k_dot_T)
     finally:
         sys.path.remove(str(course.SOLUTIONS))
+
+
+@pytest.mark.parametrize("bug_id, batch_hint", [("attention_backward_dot_T", True),
+                                                ("attention_backward_dv_untransposed", False)])
+def test_a_self_check_says_the_batch_is_the_problem_only_when_one_sequence_runs(bug_id, batch_hint):
+    """.T fails only on a batch: the self-check says so. dV untransposed fails on one sequence already: it hears
+    only that two shapes do not fit."""
+    selfcheck_07 = course.import_helper("selfcheck_07")
+    import selfcheck_common
+
+    with pytest.raises(selfcheck_common.SelfCheckFailed) as err:
+        selfcheck_07.check_attention_backward(bugs.by_id(bug_id).make())
+    assert "do not fit" in str(err.value)
+    assert ("count axes from the end" in str(err.value)) is batch_hint, str(err.value)
