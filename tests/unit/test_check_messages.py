@@ -1,12 +1,13 @@
 """What the hidden and visible checks say: a bug is named only when it alone reproduces every case; numpy's shape
 errors come with a sentence on what they usually mean. No kernel: the checks are called directly."""
 
+import math
 import sys
 
 import numpy as np
 import pytest
 
-from autograder import bugs, course
+from autograder import bugs, course, reference
 from autograder.checks import lesson01, runner
 
 
@@ -121,3 +122,39 @@ def test_a_self_check_says_the_batch_is_the_problem_only_when_one_sequence_runs(
         selfcheck_07.check_attention_backward(bugs.by_id(bug_id).make())
     assert "do not fit" in str(err.value)
     assert ("count axes from the end" in str(err.value)) is batch_hint, str(err.value)
+
+
+_UPSTREAM = [b for f in ("softmax_backward", "scaled_dot_product_attention_backward") for b in bugs.for_function(f)]
+
+
+@pytest.mark.parametrize("bug", _UPSTREAM, ids=[b.id for b in _UPSTREAM])
+def test_the_multi_head_backward_check_names_the_wrong_function_it_calls(bug):
+    """A right multi_head_attention_backward that calls a catalogued wrong softmax or attention backward: its
+    self-check names that function (the one to fix) instead of a multi-head step. It passes only where the bug
+    leaves the layer's gradients right."""
+    import contextlib
+    import io
+
+    from autograder.course import answers
+    from autograder.proofs import placements
+
+    cells = answers.model_answers("07_heads_that_learn")  # the model answers, the bug in its function's place
+    where = placements.defining_cells(cells)[bug.function]
+    cells[where] = placements.replace_function(cells[where], bug.function, bug.source)
+    notebook = {"np": np, "math": math, **{n: getattr(reference, n) for n in reference.__all__}}
+    for gid, source in cells.items():
+        if gid in placements.defining_cells({gid: source}).values():
+            exec(compile(source, f"<{gid}>", "exec"), notebook)
+    mha_backward = notebook["multi_head_attention_backward"]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            course.import_helper("selfcheck_07").check_mha_backward(mha_backward, notebook["multi_head_attention"])
+    except AssertionError as exc:
+        assert str(exc).startswith(f"multi_head_attention_backward calls your `{bug.function}`"), str(exc)
+    else:
+        rng = np.random.default_rng(0)
+        x, *Ws = (rng.normal(size=s) for s in ((2, 5, 6), (6, 6), (6, 6), (6, 6), (6, 6)))
+        causal = np.triu(np.ones((5, 5), dtype=bool), k=1)
+        got = mha_backward(x, *Ws, 3, np.ones_like(x), causal)
+        right = reference.multi_head_attention_backward(x, *Ws, 3, np.ones_like(x), causal)
+        assert all(np.allclose(got[k], right[k]) for k in right), f"{bug.id} passed the check with wrong gradients"
