@@ -229,7 +229,8 @@ bug("masked_attention_large_negative", "masked_attention",
     a key, but a query whose keys are all blocked then has equal scores and gets uniform weights 1/T_k, reading
     keys it may not see. Lesson 01's rule: -inf in the blocked scores, and your softmax gives such a row all-zero
     weights.""",
-    _MASKED.format(before="        scores = np.where(mask, -1e9, scores)\n", after=""), tests=("masked_attention_test",))
+    _MASKED.format(before="        scores = np.where(mask, -1e9, scores)\n", after=""),
+    tests=("masked_attention_test",))
 
 bug("masked_attention_renormalised", "masked_attention",
     """The fix keeps zeroing the blocked weights after the softmax and divides each row by its new sum: right on
