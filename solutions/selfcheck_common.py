@@ -91,7 +91,11 @@ _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot
 def call(fn, name, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
-    except NotImplementedError:
+    except NotImplementedError as exc:
+        helper = _stub_in(exc)
+        if helper not in (None, name, getattr(fn, "__name__", name)):
+            fail(f"{name} calls `{helper}`, which is not implemented yet: write it (or paste it) in its cell, run "
+                 "that cell, then run this check again")
         raise NotImplementedError(
             f"{name} is not implemented yet: write its body in the cell above (replace "
             "`raise NotImplementedError()`), run that cell, then run this check again.") from None
@@ -105,6 +109,14 @@ def call(fn, name, *args, **kwargs):
             else ""
         fail(f"{name} failed on inputs of shapes {shapes} with numpy's error: {exc}. Two arrays in one product, "
              f"broadcast or reshape do not fit: print the shapes on the line that failed.{batch}")
+
+
+def _stub_in(exc):
+    """The name of the function whose ``raise NotImplementedError()`` raised ``exc`` (the innermost frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_name if tb is not None else None
 
 
 def _runs_unbatched(fn, args, kwargs):

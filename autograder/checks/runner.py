@@ -145,7 +145,7 @@ def shape_hint(exc: Exception, *, batch_only: bool = False) -> str:
     function gave right results on input with fewer axes, so the batch axis is the one it mishandles."""
     if not any(s in str(exc) for s in _SHAPE_ERRORS):
         return ""
-    hint = " Two arrays in one product, broadcast or reshape do not fit: print the shapes on the line named below."
+    hint = " Two arrays in one product, broadcast or reshape do not fit: print the shapes on the line that failed."
     if batch_only:
         hint += (" Your function gave the right result on input with fewer axes and fails on a batch, so an axis is "
                  "counted from the front: .T reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a "
