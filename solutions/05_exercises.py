@@ -82,9 +82,9 @@ from selfcheck_05 import (check_attention_layer, check_choice, check_head_weight
 # </details>
 #
 # Several exercises below need a softmax. This lesson's one **paste cell**, marked `PASTE CELL`, is below: paste
-# your lesson-01 `softmax` into it (or write it again), stable for large scores and normalising along `axis`. Its
-# check says "This comes from your lesson 01" when the pasted softmax is wrong, and so does any later check that
-# fails because of it.
+# your lesson-01 `softmax` into it (or write it again): stable for large scores, normalising along `axis`, and
+# giving a row of $-\infty$ zeros. Its check says "This comes from your lesson 01" when the pasted softmax is
+# wrong, and so does any later check that fails because of it.
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
 # PASTE CELL: the body of your lesson-01 softmax goes here (same name, same arguments).
