@@ -158,3 +158,22 @@ def test_the_multi_head_backward_check_names_the_wrong_function_it_calls(bug):
         got = mha_backward(x, *Ws, 3, np.ones_like(x), causal)
         right = reference.multi_head_attention_backward(x, *Ws, 3, np.ones_like(x), causal)
         assert all(np.allclose(got[k], right[k]) for k in right), f"{bug.id} passed the check with wrong gradients"
+
+
+def test_a_hidden_test_says_nothing_of_a_batch_axis_when_one_sequence_fails(monkeypatch):
+    """Lesson 07's attention backward with dQ = dS @ K.T (no catalogued bug does this) fails on one sequence
+    already: the message says that two shapes do not fit, and nothing of batch axes."""
+    from autograder.checks import lesson07
+
+    def dq_with_K_T(Q, K, V, weights, grad_out, mask=None):
+        scale = 1.0 / math.sqrt(Q.shape[-1])
+        grad_scores = reference.softmax_backward(weights, grad_out @ np.swapaxes(V, -1, -2))  # (..., T_q, T_k)
+        return (grad_scores @ K.T * scale, np.swapaxes(grad_scores, -1, -2) @ Q * scale,
+                np.swapaxes(weights, -1, -2) @ grad_out)
+
+    monkeypatch.setenv("MHA_GRADING_SALT", "0")
+    with pytest.raises(runner.WrongAnswer) as err:
+        lesson07.attention_backward_values(dq_with_K_T)
+    said = str(err.value).split("Where")[0]
+    assert "raised ValueError" in said and "do not fit" in said, said
+    assert "Count axes from the end" not in said and "[" not in said, said
