@@ -196,7 +196,9 @@ def check_mha_backward(mha_backward, multi_head_attention):
     it fails, the backward functions it calls are checked first, and one that fails its own check is named."""
     try:
         _check_mha_backward(mha_backward, multi_head_attention)
-    except Exception:  # noqa: BLE001 - a failure, a stub or a crash: is an earlier function the cause?
+    except NotImplementedError:  # the function itself is still the stub (a stub it calls is a failure, below)
+        raise
+    except Exception:  # noqa: BLE001 - a failure or a crash: is an earlier function the cause?
         _blame_upstream(mha_backward)
         raise
 
