@@ -177,3 +177,15 @@ def test_a_hidden_test_says_nothing_of_a_batch_axis_when_one_sequence_fails(monk
     said = str(err.value).split("Where")[0]
     assert "raised ValueError" in said and "do not fit" in said, said
     assert "Count axes from the end" not in said and "[" not in said, said
+
+
+def test_the_multi_head_backward_check_of_an_untouched_notebook_says_not_implemented():
+    notebook = {}
+    exec("def softmax_backward(weights, grad_weights, axis=-1):\n    raise NotImplementedError()\n"
+         "def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):\n"
+         "    raise NotImplementedError()\n"
+         "def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):\n"
+         "    raise NotImplementedError()\n", notebook)
+    with pytest.raises(NotImplementedError, match="^multi_head_attention_backward is not implemented yet"):
+        course.import_helper("selfcheck_07").check_mha_backward(notebook["multi_head_attention_backward"],
+                                                                reference.multi_head_attention)
