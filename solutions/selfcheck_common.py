@@ -92,7 +92,7 @@ def call(fn, name, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
-        helper = _stub_in(exc)
+        helper = _stub_in(exc, fn)
         if helper not in (None, name, getattr(fn, "__name__", name)):
             fail(f"{name} calls `{helper}`, which is not implemented yet: write it (or paste it) in its cell, run "
                  "that cell, then run this check again")
@@ -111,12 +111,15 @@ def call(fn, name, *args, **kwargs):
              f"broadcast or reshape do not fit: print the shapes on the line that failed.{batch}")
 
 
-def _stub_in(exc):
-    """The name of the function whose ``raise NotImplementedError()`` raised ``exc`` (the innermost frame)."""
+def _stub_in(exc, fn):
+    """The name of the notebook's function (one defined beside ``fn``) whose ``raise NotImplementedError()`` raised
+    ``exc``, or None when the error came from elsewhere."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_code.co_name if tb is not None else None
+    if tb is None or tb.tb_frame.f_globals is not getattr(fn, "__globals__", None):
+        return None
+    return tb.tb_frame.f_code.co_name
 
 
 def _runs_unbatched(fn, args, kwargs):

@@ -189,3 +189,13 @@ def test_the_multi_head_backward_check_of_an_untouched_notebook_says_not_impleme
     with pytest.raises(NotImplementedError, match="^multi_head_attention_backward is not implemented yet"):
         course.import_helper("selfcheck_07").check_mha_backward(notebook["multi_head_attention_backward"],
                                                                 reference.multi_head_attention)
+
+
+def test_a_self_check_names_the_stub_a_function_calls():
+    """Lesson 05's given masked_attention calls the paste cell's softmax: while that is still the stub, the check
+    says so (and the function itself is not called a stub)."""
+    notebook = {"np": np, "math": math}
+    exec("def softmax(x, axis=-1):\n    raise NotImplementedError()\n", notebook)
+    exec(bugs.by_id("masked_attention_zeroed_after_softmax").source, notebook)
+    with pytest.raises(AssertionError, match="masked_attention calls `softmax`, which is not implemented yet"):
+        course.import_helper("selfcheck_05").check_masked_attention(notebook["masked_attention"])
