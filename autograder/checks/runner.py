@@ -271,8 +271,12 @@ def matching_bug(name: str, observed, labels, *, rtol, atol):
     ``observed``: [(case, the learner's outputs, index of the input it changed in place or None)], every case
     the learner's function was run on. A bug is named only when it gives the learner's results on all of them
     (and changes the same input): two bugs that agree on one input rarely agree on several inputs of different
-    sizes. When two bugs with different diagnoses still fit every observation, none is named.
+    sizes. When two bugs with different diagnoses still fit every observation, none is named; nor when the
+    learner's function raised on every case: an error, of whatever kind, is what any wrong code may raise, and
+    only results tell one mistake from another.
     """
+    if all(isinstance(got, Raised) for _, got, _ in observed):
+        return None
     return bug_match.agreed_fit(name, lambda bug: all(_reproduces(bug, case, got, labels, rtol, atol, modified)
                                                       for case, got, modified in observed))
 

@@ -85,6 +85,24 @@ def test_an_error_names_a_bug_by_behaviour_never_by_its_text(monkeypatch):
             assert err.value.bug_id == bug_id and "raised ValueError" in str(err.value), str(err.value)
 
 
+def test_a_function_that_raises_on_every_case_is_named_by_no_bug():
+    """softmax without keepdims raises a ValueError on every 2-D input; a softmax that raises a ValueError of its
+    own on every input behaves alike there, and is still not that bug: errors alone name nothing."""
+    def raising(x, axis=-1):
+        raise ValueError("operands could not be broadcast together")
+
+    rng = np.random.default_rng(0)
+    cases = [runner.Case((rng.normal(size=shape),), label=str(shape)) for shape in ((3, 5), (4, 2), (6, 7))]
+    no_keepdims = bugs.by_id("softmax_no_keepdims").make()
+    for fn in (raising, no_keepdims):
+        with pytest.raises(runner.WrongAnswer) as err:
+            runner.against_reference("softmax", fn, cases)
+        assert err.value.bug_id is None and "[" not in str(err.value).split("Where")[0], str(err.value)
+    with pytest.raises(runner.WrongAnswer) as err:  # one 1-D case, where it returns, and it is named
+        runner.against_reference("softmax", no_keepdims, [*cases, runner.Case((rng.normal(size=4),), label="1-D")])
+    assert err.value.bug_id == "softmax_no_keepdims"
+
+
 def test_an_error_alone_names_no_bug():
     """One call that raises is too little to name a bug by: numpy words the error alike for several mistakes."""
     rng = np.random.default_rng(0)
