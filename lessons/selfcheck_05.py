@@ -374,31 +374,52 @@ def _pair(result, name):
 
 
 def check_masked_attention(masked_attention):
-    """Symptoms only: blocked weights 0, every row of weights sums to 1, out = weights @ V, a mask per batch
-    element, float32 kept."""
+    """Symptoms only: blocked weights 0, every row of weights that keeps a key sums to 1, a query whose keys are all
+    blocked gets all-zero weights, out = weights @ V, a mask per batch element and one for the whole batch, float32
+    kept."""
     rng = np.random.default_rng(55)
     Q, K, V = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))  # (B, T_q, d_k), (B, T_k, d_k), (B, T_k, d_v)
     mask = np.zeros((2, 3, 5), dtype=bool)  # (B, T_q, T_k), True = blocked
     mask[0, 0, 1:] = True  # batch 0, query 0 may see key 0 only
     mask[1, 2, :2] = True  # batch 1, query 2 may not see keys 0 and 1
-    out, weights = _pair(call(masked_attention, "masked_attention", Q, K, V, mask), "masked_attention")
+    mask[1, 1, :] = True  # batch 1, query 1 may see no key at all
+    with np.errstate(all="ignore"):
+        out, weights = _pair(call(masked_attention, "masked_attention", Q, K, V, mask), "masked_attention")
     if weights.shape != (2, 3, 5) or out.shape != (2, 3, 6):
         fail(f"expected out (B, T_q, d_v) = (2, 3, 6) and weights (B, T_q, T_k) = (2, 3, 5), got {out.shape} and "
              f"{weights.shape}")
+    row = weights[1, 1]  # (T_k,): a query whose keys are all blocked
+    if np.any(np.isnan(row)) or np.any(row != 0):
+        fail(f"query 1 of batch 1 has every key blocked and got the weights {np.round(row, 4).tolist()}; lesson 01's "
+             "contract gives such a query all-zero weights (and a zero output row). NaN there is 0/0; equal "
+             "weights mean its blocked scores were all equal, but finite")
     if np.any(weights[mask] != 0):
         fail("some blocked pairs (mask True) have a weight that is not 0")
+    open_rows = ~mask.all(axis=-1)  # (B, T_q): the queries that keep a key
     sums = weights.sum(axis=-1)  # (B, T_q)
-    if not close(sums, np.ones_like(sums), 1e-8):
-        b, q = np.unravel_index(np.argmax(np.abs(sums - 1)), sums.shape)
+    if not close(sums[open_rows], np.ones(int(open_rows.sum())), 1e-8):
+        b, q = np.unravel_index(np.argmax(np.where(open_rows, np.abs(sums - 1), 0)), sums.shape)
         fail(f"the weights of batch {b}, query {q} sum to {sums[b, q]:.3f}, not 1 (that row has "
              f"{int(mask[b, q].sum())} blocked keys); rows without a blocked key sum to "
              f"{sums[~mask.any(axis=-1)].min():.3f}")
     if not close(out, weights @ V, 1e-8):
         fail("out is not weights @ V")
-    w32 = call(masked_attention, "masked_attention", *(a.astype(np.float32) for a in (Q, K, V)), mask)[1]
+    shared = mask[0]  # (T_q, T_k): one mask for the whole batch, broadcast as in lesson 01
+    try:
+        with np.errstate(all="ignore"):
+            w_shared = _pair(call(masked_attention, "masked_attention", Q, K, V, shared), "masked_attention")[1]
+    except IndexError as exc:
+        fail(f"with one (T_q, T_k) mask for a batch (B, T_q, T_k) of scores, masked_attention raised IndexError: "
+             f"{exc}. A mask broadcasts over the batch, as in lesson 01; indexing with a boolean array does not")
+    if not close(w_shared[0], weights[0], 1e-8):
+        fail("one (T_q, T_k) mask for the whole batch gives batch 0 other weights than the same mask given per "
+             "batch element")
+    with np.errstate(all="ignore"):
+        w32 = call(masked_attention, "masked_attention", *(a.astype(np.float32) for a in (Q, K, V)), mask)[1]
     if getattr(w32, "dtype", None) != np.float32:
         fail(f"float32 input gave {getattr(w32, 'dtype', type(w32))} weights: scale with math.sqrt")
-    ok("masked_attention: blocked weights 0, every row sums to 1, out = weights @ V, float32 kept")
+    ok("masked_attention: blocked weights 0, every row that keeps a key sums to 1, a query with every key blocked "
+       "gets zeros, one mask for a whole batch broadcasts, out = weights @ V, float32 kept")
 
 
 def check_attention_layer(attention_layer):
@@ -420,14 +441,18 @@ def check_attention_layer(attention_layer):
     probe_w = _pair(call(attention_layer, "attention_layer", x, W_Q * only_head_0, W_K * only_head_0, W_V, W_O,
                          n_heads), "attention_layer")[1]
     uniform = [h for h in range(n_heads) if close(probe_w[:, h], np.full((2, T, T), 1 / T), 1e-8)]
-    if uniform != list(range(1, n_heads)):
-        fail(f"with W_Q and W_K zero outside columns 0:{d_head} (head 0's block; d_model = {d_model}, n_heads = "
-             f"{n_heads}), heads 1 and 2 should score every key 0 and attend uniformly (1/T), and head 0 should "
-             f"not; the heads that attend uniformly are {uniform}. Which columns of Q and K does each head read?")
     # probe 2: all scores 0, so every head averages its values over the tokens
     zero = np.zeros_like(W_Q)
     out0 = _pair(call(attention_layer, "attention_layer", x, zero, zero, W_V, W_O, n_heads), "attention_layer")[0]
     mean = np.broadcast_to((x @ W_V).mean(axis=-2, keepdims=True) @ W_O, out0.shape)  # (B, T, d_model)
+    if uniform != list(range(1, n_heads)):
+        undone = (" With W_Q = W_K = 0 your layer's output is right, so its merge puts every column back where its "
+                  "split took it from: a merge changed to match the split cannot fix which columns a head reads; "
+                  "only the split can") if close(out0, mean, 1e-8) else ""
+        fail(f"with W_Q and W_K zero outside columns 0:{d_head} (head 0's block; d_model = {d_model}, n_heads = "
+             f"{n_heads}), heads 1 and 2 should score every key 0 and attend uniformly (1/T), and head 0 should "
+             f"not; the heads that attend uniformly are {uniform}. Which columns of Q and K does each head read?"
+             + undone)
     if not close(out0, mean, 1e-8):
         fail("with W_Q = W_K = 0 every weight is 1/T, so every head averages its values and out should be the mean "
              "over tokens of x @ W_V, times W_O; yours differs: do the heads come back to the columns they were "

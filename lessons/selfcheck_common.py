@@ -92,7 +92,11 @@ _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot
 def call(fn, name, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
-    except NotImplementedError:
+    except NotImplementedError as exc:
+        helper = _stub_in(exc, fn)
+        if helper not in (None, name, getattr(fn, "__name__", name)):
+            fail(f"{name} calls `{helper}`, which is not implemented yet: write it (or paste it) in its cell, run "
+                 "that cell, then run this check again")
         raise NotImplementedError(
             f"{name} is not implemented yet: write its body in the cell above (replace "
             "`raise NotImplementedError()`), run that cell, then run this check again.") from None
@@ -100,10 +104,39 @@ def call(fn, name, *args, **kwargs):
         if not any(s in str(exc) for s in _SHAPE_ERRORS):
             raise
         shapes = ", ".join(str(np.shape(a)) for a in args if isinstance(a, np.ndarray))
+        batch = (" It runs on one sequence of this batch alone, so an axis is counted from the front: .T "
+                 "reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a leading batch axis moves; count "
+                 "axes from the end (-1, -2, ...) so leading axes pass through") if _runs_unbatched(fn, args, kwargs) \
+            else ""
         fail(f"{name} failed on inputs of shapes {shapes} with numpy's error: {exc}. Two arrays in one product, "
-             "broadcast or reshape do not fit. If it works on one sequence but not on a batch, some axis is counted "
-             "from the front: .T reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a leading batch "
-             "axis moves; count axes from the end (-1, -2, ...) so leading axes pass through")
+             f"broadcast or reshape do not fit: print the shapes on the line that failed.{batch}")
+
+
+def _stub_in(exc, fn):
+    """The name of the notebook's function (one defined beside ``fn``) whose ``raise NotImplementedError()`` raised
+    ``exc``, or None when the error came from elsewhere."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or tb.tb_frame.f_globals is not getattr(fn, "__globals__", None):
+        return None
+    return tb.tb_frame.f_code.co_name
+
+
+def _runs_unbatched(fn, args, kwargs):
+    """Whether ``fn`` runs on one sequence of the batch: every array of more than two axes keeps only its last
+    two (its first sequence, its first head). False when nothing is batched or that call fails too."""
+    def first(a):
+        return a[(0,) * (a.ndim - 2)] if isinstance(a, np.ndarray) and a.ndim > 2 else a
+
+    if not any(isinstance(a, np.ndarray) and a.ndim > 2 for a in (*args, *kwargs.values())):
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            fn(*[first(a) for a in args], **{k: first(v) for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001 - it fails on one sequence too: the batch is not the problem
+        return False
+    return True
 
 
 def ok(message):

@@ -82,9 +82,9 @@ from selfcheck_05 import (check_attention_layer, check_choice, check_head_weight
 # </details>
 #
 # Several exercises below need a softmax. This lesson's one **paste cell**, marked `PASTE CELL`, is below: paste
-# your lesson-01 `softmax` into it (or write it again), stable for large scores and normalising along `axis`. Its
-# check says "This comes from your lesson 01" when the pasted softmax is wrong, and so does any later check that
-# fails because of it.
+# your lesson-01 `softmax` into it (or write it again): stable for large scores, normalising along `axis`, and
+# giving a row of $-\infty$ zeros. Its check says "This comes from your lesson 01" when the pasted softmax is
+# wrong, and so does any later check that fails because of it.
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
 # PASTE CELL: the body of your lesson-01 softmax goes here (same name, same arguments).
@@ -411,7 +411,9 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 #    see go wrong, and why.
 #
 # **Bug 1.** `masked_attention(Q, K, V, mask)` is scaled dot-product attention with a mask (True = blocked),
-# as in lesson 01: Q `(..., T_q, d_k)`, K `(..., T_k, d_k)`, V `(..., T_k, d_v)`, returning `(out, weights)`.
+# as in lesson 01: Q `(..., T_q, d_k)`, K `(..., T_k, d_k)`, V `(..., T_k, d_v)`, a mask broadcastable to
+# `(..., T_q, T_k)`, returning `(out, weights)`. It calls your pasted `softmax`. Lesson 01's contract holds here too,
+# to the last case: a query whose keys are *all* blocked gets all-zero weights (and so a zero output row).
 
 # %% nbgrader={"grade_id": "masked_attention", "solution": true}
 def masked_attention(Q, K, V, mask):
@@ -419,8 +421,7 @@ def masked_attention(Q, K, V, mask):
     ### BEGIN SOLUTION
     scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
     scores = np.where(mask, -np.inf, scores)  # blocked pairs: exp(-inf) = 0 inside the softmax
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
-    weights = e / e.sum(axis=-1, keepdims=True)  # (..., T_q, T_k), each row sums to 1
+    weights = softmax(scores, axis=-1)  # (..., T_q, T_k); a row of -inf (every key blocked) gives zeros
     return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
     ### END SOLUTION
 
@@ -429,7 +430,8 @@ def masked_attention(Q, K, V, mask):
 ### BEGIN HIDDEN TESTS
 __import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("masked_attention_test")
 ### END HIDDEN TESTS
-# Self-check: blocked weights 0, the sum of every row of weights, out = weights @ V, float32 kept.
+# Self-check: blocked weights 0, the sum of every row of weights, a query with every key blocked, one mask for a
+# whole batch, out = weights @ V, float32 kept.
 check_masked_attention(masked_attention)
 
 # %% [markdown] nbgrader={"grade_id": "symptom_masked_attention_q"}
@@ -696,7 +698,7 @@ for name, d_model, n_heads, layers in models:
 # | $QW^Q_i$ | head `i` of `split_into_heads(x @ W_Q, n_heads)` | `(T, d_head)` |
 # | $\mathrm{head}_i$ | `heads[i]`, index `i` on the heads axis of `heads = weights @ V` in `mha_from_scratch` | `(T, d_head)` |
 # | $\mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)$ | `merge_heads(heads)` | `(T, h d_v)` |
-# | $W^O$ | `W_O` | `(h d_v, d_{model})` |
+# | $W^O$ | `W_O` | `(h d_v, d_model)` |
 # | $\sqrt{d_k}$ | `math.sqrt(d_head)` | |
 #
 # In the paper $Q$, $K$, $V$ are the layer's inputs; in self-attention all three are the same token matrix

@@ -23,7 +23,7 @@
 #    code, and PyTorch's two boolean `attn_mask`s);
 # 4. compute attention over key blocks with an online softmax, exactly, without ever holding a $(T, T)$ array;
 # 5. read a timing in GFLOP/s and as a fraction of your machine's matmul peak, and explain what a fused QKV
-#    projection does and does not save.
+#    projection does and does not save;
 # 6. write cross-attention, whose queries and keys come from two sequences of different lengths, with a padding
 #    mask, and say what a query whose keys are all blocked must get.
 #
@@ -878,10 +878,10 @@ plt.show()
 #
 # Implement `cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None)`. One more rule, from the
 # contract: a query whose keys are **all** blocked (a sequence that is all padding, for instance) gets
-# **all-zero weights**, and so a zero output row. Your lesson-01 attention, which puts $-\infty$ into blocked
-# scores, gives NaN there (the cell after the self-check shows why), so compute this function's softmax
-# yourself: shift each row by its maximum, but by 0 where that maximum is $-\infty$, and divide only where
-# the row's sum is positive.
+# **all-zero weights**, and so a zero output row. Your lesson-01 attention already does this: it puts $-\infty$
+# into the blocked scores, and your softmax shifts a row of $-\infty$ by 0 instead of its maximum and divides
+# only where the row's sum is positive. So each head can run your `scaled_dot_product_attention`; the cell after
+# the self-check shows what two common shortcuts give instead.
 
 # %% nbgrader={"grade_id": "cross_attention", "solution": true}
 def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
@@ -891,14 +891,10 @@ def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     Q = split_heads(x_q @ W_Q, n_heads)  # (..., n_heads, T_q, d_head)
     K = split_heads(x_kv @ W_K, n_heads)  # (..., n_heads, T_k, d_head)
     V = split_heads(x_kv @ W_V, n_heads)  # (..., n_heads, T_k, d_head)
-    scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., n_heads, T_q, T_k)
     if mask is not None:
-        scores = np.where(np.expand_dims(mask, -3), -np.inf, scores)  # mask (..., 1, T_q, T_k): every head
-    row_max = scores.max(axis=-1, keepdims=True)  # (..., n_heads, T_q, 1); -inf for a fully blocked row
-    e = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))  # blocked scores give exp(-inf) = 0
-    total = e.sum(axis=-1, keepdims=True)  # (..., n_heads, T_q, 1); 0 for a fully blocked row
-    weights = e / np.where(total > 0, total, 1.0)  # a fully blocked row stays all 0
-    return concat_heads(weights @ V) @ W_O, weights  # (..., T_q, d_model), (..., n_heads, T_q, T_k)
+        mask = np.expand_dims(mask, -3)  # (..., 1, T_q, T_k): the same mask for every head
+    heads, weights = scaled_dot_product_attention(Q, K, V, mask)  # weights (..., n_heads, T_q, T_k)
+    return concat_heads(heads) @ W_O, weights  # (..., T_q, d_model), (..., n_heads, T_q, T_k)
     ### END SOLUTION
 
 
@@ -916,13 +912,13 @@ check_cross_attention(cross_attention, multi_head_attention)
 # The batch below has two source sequences; the second is **empty**, all padding, so every key of its queries is
 # blocked. Three ways to block a key give three different rows of weights for such a query:
 #
-# - $-\infty$ in the blocked scores, then the plain softmax of lesson 01: the row maximum is $-\infty$, and
-#   $e^{-\infty - (-\infty)}$ is NaN. The NaN flows into the output row and, through the next layers, into
-#   everything that reads it.
+# - $-\infty$ in the blocked scores, then a softmax that always shifts by the row maximum (the one-line version
+#   common in code, not yours from lesson 01): the row maximum is $-\infty$, and $e^{-\infty - (-\infty)}$ is
+#   NaN. The NaN flows into the output row and, through the next layers, into everything that reads it.
 # - $-10^9$ instead of $-\infty$ (common in code): every score of the row is the same $-10^9$, so softmax
 #   returns **uniform** weights $1/T_k$: the query reads the average of keys it was told not to see, silently.
-# - The contract of this course: **all-zero** weights, so the output row is 0 (and the residual connection
-#   around the layer passes the token on unchanged).
+# - The contract of this course, which your lesson-01 softmax keeps: **all-zero** weights, so the output row is 0
+#   (and the residual connection around the layer passes the token on unchanged).
 #
 # The cell computes the first two by hand on one head's scores, then runs *your* `cross_attention`.
 
@@ -937,11 +933,11 @@ padding = np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k)
 scores = rng.normal(size=T_k)  # one query's scores, (T_k,)
 with np.errstate(invalid="ignore"):  # -inf - (-inf) is NaN: let it happen quietly, to show it
     s = np.where(padding[1, 0], -np.inf, scores)  # sequence 1: every key blocked
-    print("-inf, plain softmax:  ", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
+    print("-inf, one-line softmax:", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
 s = np.where(padding[1, 0], -1e9, scores)
-print("-1e9, plain softmax:  ", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
+print("-1e9, one-line softmax:", np.exp(s - s.max()) / np.exp(s - s.max()).sum())
 out, weights = cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=padding)
-print("your cross_attention: ", weights[1, 0, 0], " output row:", out[1, 0, :4], "...")
+print("your cross_attention:  ", weights[1, 0, 0], " output row:", out[1, 0, :4], "...")
 print("sequence 0, 3 real keys, head 0, query 0:", np.round(weights[0, 0, 0], 3), "(the padded key gets 0)")
 
 # %% [markdown] nbgrader={"grade_id": "summary"}
@@ -959,4 +955,5 @@ print("sequence 0, 3 real keys, head 0, query 0:", np.round(weights[0, 0, 0], 3)
 #   fewer, larger calls; it does not save memory.
 # - **Cross-attention** takes queries from one sequence and keys and values from another: weights
 #   `(..., n_heads, T_q, T_k)`. A padding mask `(B, 1, T_k)` blocks keys, never queries; a query with every key
-#   blocked gets all-zero weights (`-inf` with a plain softmax gives NaN, `-1e9` gives uniform weights).
+#   blocked gets all-zero weights, as lesson 01's softmax gives (`-inf` with a softmax that always shifts by the
+#   row maximum gives NaN, `-1e9` gives uniform weights).

@@ -64,9 +64,12 @@ SHORT = os.environ.get("MHA_SHORT_TRAINING") == "1"
 
 # %% nbgrader={"grade_id": "given"}
 def softmax(x, axis=-1):
-    """Stable softmax along `axis` (lesson 01)."""
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    """Stable softmax along `axis`; a row of -inf (every key blocked) gives zeros (lesson 01)."""
+    row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
+    e = np.exp(x - row_max)
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1)  # an all-zero row stays 0 instead of 0/0
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):

@@ -534,7 +534,8 @@ def check_cross_attention(cross_attention, multi_head_attention):
     if np.isnan(w_e).any() or np.isnan(out_e).any():
         fail("a query whose keys are all blocked gives NaN: with -inf at every score of the row, the softmax "
              "computes exp(-inf - (-inf)) = NaN. The contract is all-zero weights for such a row (not NaN, not "
-             "uniform): shift by 0 where the row maximum is -inf, and divide only where the sum is positive")
+             "uniform), which your lesson-01 softmax gives: shift by 0 where the row maximum is -inf, and divide "
+             "only where the sum is positive")
     if np.any(w_e[1] != 0):
         uniform = np.allclose(w_e[1], 1 / T_k)
         fail("a query whose keys are all blocked gets weights " + ("1/T_k on every key (uniform): a large negative "

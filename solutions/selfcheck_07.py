@@ -279,7 +279,39 @@ def check_attention_backward(attention_backward, softmax_backward=None):
 
 
 def check_mha_backward(mha_backward, multi_head_attention):
-    """A dict of five gradients of the right shapes that agree with directional derivatives; float32 kept."""
+    """A dict of five gradients of the right shapes that agree with directional derivatives; float32 kept. When
+    it fails, the backward functions it calls are checked first, and one that fails its own check is named."""
+    try:
+        _check_mha_backward(mha_backward, multi_head_attention)
+    except NotImplementedError:  # the function itself is still the stub (a stub it calls is a failure, below)
+        raise
+    except Exception:  # noqa: BLE001 - a failure or a crash: is an earlier function the cause?
+        _blame_upstream(mha_backward)
+        raise
+
+
+def _blame_upstream(mha_backward):
+    """Fail naming the first backward function of the notebook (``mha_backward``'s namespace) that fails its own
+    self-check; return when each passes."""
+    import contextlib
+    import io
+
+    namespace = getattr(mha_backward, "__globals__", {})
+    for name, check in (("softmax_backward", check_softmax_backward),
+                        ("scaled_dot_product_attention_backward", check_attention_backward)):
+        fn = namespace.get(name)
+        if not callable(fn):
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                check(fn)
+        except Exception as exc:  # noqa: BLE001 - its own check failed: that is the function to fix first
+            fail(f"multi_head_attention_backward calls your `{name}`, which fails its own self-check above, so "
+                 f"this check cannot judge the multi-head part yet. Fix `{name}` first, run its cell and its "
+                 f"check, then this one again. What its check says: {type(exc).__name__}: {exc}")
+
+
+def _check_mha_backward(mha_backward, multi_head_attention):
     rng = np.random.default_rng(9)
     names = ("x", "W_Q", "W_K", "W_V", "W_O")
     B, T, n_heads, d_head = 2, 4, 3, 2

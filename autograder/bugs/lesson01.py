@@ -263,9 +263,10 @@ bug("attention_mask_large_negative", "scaled_dot_product_attention",
     """, tests=("attention_mask",))
 
 bug("attention_K_T", "scaled_dot_product_attention",
-    """K is transposed with K.T, which reverses *all* its axes: right for one sequence (T_k, d_k), but on a
-    batch (B, T_k, d_k) it gives (d_k, T_k, B) and moves the batch axis, so the product fails or mixes batch
-    elements. Transpose only the last two axes (T_k and d_k), so leading batch axes stay where they are.""",
+    """K is transposed with axes counted from the front: K.T reverses *all* its axes (and swapaxes(0, 1) names
+    fixed ones), right for one sequence (T_k, d_k), but on a batch (B, T_k, d_k) K.T gives (d_k, T_k, B) and
+    moves the batch axis, so the product fails or mixes batch elements. Transpose only the last two axes (T_k
+    and d_k), counted from the end, so leading batch axes stay where they are.""",
     """
     def scaled_dot_product_attention(Q, K, V, mask=None):
         scores = Q @ K.T / math.sqrt(Q.shape[-1])

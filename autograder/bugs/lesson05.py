@@ -1,8 +1,8 @@
 """Catalogued learner bugs of lesson 05 (exercises): the learner's own split/merge, per-head weights and
 multi-head attention from raw operations.
 
-The sources are self-contained (numpy only), because a mutation test pastes them into the student notebook,
-where the reference helpers do not exist.
+The sources are self-contained (numpy, and the `softmax` of the lesson's paste cell), because a mutation test pastes
+them into the student notebook, where the reference helpers do not exist.
 """
 
 import math  # noqa: F401 - used inside the bug sources' namespace
@@ -210,11 +210,42 @@ bug("masked_attention_zeroed_after_softmax", "masked_attention",
     def masked_attention(Q, K, V, mask):
         """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
         scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # a stable softmax over the keys
-        weights = e / e.sum(axis=-1, keepdims=True)  # (..., T_q, T_k), each row sums to 1
+        weights = softmax(scores, axis=-1)  # (..., T_q, T_k), each row sums to 1
         weights = np.where(mask, 0.0, weights)  # blocked pairs get weight 0
         return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
     ''', tests=("masked_attention_test",), given=True)
+
+# The fixes of the given masked_attention that lesson 01 teaches are wrong: each is right on every row that keeps
+# a key, and wrong on a row whose keys are all blocked, or on a mask that has to broadcast.
+_MASKED = """
+    def masked_attention(Q, K, V, mask):
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])
+{before}        weights = softmax(scores, axis=-1)
+{after}        return weights @ V, weights
+    """
+
+bug("masked_attention_large_negative", "masked_attention",
+    """The fix blocks the scores with a large negative number (-1e9) instead of -inf: right on every row that keeps
+    a key, but a query whose keys are all blocked then has equal scores and gets uniform weights 1/T_k, reading
+    keys it may not see. Lesson 01's rule: -inf in the blocked scores, and your softmax gives such a row all-zero
+    weights.""",
+    _MASKED.format(before="        scores = np.where(mask, -1e9, scores)\n", after=""),
+    tests=("masked_attention_test",))
+
+bug("masked_attention_renormalised", "masked_attention",
+    """The fix keeps zeroing the blocked weights after the softmax and divides each row by its new sum: right on
+    every row that keeps a key, but a query whose keys are all blocked divides 0 by 0 and gets NaN weights (and a
+    blocked key with a large score can take the whole row's weight before it is removed). Lesson 01's rule: block
+    the scores (-inf) before the softmax, which gives such a row all-zero weights.""",
+    _MASKED.format(before="", after="        weights = np.where(mask, 0.0, weights)\n"
+                                    "        weights = weights / weights.sum(axis=-1, keepdims=True)\n"),
+    tests=("masked_attention_test",))
+
+bug("masked_attention_boolean_index", "masked_attention",
+    """The fix blocks the scores by boolean indexing, scores[mask] = -inf, which needs a mask of the scores' exact
+    shape: one (T_q, T_k) mask for a batch of scores (B, T_q, T_k) raises IndexError. A mask broadcasts over the
+    batch, as in lesson 01: choose between -inf and the score with np.where, which broadcasts.""",
+    _MASKED.format(before="        scores[mask] = -np.inf\n", after=""), tests=("masked_attention_test",))
 
 bug("attention_layer_strided_heads", "attention_layer",
     """The layer splits Q, K and V with a reshape to (..., T, d_head, n_heads), so head i holds every n_heads-th
@@ -238,3 +269,35 @@ bug("attention_layer_strided_heads", "attention_layer",
         merged = np.swapaxes(heads, -3, -2).reshape(*lead, T, d_model)  # (..., T, n_heads * d_head)
         return merged @ W_O, weights
     ''', tests=("attention_layer_test",), given=True)
+
+# The fixes of the given attention_layer that leave its split as it is: each runs, and each head still reads
+# every n_heads-th column.
+_LAYER = """
+    def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
+        *lead, T, d_model = x.shape
+        d_head = d_model // n_heads
+
+        def split(y):
+            return np.moveaxis(y.reshape(*lead, T, d_head, n_heads), -1, -3)
+
+        Q, K, V = split(x @ W_Q), split(x @ W_K), split(x @ W_V)
+        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt({scale})
+        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = e / e.sum(axis=-1, keepdims=True)
+        merged = {merge}.reshape(*lead, T, d_model)
+        return merged @ W_O, weights
+    """
+
+bug("attention_layer_merge_matches_split", "attention_layer",
+    """The fix changes the merge to undo the given split, so the two now agree with each other, but the split was
+    the mistake: each head still reads every n_heads-th column (i, i + n_heads, ...) of Q, K and V instead of its
+    contiguous block i*d_head:(i+1)*d_head. Put the merge back and fix the split: reshape to (..., T, n_heads,
+    d_head), then move the head axis in front of T.""",
+    _LAYER.format(scale="d_head", merge="np.moveaxis(weights @ V, -3, -1)"), tests=("attention_layer_test",))
+
+bug("attention_layer_scale_changed", "attention_layer",
+    """The fix changes the scale to sqrt(d_model), but the scale was right (inside one head a score sums d_head
+    products, so it is divided by sqrt(d_head)) and the split is the mistake: each head reads every n_heads-th
+    column instead of its contiguous block. Put the scale back and fix the split: reshape to (..., T, n_heads,
+    d_head), then move the head axis in front of T.""",
+    _LAYER.format(scale="d_model", merge="np.swapaxes(weights @ V, -3, -2)"), tests=("attention_layer_test",))

@@ -151,6 +151,12 @@ bug("attention_backward_dv_untransposed", "scaled_dot_product_attention_backward
     (T_k, T_q) @ (T_q, d_v). With T_q != T_k the shapes do not even fit.""",
     _attention_source(dv="weights @ grad_out"), tests=_ATTENTION)
 
+bug("attention_backward_dk_untransposed", "scaled_dot_product_attention_backward",
+    """dK is computed with the scores' gradient untransposed. scores = Q K^T / sqrt(d_k), so K's gradient collects,
+    for each key, the queries that scored it: dK = dS^T Q / sqrt(d_k), (T_k, T_q) @ (T_q, d_k). With T_q != T_k the
+    shapes do not even fit.""",
+    _attention_source(dq_dk="grad_scores @ K * scale, grad_scores @ Q * scale"), tests=_ATTENTION)
+
 bug("attention_backward_dot_T", "scaled_dot_product_attention_backward",
     """The transposes use .T, which reverses every axis, batch axes included: on batched input the heads and the
     batch are swapped (or the shapes do not fit). Swap only the last two axes, np.swapaxes(a, -1, -2).""",

@@ -1,8 +1,10 @@
 """The one bug matcher: which catalogued bug of a function does what the learner's code did?
 
-Every hidden test that names a bug asks here. ``fits(bug)`` says whether one catalogued bug reproduces what was
-observed (the same values on every case, the same error, the same count); a bug whose code fails while being
-tried simply does not fit. ``first_fit`` takes the first bug of the catalog's order that fits; ``agreed_fit``
+Every hidden test that names a bug asks here. ``fits(bug)`` says whether one catalogued bug behaves as the
+learner's code did on everything observed (the same values on every case, the same kind of error where it raised
+one, the same count); a bug whose code fails while being tried, where the learner's did not, does not fit. An
+error's text is never compared: numpy words a shape error alike whichever product of a function failed, so only
+behaviour over several inputs tells two bugs apart (``runner.Raised``). ``first_fit`` takes the first bug of the catalog's order that fits; ``agreed_fit``
 names a bug only when every bug that fits has the same diagnosis (two bugs that agree on one input rarely agree on
 several inputs of different sizes; when they still do, naming either could mislead). ``named_in`` reads back the
 bug a message names ("diagnosis [id]" at its start).

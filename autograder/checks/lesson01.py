@@ -57,7 +57,8 @@ def _blocked_row(rng, shape):
 
 @hidden_test(uses=('softmax',), visible_check='check_softmax_stable')
 def softmax_stable(softmax):
-    """No overflow or NaN for scores around +-1e4, for rows far apart, and for a row of -inf (all-zero weights)."""
+    """No overflow or NaN for scores around +-1e4 (2-D and 1-D), for rows far apart, and for a row of -inf (all-zero
+    weights)."""
     rng = rng_for("softmax_stable")
     d = distinct_dims(rng, ("a", "b"))
     big = 1e4 + rng.normal(size=(d["a"], d["b"])) * 5
@@ -67,6 +68,7 @@ def softmax_stable(softmax):
         Case((np.concatenate([big, -big], axis=-1),), label="mixed +-1e4"),
         Case((_far_rows(rng, (d["a"], d["b"])),), label="rows thousands apart, each with its own spread"),
         Case((_blocked_row(rng, (d["a"], d["b"])),), label="one row all -inf (every key blocked)"),
+        Case((big[0],), label="one row of scores near 1e4 (1-D)"),
     ]
     against_reference("softmax", softmax, cases, rtol=1e-6, atol=1e-9, inspect=_INSPECT["softmax"])
 

@@ -227,28 +227,34 @@ def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=N
 
 
 # ------------------------------------------------------------------------------------------ find the bug
-def _mask(rng, shape):
-    """A random boolean mask (True = blocked) in which every query keeps at least one key."""
+def _mask(rng, shape, blocked_row=False):
+    """A random boolean mask (True = blocked) in which every query keeps at least one key; with ``blocked_row``
+    one query of the last (batch element's) mask has every key blocked."""
     mask = rng.random(shape) < 0.4
     T_q, T_k = shape[-2:]
     mask[..., np.arange(T_q), rng.integers(0, T_k, T_q)] = False
+    if blocked_row:
+        mask[(*(n - 1 for n in shape[:-2]), int(rng.integers(0, T_q)))] = True
     return mask
 
 
 @hidden_test(uses=('masked_attention',), visible_check='check_masked_attention')
 def masked_attention_test(masked_attention):
     """The fixed masked_attention equals the reference attention with a mask: T_q != T_k, a (T_q, T_k) mask and
-    one per batch element, unbatched and batched, float32 kept. Graded with the reference softmax."""
+    one per batch element, a query whose keys are all blocked (all-zero weights), unbatched and batched, float32
+    kept. Graded with the reference softmax."""
     rng = rng_for("masked_attention_test")
     d = distinct_dims(rng, ("B", "T_q", "T_k", "d_k", "d_v"))
     cases = []
-    for lead, mask_lead, dtype, label in (((), (), np.float64, "unbatched, a (T_q, T_k) mask"),
-                                          ((d["B"],), (), np.float64, "batched, one (T_q, T_k) mask for all"),
-                                          ((d["B"],), (d["B"],), np.float64, "batched, a mask per batch element"),
-                                          ((d["B"],), (d["B"],), np.float32, "batched, float32")):
+    for lead, mask_lead, blocked_row, dtype, label in (
+            ((), (), False, np.float64, "unbatched, a (T_q, T_k) mask"),
+            ((d["B"],), (), True, np.float64, "batched, one (T_q, T_k) mask for all, one query with every key blocked"),
+            ((d["B"],), (d["B"],), True, np.float64,
+             "batched, a mask per batch element, one query with every key blocked"),
+            ((d["B"],), (d["B"],), False, np.float32, "batched, float32")):
         Q, K, V = (rng.normal(size=(*lead, d[t], d[w])).astype(dtype) * 2
                    for t, w in (("T_q", "d_k"), ("T_k", "d_k"), ("T_k", "d_v")))
-        cases.append(Case((Q, K, V, _mask(rng, (*mask_lead, d["T_q"], d["T_k"]))), label=label))
+        cases.append(Case((Q, K, V, _mask(rng, (*mask_lead, d["T_q"], d["T_k"]), blocked_row)), label=label))
     bind = {"softmax": reference.softmax}
     against_reference("masked_attention", masked_attention, cases[:3], outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
           bind=bind, ref=reference.scaled_dot_product_attention)

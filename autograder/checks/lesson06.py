@@ -169,7 +169,8 @@ def _mask_difference(T, convention, got, expected):
 @hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'),
              visible_check='check_causal_self_attention')
 def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
-    """The full (uncached) causal path; graded with the reference GQA, repeat_kv and causal_mask."""
+    """The full (uncached) causal path, GQA and MHA (n_kv_heads = n_heads); graded with the reference GQA, repeat_kv
+    and causal_mask."""
     rng = _rng("causal_full_values")
     cases = []
     for i in range(3):
@@ -177,6 +178,9 @@ def causal_full_values(causal_self_attention, grouped_query_attention=None, repe
         lead = (B,) if i != 1 else ()
         cases.append(Case((*_layer(rng, n_heads, n_kv, d_head, T, lead), n_heads, n_kv),
                           label=f"n_heads={n_heads}, n_kv_heads={n_kv}" + (", batched" if lead else ", unbatched")))
+    n_heads, _, d_head, B, T = _config(rng, 0)
+    cases.append(Case((*_layer(rng, n_heads, n_heads, d_head, T, (B,)), n_heads, n_heads),
+                      label=f"n_heads = n_kv_heads = {n_heads} (MHA), batched"))
     against_reference("causal_self_attention", causal_self_attention, cases, outputs=("out", "weights"), rtol=1e-6, atol=1e-9)
     n_heads, n_kv, d_head, B, T = _config(rng, 3)
     f32 = Case((*_layer(rng, n_heads, n_kv, d_head, T, (B,), np.float32), n_heads, n_kv), label="float32, batched")

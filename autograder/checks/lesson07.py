@@ -124,19 +124,22 @@ def _attention_case(rng, lead, d, masked, dtype=np.float64):
     out, weights = reference.scaled_dot_product_attention(Q, K, V, mask)
     grad_out = rng.normal(size=out.shape)
     arrays = tuple(a.astype(dtype) for a in (Q, K, V, weights, grad_out))
-    label = f"{'batched' if lead else 'unbatched'}{', masked' if masked else ''}, {np.dtype(dtype).name}"
+    label = (f"{'batched' if lead else 'unbatched'}{', masked' if masked else ''}, {np.dtype(dtype).name}"
+             + (", T_q = T_k" if d["T_q"] == d["T_k"] else ""))
     return Case(arrays, {"mask": mask} if masked else {}, label=label)
 
 
 @hidden_test(uses=("scaled_dot_product_attention_backward",), helpers=("softmax_backward",),
              visible_check="check_attention_backward")
 def attention_backward_values(scaled_dot_product_attention_backward, softmax_backward=None):
-    """T_q != T_k, unbatched and batched (B, n_heads), with and without a mask; float32. Graded with the reference
+    """T_q != T_k, unbatched and batched (B, n_heads), with and without a mask, then T_q = T_k (where a product
+    with one operand untransposed runs, so its values tell which one it is); float32. Graded with the reference
     softmax_backward bound in, so a bug there costs only its own cell."""
     rng = rng_for("attention_backward_values")
     d = _dims(rng)
     cases = [_attention_case(rng, (), d, False), _attention_case(rng, (d["B"], d["n_heads"]), d, False),
-             _attention_case(rng, (d["B"], d["n_heads"]), d, True), _attention_case(rng, (), d, True)]
+             _attention_case(rng, (d["B"], d["n_heads"]), d, True), _attention_case(rng, (), d, True),
+             _attention_case(rng, (d["B"],), {**d, "T_k": d["T_q"]}, False)]
     against_reference("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, cases,
           outputs=("dQ", "dK", "dV"), rtol=1e-6, atol=1e-9, bind=_ATTENTION_BIND)
     f32 = [_attention_case(rng, (d["B"],), d, True, np.float32)]

@@ -98,9 +98,21 @@ def bound(fn, names: dict):
                 g[k] = v
 
 
-def call_learner(fn, case: Case, name: str):
-    """The learner's ``fn`` called on ``case``; what it raises becomes a ``WrongAnswer`` that says on which input
-    and, when a catalogued bug raises alike, names it."""
+@dataclass(frozen=True)
+class Raised:
+    """What a call raised instead of returning. Two calls behave alike when they raise the same kind of error (its
+    type's name: an error from the kernel is rebuilt under that name); the text is never compared, since numpy
+    words one shape error alike whichever product of the function failed."""
+
+    error: Exception
+
+    def alike(self, other: Exception) -> bool:
+        return type(other).__name__ == type(self.error).__name__
+
+
+def _attempt(fn, case: Case, name: str):
+    """The learner's ``fn`` called on ``case``: its result, or ``Raised`` for an error its code raised. The
+    untouched stub and a refused stand-in raise their ``WrongAnswer`` at once."""
     try:
         return fn(*case.args, **case.kwargs)
     except NotImplementedError:
@@ -110,23 +122,35 @@ def call_learner(fn, case: Case, name: str):
         raise
     except stand_ins.Refused as exc:  # it handed its own work to a stand-in: no credit for what that computed
         raise refused_answer(name, case, exc) from None
-    except Exception as exc:  # the learner's code failed: say on what input, and which known bug fails alike
-        bug = _bug_raising(name, case, exc)
-        hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(exc)
-        raise learner_error(name, exc, case.describe(), hint, bug) from None
+    except Exception as exc:  # noqa: BLE001 - the learner's code failed: what it raised is its behaviour
+        if getattr(exc, "kernel_gone", False):  # not the code's doing: the kernel is gone, the test ends unrun
+            raise
+        return Raised(exc)
+
+
+def call_learner(fn, case: Case, name: str):
+    """The learner's ``fn`` called on ``case``; what it raises becomes a ``WrongAnswer`` that says on which input.
+    One call is too little evidence to name a bug by: ``against_reference`` names one from every case."""
+    got = _attempt(fn, case, name)
+    if isinstance(got, Raised):
+        raise learner_error(name, got.error, case.describe(), shape_hint(got.error)) from None
+    return got
 
 
 _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot reshape", "shapes not aligned")
 
 
-def shape_hint(exc: Exception) -> str:
-    """What numpy's shape error usually means in this course, or "" for any other error."""
+def shape_hint(exc: Exception, *, batch_only: bool = False) -> str:
+    """What numpy's shape error usually means in this course, or "" for any other error. ``batch_only``: the
+    function gave right results on input with fewer axes, so the batch axis is the one it mishandles."""
     if not any(s in str(exc) for s in _SHAPE_ERRORS):
         return ""
-    return (" Two arrays in one product, broadcast or reshape do not fit. When a function works on one sequence "
-            "but fails on a batch, an axis is counted from the front: .T reverses *all* axes and transpose(0, 2, 1) "
-            "names fixed ones, so a leading batch axis moves. Count axes from the end (-1, -2, ...) so any leading "
-            "axes pass through.")
+    hint = " Two arrays in one product, broadcast or reshape do not fit: print the shapes on the line that failed."
+    if batch_only:
+        hint += (" Your function gave the right result on input with fewer axes and fails on a batch, so an axis is "
+                 "counted from the front: .T reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a "
+                 "leading batch axis moves. Count axes from the end (-1, -2, ...) so any leading axes pass through.")
+    return hint
 
 
 def refused_answer(name: str, case: Case, exc) -> WrongAnswer:
@@ -202,19 +226,6 @@ def call_measuring_memory(fn, case: Case, name: str):
     return out, peak
 
 
-def _bug_raising(name: str, case: Case, exc: Exception):
-    """The catalog bug of ``name`` that raises the same error as the learner's code on ``case``, or None."""
-
-    def raises_alike(bug) -> bool:
-        try:
-            bug.make()(*[fresh_copy(a) for a in case.args], **case.kwargs)
-        except Exception as other:  # noqa: BLE001 - the error is what is compared
-            return type(other) is type(exc) and str(other) == str(exc)
-        return False
-
-    return bug_match.first_fit(name, raises_alike)
-
-
 def as_outputs(result, labels):
     """A result as a tuple of its parts (``labels`` names them); a WrongAnswer when it has the wrong number."""
     if len(labels) == 1:
@@ -233,10 +244,17 @@ def known_bug(name: str, case: Case, got: tuple, labels, *, rtol, atol, modified
     return bug_match.first_fit(name, lambda bug: _reproduces(bug, case, got, labels, rtol, atol, modified))
 
 
-def _reproduces(bug, case: Case, got: tuple, labels, rtol, atol, modified) -> bool:
-    """Whether ``bug`` gives ``got`` on ``case`` (and changes input ``modified`` in place, when one was)."""
+def _reproduces(bug, case: Case, got, labels, rtol, atol, modified) -> bool:
+    """Whether ``bug`` behaves on ``case`` as the learner's function did: gives ``got`` (and changes input
+    ``modified`` in place, when one was), or raises the same kind of error when ``got`` is ``Raised``."""
     args = [fresh_copy(a) for a in case.args]
-    wrong = as_outputs(bug.make()(*args, **case.kwargs), labels)
+    try:
+        result = bug.make()(*args, **case.kwargs)
+    except Exception as exc:  # noqa: BLE001 - raising is behaviour too
+        return isinstance(got, Raised) and got.alike(exc)
+    if isinstance(got, Raised):
+        return False
+    wrong = as_outputs(result, labels)
     if modified is not None and compare.unchanged(case.args[modified], args[modified]):
         return False
     return all(compare.same_values(g, w, rtol=rtol, atol=atol) for g, w in zip(got, wrong))
@@ -253,8 +271,12 @@ def matching_bug(name: str, observed, labels, *, rtol, atol):
     ``observed``: [(case, the learner's outputs, index of the input it changed in place or None)], every case
     the learner's function was run on. A bug is named only when it gives the learner's results on all of them
     (and changes the same input): two bugs that agree on one input rarely agree on several inputs of different
-    sizes. When two bugs with different diagnoses still fit every observation, none is named.
+    sizes. When two bugs with different diagnoses still fit every observation, none is named; nor when the
+    learner's function raised on every case: an error, of whatever kind, is what any wrong code may raise, and
+    only results tell one mistake from another.
     """
+    if all(isinstance(got, Raised) for _, got, _ in observed):
+        return None
     return bug_match.agreed_fit(name, lambda bug: all(_reproduces(bug, case, got, labels, rtol, atol, modified)
                                                       for case, got, modified in observed))
 
@@ -266,52 +288,71 @@ def _changed_input(before, case):
     return None
 
 
+def _axes(case: Case) -> int:
+    """The most axes of any array of ``case``: a batch has more than one sequence."""
+    return max((len(compare.shape_of(a)) for a in (*case.args, *case.kwargs.values()) if compare.is_array(a)),
+               default=0)
+
+
 def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
     """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
 
     ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
-    reference helpers used while ``fn`` runs. After the first wrong result the remaining cases still run, as
-    evidence: a catalogued bug is named only when it reproduces the learner's results on all of them; otherwise
-    the message says what differs, on which input, and (``inspect``) what to look at.
+    reference helpers used while ``fn`` runs. After the first wrong result or error the remaining cases still
+    run, as evidence: a catalogued bug is named only when it behaves as the learner's function did on all of them
+    (the same results, or the same kind of error); otherwise the message says what differs or what was raised, on
+    which input, and (``inspect``) what to look at.
     """
     if not callable(fn):
         raise WrongAnswer(f"{name} should be a function, got {type(fn).__name__}")
     ref = ref or getattr(reference, name)
-    observed, problem = [], None
+    observed, problem, right = [], None, []
     for case in cases:
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
-        if problem is None:
+        try:
             with bound(fn, bind or {}), np.errstate(all="ignore"):
-                got = as_outputs(call_learner(fn, case, name), outputs)
-        else:  # more evidence for naming the bug; a failure here ends the evidence, not the verdict
-            try:
-                with bound(fn, bind or {}), np.errstate(all="ignore"):
-                    got = as_outputs(fn(*case.args, **case.kwargs), outputs)
-            except Exception:
-                break
+                got = _attempt(fn, case, name)
+            got = got if isinstance(got, Raised) else as_outputs(got, outputs)
+        except WrongAnswer:
+            if problem is None:
+                raise
+            break  # the evidence ends here, not the verdict
         modified = _changed_input(before, case)
         pristine = case if modified is None else Case(
             tuple(before[j] if before[j] is not None else a for j, a in enumerate(case.args)), case.kwargs,
             case.label)
         observed.append((pristine, got, modified))
-        if problem is not None:
-            continue
-        if modified is not None:
-            problem = (case, f"{name} modified its input argument {modified + 1} in place on {case.describe()}; "
-                             "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
-            continue
-        expected = as_outputs(ref(*[fresh_copy(a) for a in case.args], **case.kwargs), outputs)
-        for label, g, e in zip(outputs, got, expected):
-            why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
-            if why is not None:
-                problem = (case, f"{why} on input {case.describe()}")
-                break
-    if problem is not None:
-        case, why = problem
-        bug = matching_bug(name, observed, outputs, rtol=rtol, atol=atol)
-        if bug is not None:
-            raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
-        raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
+        why = _difference(name, ref, pristine, got, modified, outputs, rtol, atol)
+        if why is None:
+            right.append(case)
+        elif problem is None:
+            problem = (case, why)
+    if problem is None:
+        return
+    case, why = problem
+    bug = matching_bug(name, observed, outputs, rtol=rtol, atol=atol)
+    if isinstance(why, Raised):
+        batch_only = any(_axes(c) < _axes(case) for c in right)
+        hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(why.error, batch_only=batch_only)
+        raise learner_error(name, why.error, case.describe(), hint, bug) from None
+    if bug is not None:
+        raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
+    raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
+
+
+def _difference(name, ref, case, got, modified, outputs, rtol, atol):
+    """What is wrong with the learner's ``got`` on ``case``: ``Raised``, a sentence, or None when it is right."""
+    if isinstance(got, Raised):
+        return got
+    if modified is not None:
+        return (f"{name} modified its input argument {modified + 1} in place on {case.describe()}; "
+                "work on new arrays (e.g. `x = x / s`, not `x /= s`)")
+    expected = as_outputs(ref(*[fresh_copy(a) for a in case.args], **case.kwargs), outputs)
+    for label, g, e in zip(outputs, got, expected):
+        why = compare.mismatch(g, e, rtol=rtol, atol=atol, what=f"{name}'s {label}" if len(outputs) > 1 else name)
+        if why is not None:
+            return f"{why} on input {case.describe()}"
+    return None
 
 
 def rng_for(test_id: str):

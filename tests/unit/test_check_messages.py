@@ -1,12 +1,13 @@
 """What the hidden and visible checks say: a bug is named only when it alone reproduces every case; numpy's shape
 errors come with a sentence on what they usually mean. No kernel: the checks are called directly."""
 
+import math
 import sys
 
 import numpy as np
 import pytest
 
-from autograder import bugs, course
+from autograder import bugs, course, reference
 from autograder.checks import lesson01, runner
 
 
@@ -28,7 +29,9 @@ def test_two_bugs_that_agree_on_every_case_are_not_named():
     assert named is not None and named.id == "attention_scaled_by_seq_len"
 
 
-def test_k_transposed_with_dot_T_is_named_and_an_uncatalogued_fixed_axis_explained(monkeypatch):
+def test_k_transposed_from_the_front_is_named_by_what_it_does(monkeypatch):
+    """K.T and K.swapaxes(0, 1) behave alike on every case (right unbatched, a ValueError on every batch), so both
+    get the diagnosis of attention_K_T, which names both."""
     monkeypatch.setenv("MHA_GRADING_SALT", "1")
     with pytest.raises(runner.WrongAnswer, match=r"reverses \*all\* its axes.*\[attention_K_T\]"):
         lesson01.attention_values(bugs.by_id("attention_K_T").make())
@@ -39,10 +42,75 @@ def test_k_transposed_with_dot_T_is_named_and_an_uncatalogued_fixed_axis_explain
         weights = weights / weights.sum(-1, keepdims=True)
         return weights @ V, weights
 
-    with pytest.raises(runner.WrongAnswer) as err:
+    with pytest.raises(runner.WrongAnswer, match=r"swapaxes\(0, 1\).*\[attention_K_T\]"):
         lesson01.attention_values(swapped_front)
-    text = str(err.value)
-    assert "raised ValueError" in text and "Count axes from the end" in text and "[" not in text.split("Where")[0]
+
+
+def _toy_cases(rng):
+    """Two unbatched cases, then two batched ones, of a function no catalogued bug belongs to."""
+    return [runner.Case((rng.normal(size=lead + (3, 4)),), label=f"{len(lead)} batch axes")
+            for lead in ((), (), (2,), (5,))]
+
+
+def _fails_on(batched_only):
+    def toy(x):
+        if x.ndim > 2 or not batched_only:
+            return x @ x  # (3, 4) @ (3, 4): the shapes do not fit
+        return x * 2
+    return toy
+
+
+@pytest.mark.parametrize("batched_only", [True, False])
+def test_the_batch_axis_hint_comes_only_when_fewer_axes_passed(batched_only):
+    """".T reverses all axes ... fails on a batch" is said only when the function gave right results on input with
+    fewer axes; a function that fails on one sequence as well hears only that two shapes do not fit."""
+    rng = np.random.default_rng(0)
+    with pytest.raises(runner.WrongAnswer) as err:
+        runner.against_reference("toy", _fails_on(batched_only), _toy_cases(rng), ref=lambda x: x * 2)
+    said = str(err.value).split("Where")[0]
+    assert "raised ValueError" in said and "do not fit" in said
+    assert ("Count axes from the end" in said) is batched_only, said
+
+
+def test_an_error_names_a_bug_by_behaviour_never_by_its_text(monkeypatch):
+    """dK computed as dS @ Q and dV as weights @ grad_out raise the same ValueError, word for word, wherever
+    T_q != T_k; where T_q = T_k their values differ, and each gets its own diagnosis."""
+    from autograder.checks import lesson07
+
+    for salt in ("0", "1"):
+        monkeypatch.setenv("MHA_GRADING_SALT", salt)
+        for bug_id in ("attention_backward_dk_untransposed", "attention_backward_dv_untransposed"):
+            with pytest.raises(runner.WrongAnswer) as err:
+                lesson07.attention_backward_values(bugs.by_id(bug_id).make())
+            assert err.value.bug_id == bug_id and "raised ValueError" in str(err.value), str(err.value)
+
+
+def test_a_function_that_raises_on_every_case_is_named_by_no_bug():
+    """softmax without keepdims raises a ValueError on every 2-D input; a softmax that raises a ValueError of its
+    own on every input behaves alike there, and is still not that bug: errors alone name nothing."""
+    def raising(x, axis=-1):
+        raise ValueError("operands could not be broadcast together")
+
+    rng = np.random.default_rng(0)
+    cases = [runner.Case((rng.normal(size=shape),), label=str(shape)) for shape in ((3, 5), (4, 2), (6, 7))]
+    no_keepdims = bugs.by_id("softmax_no_keepdims").make()
+    for fn in (raising, no_keepdims):
+        with pytest.raises(runner.WrongAnswer) as err:
+            runner.against_reference("softmax", fn, cases)
+        assert err.value.bug_id is None and "[" not in str(err.value).split("Where")[0], str(err.value)
+    with pytest.raises(runner.WrongAnswer) as err:  # one 1-D case, where it returns, and it is named
+        runner.against_reference("softmax", no_keepdims, [*cases, runner.Case((rng.normal(size=4),), label="1-D")])
+    assert err.value.bug_id == "softmax_no_keepdims"
+
+
+def test_an_error_alone_names_no_bug():
+    """One call that raises is too little to name a bug by: numpy words the error alike for several mistakes."""
+    rng = np.random.default_rng(0)
+    case = runner.Case(tuple(rng.normal(size=s) for s in ((3, 2), (4, 2), (4, 5), (3, 4), (3, 5))))
+    with pytest.raises(runner.WrongAnswer) as err:
+        runner.call_learner(bugs.by_id("attention_backward_dv_untransposed").make(), case,
+                            "scaled_dot_product_attention_backward")
+    assert err.value.bug_id is None and "[" not in str(err.value).split("Where")[0]
 
 
 def test_a_self_check_explains_numpy_shape_errors():
@@ -58,3 +126,94 @@ def test_a_self_check_explains_numpy_shape_errors():
             selfcheck_01.check_attention_mask(k_dot_T)
     finally:
         sys.path.remove(str(course.SOLUTIONS))
+
+
+@pytest.mark.parametrize("bug_id, batch_hint", [("attention_backward_dot_T", True),
+                                                ("attention_backward_dv_untransposed", False)])
+def test_a_self_check_says_the_batch_is_the_problem_only_when_one_sequence_runs(bug_id, batch_hint):
+    """.T fails only on a batch: the self-check says so. dV untransposed fails on one sequence already: it hears
+    only that two shapes do not fit."""
+    selfcheck_07 = course.import_helper("selfcheck_07")
+    import selfcheck_common
+
+    with pytest.raises(selfcheck_common.SelfCheckFailed) as err:
+        selfcheck_07.check_attention_backward(bugs.by_id(bug_id).make())
+    assert "do not fit" in str(err.value)
+    assert ("count axes from the end" in str(err.value)) is batch_hint, str(err.value)
+
+
+_UPSTREAM = [b for f in ("softmax_backward", "scaled_dot_product_attention_backward") for b in bugs.for_function(f)]
+
+
+@pytest.mark.parametrize("bug", _UPSTREAM, ids=[b.id for b in _UPSTREAM])
+def test_the_multi_head_backward_check_names_the_wrong_function_it_calls(bug):
+    """A right multi_head_attention_backward that calls a catalogued wrong softmax or attention backward: its
+    self-check names that function (the one to fix) instead of a multi-head step. It passes only where the bug
+    leaves the layer's gradients right."""
+    import contextlib
+    import io
+
+    from autograder.course import answers
+    from autograder.proofs import placements
+
+    cells = answers.model_answers("07_heads_that_learn")  # the model answers, the bug in its function's place
+    where = placements.defining_cells(cells)[bug.function]
+    cells[where] = placements.replace_function(cells[where], bug.function, bug.source)
+    notebook = {"np": np, "math": math, **{n: getattr(reference, n) for n in reference.__all__}}
+    for gid, source in cells.items():
+        if gid in placements.defining_cells({gid: source}).values():
+            exec(compile(source, f"<{gid}>", "exec"), notebook)
+    mha_backward = notebook["multi_head_attention_backward"]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            course.import_helper("selfcheck_07").check_mha_backward(mha_backward, notebook["multi_head_attention"])
+    except AssertionError as exc:
+        assert str(exc).startswith(f"multi_head_attention_backward calls your `{bug.function}`"), str(exc)
+    else:
+        rng = np.random.default_rng(0)
+        x, *Ws = (rng.normal(size=s) for s in ((2, 5, 6), (6, 6), (6, 6), (6, 6), (6, 6)))
+        causal = np.triu(np.ones((5, 5), dtype=bool), k=1)
+        got = mha_backward(x, *Ws, 3, np.ones_like(x), causal)
+        right = reference.multi_head_attention_backward(x, *Ws, 3, np.ones_like(x), causal)
+        assert all(np.allclose(got[k], right[k]) for k in right), f"{bug.id} passed the check with wrong gradients"
+
+
+def test_a_hidden_test_says_nothing_of_a_batch_axis_when_one_sequence_fails(monkeypatch):
+    """Lesson 07's attention backward with dQ = dS @ K.T (no catalogued bug does this) fails on one sequence
+    already: the message says that two shapes do not fit, and nothing of batch axes."""
+    from autograder.checks import lesson07
+
+    def dq_with_K_T(Q, K, V, weights, grad_out, mask=None):
+        scale = 1.0 / math.sqrt(Q.shape[-1])
+        grad_scores = reference.softmax_backward(weights, grad_out @ np.swapaxes(V, -1, -2))  # (..., T_q, T_k)
+        return (grad_scores @ K.T * scale, np.swapaxes(grad_scores, -1, -2) @ Q * scale,
+                np.swapaxes(weights, -1, -2) @ grad_out)
+
+    monkeypatch.setenv("MHA_GRADING_SALT", "0")
+    with pytest.raises(runner.WrongAnswer) as err:
+        lesson07.attention_backward_values(dq_with_K_T)
+    said = str(err.value).split("Where")[0]
+    assert "raised ValueError" in said and "do not fit" in said, said
+    assert "Count axes from the end" not in said and "[" not in said, said
+
+
+def test_the_multi_head_backward_check_of_an_untouched_notebook_says_not_implemented():
+    notebook = {}
+    exec("def softmax_backward(weights, grad_weights, axis=-1):\n    raise NotImplementedError()\n"
+         "def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):\n"
+         "    raise NotImplementedError()\n"
+         "def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):\n"
+         "    raise NotImplementedError()\n", notebook)
+    with pytest.raises(NotImplementedError, match="^multi_head_attention_backward is not implemented yet"):
+        course.import_helper("selfcheck_07").check_mha_backward(notebook["multi_head_attention_backward"],
+                                                                reference.multi_head_attention)
+
+
+def test_a_self_check_names_the_stub_a_function_calls():
+    """Lesson 05's given masked_attention calls the paste cell's softmax: while that is still the stub, the check
+    says so (and the function itself is not called a stub)."""
+    notebook = {"np": np, "math": math}
+    exec("def softmax(x, axis=-1):\n    raise NotImplementedError()\n", notebook)
+    exec(bugs.by_id("masked_attention_zeroed_after_softmax").source, notebook)
+    with pytest.raises(AssertionError, match="masked_attention calls `softmax`, which is not implemented yet"):
+        course.import_helper("selfcheck_05").check_masked_attention(notebook["masked_attention"])
