@@ -32,8 +32,13 @@ def _dims(rng):
 
 
 def _mask(rng, T_q, T_k):
+    """About a third of the pairs blocked, at least one (a small mask could otherwise block none, and a backward
+    pass that ignores the mask would pass), and every query keeps a key. T_k >= 2 (``_SIZES``)."""
     mask = rng.random((T_q, T_k)) < 0.35
-    mask[np.arange(T_q), rng.integers(0, T_k, T_q)] = False  # every query keeps a key
+    kept = rng.integers(0, T_k, T_q)
+    q = rng.integers(0, T_q)
+    mask[q, (kept[q] + rng.integers(1, T_k)) % T_k] = True  # a key other than the one query q keeps
+    mask[np.arange(T_q), kept] = False  # every query keeps a key
     return mask
 
 

@@ -217,3 +217,15 @@ def test_a_self_check_names_the_stub_a_function_calls():
     exec(bugs.by_id("masked_attention_zeroed_after_softmax").source, notebook)
     with pytest.raises(AssertionError, match="masked_attention calls `softmax`, which is not implemented yet"):
         course.import_helper("selfcheck_05").check_masked_attention(notebook["masked_attention"])
+
+
+def test_every_mask_of_lesson_07s_backward_tests_blocks_a_pair_and_leaves_each_query_a_key():
+    """With T_q, T_k as small as 2, a random mask can block nothing; a backward pass that ignores the mask
+    (attention_backward_unmasked_weights) then passed for 16 grading salts in 20,000."""
+    from autograder.checks import lesson07
+
+    for seed in range(3000):
+        rng = np.random.default_rng(seed)
+        T_q, T_k = (int(v) for v in rng.choice(lesson07._SIZES, 2))
+        mask = lesson07._mask(rng, T_q, T_k)
+        assert mask.shape == (T_q, T_k) and mask.any() and not mask.all(axis=-1).any(), (seed, mask)
