@@ -244,7 +244,7 @@ print("same scores:", np.allclose(q_i @ np.swapaxes(k_i, -1, -2), q_h @ np.swapa
 #
 # *Figure (alt text): the wavelength in tokens of each of the 64 column pairs of a 128-wide head, on a log scale,
 # for the chosen base. Every curve starts at 6.3 tokens for pair 0 and rises steadily; with base 10,000 the last
-# pair reaches about 54,000 tokens, with 500,000 about 2.5 million, and the printed line gives the exact numbers.*
+# pair reaches about 54,000 tokens, with 500,000 about 2.6 million, and the printed line gives the exact numbers.*
 
 # %% tags=["nbval-ignore-output"]
 BASES = (100.0, 10000.0, 500000.0, 1000000.0)
