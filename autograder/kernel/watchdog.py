@@ -8,12 +8,8 @@ launcher, never by the machine's init, and stays watched), and every ``INTERVAL`
 of every process below it, each page once (``Pss``, read only when the cheap sum of resident memory, which counts
 a page shared after ``fork`` in every process, is past the limit). Past the limit it kills them all and writes
 ``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
-limit, or the kernel says on its pipe that a process or thread was refused it (``sandbox.refusals_line``; the watch
-waits on that pipe between looks, so the refusal is noted however short the burst), it writes ``PROCESSES``. The
-events file lies in the kernel's private folder, outside what the kernel can see; the grader (``SafeExecute``)
-reads it when the notebook is done. It also holds the processes to ``cpus`` CPUs: from the CPU time each has used
-since the last look, when they together are past their share since the start, it stops them all (``SIGSTOP``)
-for as long as makes up for it.
+limit, it writes ``PROCESSES``. The events file lies in the kernel's private folder, outside what the kernel can
+see; the grader (``SafeExecute``) reads it when the notebook is done.
 
 Between two looks, processes may hold more than the limit for up to ``INTERVAL`` seconds (each of them is still
 bounded by its address-space limit); memory held in the kernel's tmpfs and not mapped is not counted here (the
@@ -24,7 +20,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import select
 import signal
 import time
 
@@ -33,7 +28,6 @@ MEMORY, PROCESSES = "memory", "processes"
 INTERVAL = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
 _PAGE = os.sysconf("SC_PAGE_SIZE")
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def descendants(pid: int) -> list:
@@ -70,19 +64,6 @@ def usage(pids) -> tuple:
     return resident, tasks
 
 
-def cpu_seconds(pids) -> dict:
-    """{pid: CPU seconds it has used, all its threads together} of ``pids`` (a process that is gone is left out)."""
-    used = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-            used[pid] = (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-        except (OSError, IndexError, ValueError):
-            continue
-    return used
-
-
 def proportional(pids) -> int:
     """The bytes ``pids`` hold together, a page shared by n of them counted 1/n in each (``Pss``: exact, and about
     0.4 ms a process to read)."""
@@ -117,17 +98,6 @@ class _Below:
                 return
             self.ended[pid] = status
 
-    def pause(self, seconds: float) -> None:
-        """Stop every process below for ``seconds`` (SIGSTOP, which no process can catch), then let them go on."""
-        stopped = descendants(self.me)
-        try:
-            for pid in stopped:
-                _signal(pid, signal.SIGSTOP)
-            time.sleep(seconds)
-        finally:
-            for pid in stopped:
-                _signal(pid, signal.SIGCONT)
-
     def kill(self) -> None:
         for _ in range(100):
             self.reap()
@@ -135,43 +105,16 @@ class _Below:
             if not left:
                 return
             for pid in left:
-                _signal(pid, signal.SIGKILL)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             time.sleep(0.02)
 
 
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:
-        pass
-
-
-class _Share:
-    """The CPU the processes below have used beyond ``cpus`` CPUs since the watch began (their debt, in seconds of
-    one CPU's time), from the time each live process has used since the last look (a process that ended between two
-    looks takes its last moments with it)."""
-
-    def __init__(self, cpus: float):
-        self.cpus, self.seen, self.debt, self.last = cpus, {}, 0.0, time.monotonic()
-
-    def look(self, pids) -> float:
-        """The seconds the processes must now stand still to be back within their share (0: none)."""
-        now, used = time.monotonic(), cpu_seconds(pids)
-        spent = sum(max(0.0, t - self.seen.get(pid, 0.0)) for pid, t in used.items())
-        self.debt = max(0.0, self.debt + spent - self.cpus * (now - self.last))
-        self.seen, self.last = used, now
-        return self.debt / self.cpus if self.debt > self.cpus * INTERVAL / 2 else 0.0
-
-    def paused(self, seconds: float) -> None:
-        self.debt = max(0.0, self.debt - self.cpus * seconds)
-        self.last = time.monotonic()
-
-
-def run(start, *, memory_bytes: int, max_procs: int, events: str, cpus: float = 1.0, refusals: int | None = None) -> int:
+def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
     """Run ``start()`` (which execs the kernel) in a child and watch everything below this process until that
-    child ends; then kill what is left below and return the child's exit status. ``refusals``: the read end of a
-    pipe on which the kernel writes ``PROCESSES`` when a process or thread is refused it (``sandbox.refusals_line``);
-    what it says is noted as it is."""
+    child ends; then kill what is left below and return the child's exit status."""
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     child = os.fork()
     if child == 0:
@@ -179,15 +122,7 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, cpus: float = 
             start()
         finally:
             os._exit(127)
-    if refusals is not None:
-        os.set_blocking(refusals, False)
-    below, noted, share, told = _Below(), set(), _Share(cpus), _Told(refusals)
-
-    def note(event):
-        if event not in noted:
-            noted.add(event)
-            _note(events, event)
-
+    below, noted = _Below(), set()
     while True:
         below.reap()
         if child in below.ended:
@@ -196,49 +131,17 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, cpus: float = 
         pids = descendants(below.me)
         resident, tasks = usage(pids)
         over = resident > memory_bytes and proportional(pids) > memory_bytes  # pages shared after fork count once
-        if tasks >= max_procs or PROCESSES.encode() in told.said().split():
-            note(PROCESSES)
+        for event, hit in ((PROCESSES, tasks >= max_procs), (MEMORY, over)):
+            if hit and event not in noted:
+                noted.add(event)
+                _note(events, event)
         if over:
-            note(MEMORY)
             below.kill()
-        pause = share.look(pids)
-        if pause:
-            below.pause(pause)
-            share.paused(pause)
-        near = tasks >= max_procs // 2 or resident > memory_bytes // 2 or pause  # a limit is near: look often
-        told.wait(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
-    if PROCESSES.encode() in told.said().split():  # what the kernel wrote just before it ended
-        note(PROCESSES)
+        near = tasks >= max_procs // 2 or resident > memory_bytes // 2  # a limit may be reached soon: look often
+        time.sleep(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
     below.kill()  # what the kernel left (at isolation ``none``; bubblewrap's namespace ended with it)
     status = os.waitstatus_to_exitcode(below.ended[child])
     return status if status >= 0 else 128 - status
-
-
-class _Told:
-    """The pipe on which the kernel tells the watch of a refusal (None: no pipe). The watch waits on it between two
-    looks, so a refusal is noted the moment it is written; the first thing written ends the pipe's use (whatever
-    else the kernel writes cannot keep the watch busy)."""
-
-    def __init__(self, fd):
-        self.fd = fd
-
-    def wait(self, seconds: float) -> None:
-        if self.fd is None:
-            time.sleep(seconds)
-        else:
-            select.select([self.fd], [], [], seconds)
-
-    def said(self) -> bytes:
-        """What is waiting on the pipe (b"" when nothing); the pipe is closed once it said anything."""
-        if self.fd is None:
-            return b""
-        try:
-            said = os.read(self.fd, 4096)
-        except BlockingIOError:
-            return b""
-        os.close(self.fd)
-        self.fd = None
-        return said
 
 
 def read_events(events: str) -> set:
