@@ -141,15 +141,26 @@ def test_a_student_folder_named_like_a_course_folder_is_a_student(tmp_path, name
     assert roster.entries["alice"][LESSON].path == root / "alice" / f"{LESSON}.ipynb"
 
 
-def test_a_course_folder_is_told_by_nbgraders_own_files(tmp_path):
+@pytest.mark.parametrize("beside", ["source", "release"])
+def test_students_named_like_a_course_s_folders_are_students(tmp_path, beside):
+    root = tmp_path / "class"
+    _student(root, "submitted", f"alice/{LESSON}/{LESSON}.ipynb")  # would steer the grading to "alice"
+    _student(root, beside)
+    roster = intake.collect(root, [LESSON], tmp_path / "work")
+    assert roster.root == root and set(roster.entries) == {"submitted", beside}
+
+
+@pytest.mark.parametrize("own_file", intake.COURSE_FILES)
+def test_a_course_folder_is_told_by_nbgraders_own_files(tmp_path, own_file):
     course_dir = tmp_path / "course"
     _student(course_dir / "submitted", "alice", f"{LESSON}/{LESSON}.ipynb")
     (course_dir / "source").mkdir()
+    (course_dir / "release").mkdir()
+    assert intake.class_root(course_dir, [LESSON])[0] == course_dir  # folder names alone: a class folder
+    _write(course_dir / own_file, "")  # a file no student folder can be
     assert intake.class_root(course_dir, [LESSON])[0] == course_dir / "submitted"
-    (course_dir / "lessons").mkdir()  # another folder: without nbgrader's files it is a class folder
-    assert intake.class_root(course_dir, [LESSON])[0] == course_dir
-    _write(course_dir / "nbgrader_config.py", "c = get_config()\n")  # a file no student folder can be
-    assert intake.class_root(course_dir, [LESSON])[0] == course_dir / "submitted"
+    roster = intake.collect(course_dir, [LESSON], tmp_path / "work")
+    assert set(roster.entries) == {"alice"}
 
 
 def test_only_a_zips_enclosing_folder_is_stepped_into(tmp_path):
