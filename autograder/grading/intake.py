@@ -57,7 +57,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from autograder.grading import lms
+from autograder.grading import lms, look_alike
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
@@ -244,20 +244,28 @@ def assign_ids(names, known: dict | None = None) -> tuple:
 
 
 def _look_alike_flags(ids: dict) -> dict:
-    """{id: flags} for folder names that differ only in case, accents, spaces or punctuation, or that look like an
-    id this module makes."""
+    """{id: flags} for folder names that look alike (the same ``look_alike.skeleton``: they differ only in case,
+    accents, spaces, punctuation, invisible characters or Cyrillic and Greek letters drawn like Latin ones), or that
+    look like an id this module makes."""
     groups, flags = {}, {}
     for name, sid in ids.items():
-        groups.setdefault(_norm(display(name)), []).append(name)
+        groups.setdefault(look_alike.skeleton(name), []).append(name)
         if GENERATED.search(name):
             flags.setdefault(sid, []).append(f"the folder name '{display(name)}' looks like a student id the "
                                              f"grading command makes; graded under its own id {sid}")
     for names in groups.values():
         for name in names if len(names) > 1 else ():
-            others = ", ".join(f"'{display(n)}'" for n in names if n != name)
-            flags.setdefault(ids[name], []).append(f"the folder '{display(name)}' looks like {others}: graded "
+            others = ", ".join(_spelled(n) for n in names if n != name)
+            flags.setdefault(ids[name], []).append(f"the folder {_spelled(name)} looks like {others}: graded "
                                                    "apart; check they are different students")
     return flags
+
+
+def _spelled(name) -> str:
+    """A folder name quoted as ``display`` shows it, and spelled out in ASCII when it is not (look-alikes that
+    render the same differ there: ``'аlice' ('\\u0430lice')``)."""
+    text = display(name)
+    return f"'{text}'" if text.isascii() else f"'{text}' ({ascii(text)})"
 
 
 def _not_utf8_flags(ids: dict) -> dict:
