@@ -1,10 +1,12 @@
 """What happened to one graded notebook, as short flags for the report, and the copy of it that nbgrader grades.
 
 ``structure_flags`` compares the submitted notebook with the released one (test and locked cells edited, deleted or
-with changed nbgrader metadata, cells claiming grade_ids the release does not have or twice; one pass over the
-cells, linear in their number). ``restore_metadata`` makes the copy nbgrader grades: the released nbgrader metadata on
-the first cell claiming each released grade_id, none on any other cell, so no metadata a notebook carries can make
-nbgrader fail (the learner's tampering is then the learner's outcome, flagged, never a grading error).
+with changed nbgrader metadata, cells claiming grade_ids the release does not have or twice, code placed before the
+setup cell; one pass over the cells, linear in their number). ``restore_metadata`` makes the copy nbgrader grades:
+the released nbgrader metadata on the first cell claiming each released grade_id, none on any other cell, so no
+metadata a notebook carries can make nbgrader fail (the learner's tampering is then the learner's outcome, flagged,
+never a grading error); and the release's opening (its code cells up to and including the setup cell) before any
+other code cell, so no code of the learner's runs before the setup cell.
 ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused by the hidden
 tests, a course module whose import the notebook broke, ``sys.exit``, truncated output). ``submission_time`` reads
 a ``timestamp.txt``.
@@ -18,7 +20,9 @@ from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
-from autograder.grading.outcome import course_import_error
+from nbformat.v4 import new_code_cell
+
+from autograder.grading.outcome import SETUP, course_import_error
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
 _META_KEYS = ("grade", "solution", "locked", "points", "grade_id", "task")
@@ -80,7 +84,36 @@ def structure_flags(submitted, released) -> list:
     broken = sum(1 for c in submitted.cells if "nbgrader" in c.get("metadata", {}) and not claimed_id(c))
     if broken:
         flags.append(f"nbgrader metadata without a grade_id, or not a mapping, on {broken} cells")
+    early = _before_setup(submitted, opening(released))
+    if early:
+        flags.append(f"code placed before the setup cell, run after it: {early} cells")
     return flags
+
+
+def opening(released) -> list:
+    """The grade_ids of the release's code cells up to and including the setup cell, in order: the cells that run
+    before any code of the learner's (empty when the release has no setup cell)."""
+    ids = []
+    for cell in released.cells:
+        gid = claimed_id(cell)
+        if cell.cell_type == "code" and gid:  # every lesson's are locked cells (tests/unit/test_outcome_rules.py)
+            ids.append(gid)
+            if gid == SETUP:
+                return ids
+    return []
+
+
+def _before_setup(submitted, ids) -> int:
+    """How many code cells of the learner's the submitted notebook has before its setup cell."""
+    seen, count = set(), 0
+    for cell in submitted.cells:
+        gid = claimed_id(cell)
+        if gid == SETUP:
+            return count
+        if cell.cell_type == "code":
+            count += gid not in ids or gid in seen
+            seen.add(gid)
+    return 0  # no setup cell: the released one is added first
 
 
 def run_flags(autograded) -> list:
@@ -122,7 +155,12 @@ def restore_metadata(submitted, released):
     """The submitted notebook as nbgrader is to grade it: the first cell claiming each released grade_id gets that
     cell's released nbgrader metadata and cell type; every other cell (a grade_id the release does not have or that
     an earlier cell claimed, a fake locked cell, metadata that is not a mapping) loses its nbgrader metadata and is
-    the learner's own cell. nbgrader then restores the locked cells' sources (and adds deleted ones back)."""
+    the learner's own cell. nbgrader then restores the locked cells' sources (and adds deleted ones back).
+
+    The release's opening (``opening``: the code cells up to and including the setup cell) is placed, in the release's
+    order, before the notebook's first code cell, and an opening cell the notebook lacks is added there: the learner's
+    code cells placed above the setup cell run after it, so the setup cell runs in a kernel no code of the learner's
+    has touched, and whatever makes it fail is the grader's (``outcome.grading_error``)."""
     rel = _cells(released)
     nb = copy.deepcopy(submitted)
     kept = set()
@@ -140,7 +178,23 @@ def restore_metadata(submitted, released):
                 cell.pop("execution_count", None)
             else:
                 cell.outputs, cell.execution_count = [], None
+    ids = opening(released)
+    kept_cells = {claimed_id(c): c for c in nb.cells if claimed_id(c) in ids}  # one each: the loop above dropped copies
+    first = [kept_cells.get(gid) or _added(rel[gid], nb) for gid in ids]
+    moved = {id(c) for c in first}
+    at = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+    rest = [c for c in nb.cells if id(c) not in moved]  # the cells before ``at`` are not code, so none of them moved
+    nb.cells = rest[:at] + first + rest[at:]
     return nb
+
+
+def _added(released_cell, nb):
+    """A fresh copy of a released cell the notebook lacks, with a cell id of its own when the notebook's cells have
+    ids (nbformat 4.5)."""
+    cell = new_code_cell(released_cell.source, metadata=copy.deepcopy(released_cell.metadata))
+    if nb.get("nbformat_minor", 0) < 5:
+        cell.pop("id")
+    return cell
 
 
 MAX_TIMESTAMP_BYTES = 200

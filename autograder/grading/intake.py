@@ -17,8 +17,8 @@ Accepted layouts (``SUBMISSIONS`` is a folder or a ``.zip`` of one):
 
 The class folder is the folder the instructor named; no student's folder name or content decides it. A folder is
 taken as a course folder only when ``submitted/`` sits beside nbgrader's own files (``nbgrader_config.py``,
-``gradebook.db``), or beside ``source/`` or ``release/`` with no other folder: a student folder called
-``submitted`` in a class of other students is that student. Only a zip's one enclosing folder is stepped into.
+``gradebook.db``), never by its folders' names: a student folder called ``submitted``, ``source`` or ``release`` is
+that student. Only a zip's one enclosing folder is stepped into.
 
 A notebook with another name (``01_warmup (1).ipynb``, ``01-Warmup.ipynb``, or the only notebook in
 ``alice/01_warmup/``) is graded and flagged ``misnamed``; a lesson with no notebook is ``missing``; a file that is
@@ -57,12 +57,11 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from autograder.grading import lms
+from autograder.grading import lms, look_alike
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
 COURSE_FILES = ("nbgrader_config.py", "gradebook.db")
-COURSE_FOLDERS = {"source", "release", "submitted", "autograded", "feedback"}
 JUNK = {"__MACOSX", ".ipynb_checkpoints", ".DS_Store", ".git"}  # hidden entries not worth a note
 REGISTRY = "students.json"
 UNZIPPED = "unzipped"  # where a zip of the class is unpacked, in the output folder
@@ -245,20 +244,28 @@ def assign_ids(names, known: dict | None = None) -> tuple:
 
 
 def _look_alike_flags(ids: dict) -> dict:
-    """{id: flags} for folder names that differ only in case, accents, spaces or punctuation, or that look like an
-    id this module makes."""
+    """{id: flags} for folder names that look alike (the same ``look_alike.skeleton``: they differ only in case,
+    accents, spaces, punctuation, invisible characters or Cyrillic and Greek letters drawn like Latin ones), or that
+    look like an id this module makes."""
     groups, flags = {}, {}
     for name, sid in ids.items():
-        groups.setdefault(_norm(display(name)), []).append(name)
+        groups.setdefault(look_alike.skeleton(name), []).append(name)
         if GENERATED.search(name):
             flags.setdefault(sid, []).append(f"the folder name '{display(name)}' looks like a student id the "
                                              f"grading command makes; graded under its own id {sid}")
     for names in groups.values():
         for name in names if len(names) > 1 else ():
-            others = ", ".join(f"'{display(n)}'" for n in names if n != name)
-            flags.setdefault(ids[name], []).append(f"the folder '{display(name)}' looks like {others}: graded "
+            others = ", ".join(_spelled(n) for n in names if n != name)
+            flags.setdefault(ids[name], []).append(f"the folder {_spelled(name)} looks like {others}: graded "
                                                    "apart; check they are different students")
     return flags
+
+
+def _spelled(name) -> str:
+    """A folder name quoted as ``display`` shows it, and spelled out in ASCII when it is not (look-alikes that
+    render the same differ there: ``'аlice' ('\\u0430lice')``)."""
+    text = display(name)
+    return f"'{text}'" if text.isascii() else f"'{text}' ({ascii(text)})"
 
 
 def _not_utf8_flags(ids: dict) -> dict:
@@ -466,14 +473,9 @@ def safe_extract(zip_path: Path, dest: Path, limits: ZipLimits = ZipLimits()) ->
 # ------------------------------------------------------------------------------------------------ layout
 
 def is_course_folder(path: Path) -> bool:
-    """An nbgrader course folder: ``submitted/`` beside nbgrader's own files, or beside ``source/`` or ``release/``
-    and no other folder. Files are the instructor's (students are folders), so no student's name decides it."""
-    if not _plain_dir(path / "submitted"):
-        return False
-    if any(_plain_file(path / name) for name in COURSE_FILES):
-        return True
-    folders = {p.name for p in path.iterdir() if _plain_dir(p) and not _hidden(p.name)}
-    return folders <= COURSE_FOLDERS and bool(folders & {"source", "release"})
+    """An nbgrader course folder: ``submitted/`` beside nbgrader's own files (``COURSE_FILES``), as an instructor's
+    course has them. Files are the instructor's (students are folders), so no student's folder name decides it."""
+    return _plain_dir(path / "submitted") and any(_plain_file(path / name) for name in COURSE_FILES)
 
 
 def _is_student_folder(folder: Path, lessons) -> bool:

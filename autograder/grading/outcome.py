@@ -14,21 +14,21 @@ Each (student, lesson) ends in one status:
 
 * the kernel died, or stopped, before any learner cell ran (a locked cell before the first learner cell has a
   dead-kernel or not-run output, or the first learner cell was never run);
-* a locked cell before the first learner cell (the lesson's setup cell) raised an error: no learner code can
-  have caused it;
-* the setup cell could not import the course's own modules (``autograder``, the self-check modules) and no learner
-  cell that ran before it reaches the import system (``sys.modules``, ``sys.path``, ``importlib``, ``__import__``,
-  ``builtins``, code built at run time, a course module's name).
+* the setup cell, or a locked cell before the first learner cell, raised an error (the kernel library cannot be
+  imported, a disk failed).
 
-What the notebook itself caused is the learner's outcome, never a grading error: its cells (a learner cell placed
-before the setup cell that breaks it), its metadata (a fake locked cell, an unknown or repeated grade_id, changed
-metadata: ``findings.restore_metadata`` gives nbgrader the released metadata only, and flags the rest), its files (a
-``timestamp.txt`` that is not a time is ignored and flagged: ``findings.submission_time``) and its imports. The
-setup cell imports the hidden tests' module before any cell of the learner's that follows it (every lesson's does:
-``tests/unit/test_outcome_rules.py``), so once it has run without error the kernel holds the course's modules, and
-a hidden test that then cannot import them was broken by the notebook's own code: that cell scores 0 and the
-notebook is flagged (``findings.run_flags``). A setup cell that fails on the course's modules after learner cells
-that reach the import system is the learner's too.
+No learner code can cause either: the graded copy runs the release's opening, its code cells up to and including the
+setup cell, before any code cell of the learner's (``findings.restore_metadata`` moves the learner's cells placed
+above the setup cell below it, flagged), nbgrader restores the opening's sources, and the kernel starts with nothing
+of the notebook's but the notebook (its other files are not staged). The setup cell imports the hidden tests' module
+first (every lesson's does: ``tests/unit/test_outcome_rules.py``), so once it has run without error the kernel holds
+the course's modules, and a hidden test that then cannot import them was broken by the notebook's own code: that
+cell scores 0 and the notebook is flagged (``findings.run_flags``).
+
+What the notebook itself caused is the learner's outcome, never a grading error: its cells, its metadata (a fake
+locked cell, an unknown or repeated grade_id, changed metadata: ``findings.restore_metadata`` gives nbgrader the
+released metadata only, and flags the rest), its files (a ``timestamp.txt`` that is not a time is ignored and
+flagged: ``findings.submission_time``) and its imports.
 
 The other grading errors (nbgrader's step failed on a notebook whose metadata is the release's, the kernel could not
 start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/worker.py``).
@@ -46,8 +46,6 @@ GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET = (
     "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet")
 COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 SETUP = "setup"  # the grade_id of every lesson's setup cell, which imports the hidden tests' module first
-_IMPORT_SYSTEM = re.compile(r"\b(?:sys\s*\.\s*(?:modules|path|meta_path|path_hooks|path_importer_cache)|importlib|"
-                            r"__import__|builtins|__builtins__|exec|eval|compile|%s)\b" % "|".join(COURSE_MODULES))
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
                             "|".join(COURSE_MODULES))
 
@@ -76,15 +74,9 @@ def course_import_error(out) -> str | None:
     return match.group(1) if match else None
 
 
-def touches_imports(source: str) -> bool:
-    """Whether a cell's code reaches the import system or names a course module (evidence that a failed import of
-    the course's modules was the notebook's doing)."""
-    return isinstance(source, str) and bool(_IMPORT_SYSTEM.search(source))
-
-
 def grading_error(nb) -> str | None:
     """Why the marks of this autograded notebook cannot be trusted (a grading error), or None."""
-    learner_ran = imported = tampered = False
+    learner_ran = False
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -94,22 +86,16 @@ def grading_error(nb) -> str | None:
             if not learner_ran and errors and errors[0].get("ename") == NOT_RUN:
                 return "the kernel stopped before the first learner cell ran: " + _describe(errors[0])
             learner_ran = True
-            tampered = tampered or touches_imports(cell.source)
             continue
         gid = meta.get("grade_id", "?")
-        for out in errors:
-            if not learner_ran:
-                if out.get("ename") in (KERNEL_DIED, NOT_RUN):
-                    return f"the kernel died before the first learner cell ran (in locked cell {gid}): " \
-                           + _describe(out)
-                module = course_import_error(out)
-                where = f"the locked setup cell {gid} failed before any learner code ran"
-                if module:
-                    return f"{where}: kernels cannot import the course's module {module!r} ({_describe(out)})"
-                return f"{where}: {_describe(out)}"
-            module = course_import_error(out)
-            if module and (meta.get("grade") or gid == SETUP) and not (imported or tampered):
-                return (f"cell {gid} could not import the course's module {module!r} ({_describe(out)}), and "
-                        "no learner cell before it reaches the import system")
-        imported = imported or (gid == SETUP and not errors)
+        if not errors or (learner_ran and gid != SETUP):
+            continue
+        out = errors[0]
+        if out.get("ename") in (KERNEL_DIED, NOT_RUN):
+            return f"the kernel died before the first learner cell ran (in locked cell {gid}): {_describe(out)}"
+        module = course_import_error(out)
+        where = f"the locked setup cell {gid} failed before any learner code ran"
+        if module:
+            return f"{where}: kernels cannot import the course's module {module!r} ({_describe(out)})"
+        return f"{where}: {_describe(out)}"
     return None

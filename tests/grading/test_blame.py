@@ -5,11 +5,12 @@ One lesson-01 class, graded twice by the grading command (``python -m autograder
 
 1. an honest student and one student per attack (each one nbgrader or the grader would fail on, every run, if it
    took the notebook's word): edited test-cell metadata, fake locked cells, unknown and repeated grade_ids, a sabotaged import of the course's
-   modules (after the setup cell, and before it), a ``timestamp.txt`` that is not a time. The run exits 0; each
-   attack scores what its work earns (0 for the cells it broke) and is flagged;
+   modules after the setup cell, a cell placed above the setup cell that would make it import a fake self-check
+   module (through ``vars(sys)``, so no pattern over its text could tell), a ``timestamp.txt`` that is not a time.
+   The run exits 0; each attack scores what its work earns (0 for the cells it broke) and is flagged;
 2. the same class plus a student whose kernel, alone, gets a kernel library with an empty ``selfcheck_01.py`` (the
-   grader's fault; a harmless cell of the learner's runs before the setup cell): a grading error, exit 4, and only
-   that notebook is graded, so the first run's outcomes were final.
+   grader's fault; a harmless cell of the learner's is placed above the setup cell): a grading error, exit 4, and
+   only that notebook is graded, so the first run's outcomes were final.
 
 The rules themselves, without a kernel: ``tests/unit/test_outcome_rules.py``.
 """
@@ -86,8 +87,10 @@ def _class() -> dict:
     _insert(sabotaged, _index(sabotaged, "softmax_stable") + 1, "import sys, types\n"
             "for name in [n for n in sys.modules if n.startswith('autograder')]:\n    del sys.modules[name]\n"
             "sys.modules['autograder'] = types.ModuleType('autograder')\n")
+    # run first, it would make the setup cell import an empty selfcheck_01; the graded copy runs it after the setup cell
     before_setup = _insert(answers.fill(LESSON), 0, "import os, sys\nos.makedirs('/tmp/fake', exist_ok=True)\n"
-                           "open('/tmp/fake/selfcheck_01.py', 'w').close()\nsys.path.insert(0, '/tmp/fake')\n")
+                           "open('/tmp/fake/selfcheck_0' + '1.py', 'w').close()\n"
+                           "vars(sys)['path'].insert(0, '/tmp/fake')\n")
     return {
         "honest": (answers.fill(LESSON), FULL, []),
         "edited_metadata": (edited, FULL - 1, [
@@ -99,7 +102,7 @@ def _class() -> dict:
         "repeated_ids": (repeated, FULL, ["cells with unknown grade_ids: extra",
                                           "duplicated grade_ids: softmax, softmax_values"]),
         "sabotaged_import": (sabotaged, SOFTMAX, ["broke the import of the course's module 'autograder'"]),
-        "import_before_setup": (before_setup, FULL, ["broke the import of the course's module 'selfcheck_01'"]),
+        "import_before_setup": (before_setup, FULL, ["code placed before the setup cell, run after it: 1 cells"]),
         "bad_timestamp": (answers.fill(LESSON), FULL, ["timestamp.txt ignored (not a date and time"]),
     }
 
@@ -181,6 +184,6 @@ def test_a_grader_fault_is_still_a_grading_error_and_the_outcomes_before_it_are_
     assert "graded 1 notebooks" in second["stdout"]  # the attacks are not graded again
     fault = second["rows"]["grader_fault"]
     assert fault[f"{LESSON} status"] == "grading error" and fault[f"{LESSON} score"] == ""
-    assert "setup could not import the course's module 'selfcheck_01'" in second["states"]["grader_fault"]["reason"]
+    assert "kernels cannot import the course's module 'selfcheck_01'" in second["states"]["grader_fault"]["reason"]
     for student in batch["expected"]:
         assert second["rows"][student] == batch["first"]["rows"][student]

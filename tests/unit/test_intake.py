@@ -114,6 +114,31 @@ def test_ids_that_differ_only_in_case_are_told_apart():
     assert flags[ids["alice"]] and flags[ids["Alice"]]
 
 
+@pytest.mark.parametrize("name, look_alike", [
+    ("jose", "josé"), ("José", "jose\u0301"), ("alice", "\u0430lice"), ("Alice", "\u0410lice"),
+    ("Nikos", "\u039dikos"), ("alice", "alice\u200b"), ("alice", "ａｌｉｃｅ"), ("Petrov Ivan", "petrov_ivan"),
+    ("josé", os.fsdecode(b"jos\xe9")),  # the same name written in Latin-1
+])
+def test_look_alike_names_are_both_kept_and_flagged(tmp_path, name, look_alike):
+    assert name != look_alike
+    root = tmp_path / "class"
+    for folder in (name, look_alike, "bob"):
+        _student(root, folder)
+    roster = intake.collect(root, [LESSON], tmp_path / "work")
+    ids = {folder: sid for sid, folder in roster.names.items()}
+    assert len(set(ids.values())) == 3 and set(roster.entries) == set(ids.values())  # both kept, apart
+    for one, other in ((name, look_alike), (look_alike, name)):
+        assert any(f"looks like '{intake.display(other)}'" in f for f in roster.flags[ids[one]]), roster.flags
+    assert roster.flags[ids["bob"]] == []
+
+
+@pytest.mark.parametrize("name, other", [("alice", "alicia"), ("王伟", "李娜"), ("Nikos", "Nikolaos"),
+                                         ("\u0440aul", "paula")])
+def test_names_that_do_not_look_alike_are_not_flagged(name, other):
+    ids, _ = intake.assign_ids([name, other])
+    assert intake._look_alike_flags(ids) == {}
+
+
 def test_the_registry_round_trips_any_name(tmp_path):
     name = os.fsdecode(b"\xff\xfe=x\n")
     roster = intake.Roster(root=tmp_path, names={intake.student_id(name): name})
@@ -141,15 +166,26 @@ def test_a_student_folder_named_like_a_course_folder_is_a_student(tmp_path, name
     assert roster.entries["alice"][LESSON].path == root / "alice" / f"{LESSON}.ipynb"
 
 
-def test_a_course_folder_is_told_by_nbgraders_own_files(tmp_path):
+@pytest.mark.parametrize("beside", ["source", "release"])
+def test_students_named_like_a_course_s_folders_are_students(tmp_path, beside):
+    root = tmp_path / "class"
+    _student(root, "submitted", f"alice/{LESSON}/{LESSON}.ipynb")  # would steer the grading to "alice"
+    _student(root, beside)
+    roster = intake.collect(root, [LESSON], tmp_path / "work")
+    assert roster.root == root and set(roster.entries) == {"submitted", beside}
+
+
+@pytest.mark.parametrize("own_file", intake.COURSE_FILES)
+def test_a_course_folder_is_told_by_nbgraders_own_files(tmp_path, own_file):
     course_dir = tmp_path / "course"
     _student(course_dir / "submitted", "alice", f"{LESSON}/{LESSON}.ipynb")
     (course_dir / "source").mkdir()
+    (course_dir / "release").mkdir()
+    assert intake.class_root(course_dir, [LESSON])[0] == course_dir  # folder names alone: a class folder
+    _write(course_dir / own_file, "")  # a file no student folder can be
     assert intake.class_root(course_dir, [LESSON])[0] == course_dir / "submitted"
-    (course_dir / "lessons").mkdir()  # another folder: without nbgrader's files it is a class folder
-    assert intake.class_root(course_dir, [LESSON])[0] == course_dir
-    _write(course_dir / "nbgrader_config.py", "c = get_config()\n")  # a file no student folder can be
-    assert intake.class_root(course_dir, [LESSON])[0] == course_dir / "submitted"
+    roster = intake.collect(course_dir, [LESSON], tmp_path / "work")
+    assert set(roster.entries) == {"alice"}
 
 
 def test_only_a_zips_enclosing_folder_is_stepped_into(tmp_path):

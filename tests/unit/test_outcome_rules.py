@@ -5,8 +5,10 @@ command.
   metadata check passes on it), whatever metadata the learner changed, faked or repeated;
 * ``findings.structure_flags`` names each kind of tampering;
 * ``findings.submission_time`` accepts what ``nbgrader collect`` writes and refuses any other ``timestamp.txt``;
-* ``outcome.grading_error`` blames a failed import of the course's modules on the notebook when its own code could
-  have caused it, and on the grader otherwise; every lesson's setup cell imports the hidden tests' module first.
+* the graded copy runs the release's opening (its code cells up to the setup cell, locked in every lesson) before any
+  code of the learner's, so ``outcome.grading_error`` blames a failed setup cell on the grader whatever code the
+  notebook holds, and a failed import of the course's modules after it on the notebook; every lesson's setup cell
+  imports the hidden tests' module first.
 """
 
 from __future__ import annotations
@@ -156,14 +158,51 @@ def test_a_hidden_test_that_cannot_import_the_course_after_the_setup_did_is_the_
     assert any("broke the import of the course's module 'autograder'" in f for f in flags), flags
 
 
-def test_a_setup_that_cannot_import_the_course_is_the_learners_only_when_their_code_reaches_the_import_system():
+# learner code a text pattern over the source would not see reaching the import system
+EVASIVE = ("import os, sys\nos.makedirs('/tmp/fake', exist_ok=True)\n"
+           "open('/tmp/fake/selfcheck_0' + '1.py', 'w').close()\nvars(sys)['path'].insert(0, '/tmp/fake')\n")
+
+
+def test_a_setup_cell_that_fails_is_a_grading_error_whatever_code_the_notebook_holds():
     failed = _locked("setup", ("ImportError", "cannot import name 'check_softmax' from 'selfcheck_01' (/x.py)"))
-    harmless = new_notebook(cells=[new_code_cell("import numpy as np\nx = np.ones(3)"), copy.deepcopy(failed)])
-    assert "setup could not import the course's module 'selfcheck_01'" in outcome.grading_error(harmless)
-    for source in ("import sys\nsys.path.insert(0, '/tmp/fake')", "import sys as s\ns.modules.pop('selfcheck_01')",
-                   "import importlib", "exec(code)", "open('selfcheck_01.py', 'w')"):
-        tampering = new_notebook(cells=[new_code_cell(source), copy.deepcopy(failed)])
-        assert outcome.grading_error(tampering) is None, source
+    for source in ("import numpy as np\nx = np.ones(3)", EVASIVE, "import sys\nsys.path.insert(0, '/tmp/fake')"):
+        for cells in ([copy.deepcopy(failed), new_code_cell(source)], [new_code_cell(source), copy.deepcopy(failed)]):
+            assert "cannot import the course's module 'selfcheck_01'" in outcome.grading_error(
+                new_notebook(cells=cells)), source
+
+
+def _code_ids(nb) -> list:
+    return [findings.claimed_id(c) for c in nb.cells if c.cell_type == "code"]
+
+
+def test_the_graded_copy_runs_the_release_opening_before_any_code_of_the_learners():
+    opening = findings.opening(RELEASED)
+    assert opening == _code_ids(RELEASED)[:_code_ids(RELEASED).index(outcome.SETUP) + 1]
+    nb = copy.deepcopy(RELEASED)
+    nb.cells.insert(_index(nb, outcome.SETUP), new_code_cell("x = 1"))  # between the helper cell and the setup cell
+    nb.cells.insert(0, new_code_cell(EVASIVE))
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("my notes"))
+    graded = findings.restore_metadata(nb, RELEASED)
+    code = [c for c in graded.cells if c.cell_type == "code"]
+    assert _code_ids(graded)[:len(opening)] == opening  # the opening first, in the release's order
+    assert [c.source for c in code[len(opening):len(opening) + 2]] == [EVASIVE, "x = 1"]  # the learner's, in order
+    assert graded.cells[0].source == "my notes" and len(graded.cells) == len(nb.cells)
+    assert "code placed before the setup cell, run after it: 2 cells" in findings.structure_flags(nb, RELEASED)
+    assert not any("before the setup cell" in f for f in findings.structure_flags(RELEASED, RELEASED))
+
+
+def test_an_opening_cell_the_notebook_lacks_or_moved_is_restored_first():
+    nb = copy.deepcopy(RELEASED)
+    setup = nb.cells.pop(_index(nb, outcome.SETUP))
+    nb.cells.insert(len(nb.cells), setup)  # moved to the end, after every learner cell
+    nb.cells.pop(_index(nb, findings.opening(RELEASED)[0]))  # the helper cell deleted
+    nb.cells.insert(0, new_code_cell(EVASIVE))
+    graded = findings.restore_metadata(nb, RELEASED)
+    assert _code_ids(graded)[:len(findings.opening(RELEASED))] == findings.opening(RELEASED)
+    assert _code_ids(graded)[len(findings.opening(RELEASED))] is None  # then the learner's cell
+    assert len({c.id for c in graded.cells}) == len(graded.cells) == len(nb.cells) + 1
+    CompiledMetadataValidator().validate_nb(graded)
+    nbformat.validate(graded)
 
 
 def test_a_learner_cell_that_fails_to_import_the_course_is_not_flagged_as_a_broken_import():
@@ -183,3 +222,5 @@ def test_every_setup_cell_imports_the_hidden_tests_module_before_any_learner_cel
     assert '__import__("autograder.kernel.hidden_cell")' in hidden
     first_answer = min(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("solution"))
     assert ids.index(outcome.SETUP) < first_answer
+    opening = [c for c in cells[:ids.index(outcome.SETUP)] if c.cell_type == "code"]  # moved first with it
+    assert all(c.metadata["nbgrader"].get("locked") and findings.claimed_id(c) for c in opening)
