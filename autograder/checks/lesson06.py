@@ -8,14 +8,15 @@ function of the lesson refuses: GQA may not hand its work to ``multi_head_attent
 ``causal_self_attention``.
 
 Tiled attention is graded for its own work. It has no helpers, so while its tests run every function of the lesson
-refuses to answer: a ``tiled_attention`` that calls ``scaled_dot_product_attention`` has tiled nothing. Its memory point cannot take the kernel's word: the learner's function runs in the kernel, and a notebook
-can rewrite anything the kernel sends, a count of its own memory included. So in grading the point is behavioural:
-the function computes attention at a T whose (T, T) float64 matrix is larger than the kernel's memory limit (which
-the grader sets, and knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in
-tiles gives the right values, which the grader checks cheaply on a few rows it draws (the keys are all different,
-so no shortcut over repeated keys avoids the matrix). The price is the n * n scores themselves: about 3 s of one core at
-the default limit of 2048 MB (T = 16385). Only where the function runs in the grader's own process (an
-instructor's kernel, nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
+refuses to answer: a ``tiled_attention`` that calls ``scaled_dot_product_attention`` has tiled nothing. Its memory
+point cannot take the kernel's word: the learner's function runs in the kernel, and a notebook can rewrite anything
+the kernel sends, a count of its own memory included. So in grading the point is behavioural: the function computes
+attention at a T whose (T, T) float64 matrix is larger than the kernel's memory limit (which the grader sets, and
+knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in tiles gives the right
+values, which the grader checks cheaply on a few rows it draws (the keys are all different, so no shortcut over
+repeated keys avoids the matrix). The price is the n * n scores themselves: about 3 s of one core at the default
+limit of 2048 MB (T = 16385). Only where the function runs in the grader's own process (an instructor's kernel,
+nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from autograder.checks.registry import hidden_test
 # n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
 _GQA = ((6, 2, 5), (6, 3, 4), (8, 2, 3), (4, 2, 7))
 _SIZES = (3, 5, 7, 9, 10, 11)
+# The pieces of attention pasted from lessons 01 and 02: helpers of every layer of this lesson.
+_PIECES = ('split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax')
 
 
 
@@ -76,7 +79,7 @@ def repeat_kv_values(repeat_kv):
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv', 'split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax'), visible_check='check_gqa')
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv', *_PIECES), visible_check='check_gqa')
 def gqa_values(grouped_query_attention, **helpers):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
@@ -168,7 +171,7 @@ def _mask_difference(T, convention, got, expected):
 
 
 @hidden_test(uses=('causal_self_attention',),
-             helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask', 'split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax'),
+             helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask', *_PIECES),
              visible_check='check_causal_self_attention')
 def causal_full_values(causal_self_attention, **helpers):
     """The full (uncached) causal path, GQA and MHA (n_kv_heads = n_heads); graded with the reference GQA, repeat_kv
@@ -210,7 +213,7 @@ def kv_cache_append_values(kv_cache_append):
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv', 'split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax'),
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv', *_PIECES),
              visible_check='check_decode_step')
 def decode_step_values(decode_step, **helpers):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
@@ -377,7 +380,7 @@ def _padding(rng, B, T_k, empty=False):
     return np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k)
 
 
-@hidden_test(uses=('cross_attention',), helpers=('split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax'), visible_check='check_cross_attention')
+@hidden_test(uses=('cross_attention',), helpers=_PIECES, visible_check='check_cross_attention')
 def cross_attention_values(cross_attention, **helpers):
     """Queries from x_q, keys and values from x_kv (T_q != T_k): no mask, padding masks (B, 1, T_k), a sequence
     that is all padding (all-zero weights), a (T_q, T_k) mask, and a padding mask on two sequences of one length

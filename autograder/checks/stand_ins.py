@@ -2,10 +2,11 @@
 
 While a hidden test runs, every one of these functions that the test does not grade is replaced, in the learner's
 namespace, by its stand-in (``HiddenTest.__call__`` in ``registry.py``): the grader answers each call with the
-stand-in's result, or refuses it (below). So a graded cell's score depends only on the function it grades: a slip in a function pasted
-from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson costs nothing
-here (the last costs its own tests). ``tests/unit/test_isolation.py`` checks that every function defined in a lesson's
-answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never holds an answer.
+stand-in's result, or refuses it (below). So a graded cell's score depends only on the function it grades: a slip in
+a function pasted from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson
+costs nothing here (the last costs its own tests). ``tests/unit/test_isolation.py`` checks that every function
+defined in a lesson's answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never
+holds an answer.
 
 A stand-in answers only for work the graded function may hand on: the helpers its test declares, with
 ``@hidden_test(helpers=...)``, from what the lesson asks the function to call (softmax inside attention, split_heads

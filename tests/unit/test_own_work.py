@@ -1,12 +1,12 @@
 """A graded function earns its points for its own work, never for what a stand-in or the kernel said.
 
-Three ways a function could score without doing what it is graded for, each closed and each shown to stay
-fair to honest work: calling a stand-in of a function that is not among its test's helpers (``helpers`` in
-``@hidden_test``; every other stand-in is a ``stand_ins.Refusal``), over the real channel of ``autograder/kernel/hidden_cell.py`` and
-``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer
-asked for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the
-lesson-04 experiment. The mutation harness (``tests/grading/test_mutations.py``) grades the catalogued versions
-through the real grading command.
+Three ways a function could score without doing what it is graded for, each closed and each shown to stay fair to
+honest work: calling a stand-in of a function that is not among its test's helpers (``helpers`` in ``@hidden_test``;
+every other stand-in is a ``stand_ins.Refusal``), over the real channel of ``autograder/kernel/hidden_cell.py`` and
+``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer asked
+for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the lesson-04
+experiment. The mutation harness (``tests/grading/test_mutations.py``) grades the catalogued versions through the
+real grading command.
 """
 
 from __future__ import annotations
