@@ -15,7 +15,7 @@ attention at a T whose (T, T) float64 matrix is larger than the kernel's memory 
 knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in tiles gives the right
 values, which the grader checks cheaply on a few rows it draws (the keys are all different, so no shortcut over
 repeated keys avoids the matrix). The price is the n * n scores themselves: about 3 s of one core at the default
-limit of 2048 MB (T = 16385). Only where the function runs in the grader's own process (an instructor's kernel,
+limit of 2048 MB (T = 16640). Only where the function runs in the grader's own process (an instructor's kernel,
 nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
 """
 
@@ -344,7 +344,7 @@ def tiled_memory(tiled_attention):
             raise _memory_failure(case, f"peak {peak / 2**20:.1f} MB; one ({_SMALL_T}, {_SMALL_T}) float64 matrix is "
                                         f"{full / 2**20:.1f} MB")
         return
-    T = side_beyond(limit)
+    T = -(-side_beyond(limit) // _BIG_BLOCK) * _BIG_BLOCK  # whole blocks: a partial block's slip is tiled_values's
     Q, K, V = (rng.normal(size=(T, _BIG_D)) for _ in range(3))  # (T, d) each, no two keys alike
     big = Case((Q, K, V, _BIG_BLOCK), label=f"T={T}, block_size={_BIG_BLOCK}")
     with np.errstate(all="ignore"):
