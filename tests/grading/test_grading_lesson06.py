@@ -1,6 +1,7 @@
 """Lesson 06 graded for real: one nbgrader autograde over a completed, an untouched and one submission per
-catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and claims it used no memory). Each
-bug must lose exactly the points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
+catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and claims it used no memory, and
+functions that hand their work on, ``tests/helpers/handed_on.py``). Each bug must lose exactly the points of the tests
+it is catalogued for, with its diagnosis in the learner's feedback."""
 
 import handed_on
 import pytest
