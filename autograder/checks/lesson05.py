@@ -6,8 +6,9 @@ One function per graded test cell, named by the cell's grade_id (``mha_from_scra
 weights of ``multi_head_attention``, ``mha_from_scratch`` against ``multi_head_attention``. Inputs are seeded random
 arrays whose sizes all differ (B, n_heads, T, d_head), unbatched and batched, float64 and float32. Composite
 functions are graded with the reference helpers bound in place of the learner's, so a wrong split costs the
-round-trip points only. The layer (``mha_from_scratch``, ``attention_layer``) is the exercise's own work: while one
-is graded, the other and ``masked_attention`` refuse to answer (``refuses``, ``stand_ins.Refusal``).
+round-trip points only. The layer (``mha_from_scratch``, ``attention_layer``) is the exercise's own work: only the
+split, the merge, softmax and ``head_weights`` answer for it; the other layer and ``masked_attention`` refuse
+(``stand_ins.Refusal``).
 """
 
 from __future__ import annotations
@@ -204,8 +205,7 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
 # ------------------------------------------------------------------------------------ mha from raw operations
 @hidden_test(
     uses=('mha_from_scratch',),
-    helpers=('split_into_heads', 'merge_heads', 'softmax'), visible_check='check_mha_from_scratch',
-    refuses=('attention_layer', 'masked_attention'))  # the layer and its attention: the exercise's own work
+    helpers=('split_into_heads', 'merge_heads', 'softmax', 'head_weights'), visible_check='check_mha_from_scratch')
 def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=None, softmax=None, head_weights=None):
     """Equal to reference.multi_head_attention for several head counts, unbatched, batched and float32."""
     rng = rng_for("mha_from_scratch")
@@ -238,8 +238,8 @@ def _mask(rng, shape, blocked_row=False):
     return mask
 
 
-@hidden_test(uses=('masked_attention',), visible_check='check_masked_attention')
-def masked_attention_test(masked_attention):
+@hidden_test(uses=('masked_attention',), helpers=('softmax',), visible_check='check_masked_attention')
+def masked_attention_test(masked_attention, softmax=None):
     """The fixed masked_attention equals the reference attention with a mask: T_q != T_k, a (T_q, T_k) mask and
     one per batch element, a query whose keys are all blocked (all-zero weights), unbatched and batched, float32
     kept. Graded with the reference softmax."""
@@ -264,9 +264,8 @@ def masked_attention_test(masked_attention):
                ref=reference.scaled_dot_product_attention)
 
 
-@hidden_test(uses=('attention_layer',), visible_check='check_attention_layer',
-             refuses=('mha_from_scratch', 'masked_attention'))  # the layer and its attention: the fix's own work
-def attention_layer_test(attention_layer):
+@hidden_test(uses=('attention_layer',), helpers=('softmax',), visible_check='check_attention_layer')
+def attention_layer_test(attention_layer, softmax=None):
     """The fixed attention_layer equals the reference multi-head attention for several head counts, unbatched,
     batched and float32. Graded with the reference softmax."""
     rng = rng_for("attention_layer_test")

@@ -2,19 +2,21 @@
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
 are all different (B, T, n_heads, n_kv_heads, d_head), unbatched and batched, float64 and float32. A composite
-function is graded with the reference stand-ins of every other function of the lesson (``checks/stand_ins.py``),
-so a bug in ``repeat_kv``, ``kv_cache_append`` or a pasted function costs only that function's points.
+function is graded with the reference stand-ins of the helpers its test declares (``checks/stand_ins.py``), so a
+bug in ``repeat_kv``, ``kv_cache_append`` or a pasted function costs only that function's points; every other
+function of the lesson refuses: GQA may not hand its work to ``multi_head_attention``, nor the decoding loop to
+``causal_self_attention``.
 
-Tiled attention is graded for its own work. While its tests run, every function of the lesson that computes
-attention refuses to answer (``refuses``): a ``tiled_attention`` that calls ``scaled_dot_product_attention`` has tiled
-nothing. Its memory point cannot take the kernel's word: the learner's function runs in the kernel, and a notebook
-can rewrite anything the kernel sends, a count of its own memory included. So in grading the point is behavioural:
-the function computes attention at a T whose (T, T) float64 matrix is larger than the kernel's memory limit (which
-the grader sets, and knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in
-tiles gives the right values, which the grader checks cheaply (the keys repeat with a short period, so the exact
-answer is attention over a few distinct keys). The price is the n * n scores themselves: about 3 s of one core at
-the default limit of 2048 MB (T = 16385). Only where the function runs in the grader's own process (an
-instructor's kernel, nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
+Tiled attention is graded for its own work. It has no helpers, so while its tests run every function of the lesson
+refuses to answer: a ``tiled_attention`` that calls ``scaled_dot_product_attention`` has tiled nothing. Its memory
+point cannot take the kernel's word: the learner's function runs in the kernel, and a notebook can rewrite anything
+the kernel sends, a count of its own memory included. So in grading the point is behavioural: the function computes
+attention at a T whose (T, T) float64 matrix is larger than the kernel's memory limit (which the grader sets, and
+knows), with tiles of (T, 256). Building the matrix fails with MemoryError there; working in tiles gives the right
+values, which the grader checks cheaply on a few rows it draws (the keys are all different, so no shortcut over
+repeated keys avoids the matrix). The price is the n * n scores themselves: about 3 s of one core at the default
+limit of 2048 MB (T = 16640). Only where the function runs in the grader's own process (an instructor's kernel,
+nbval, the salt sweep), and nothing can forge the count, is its peak counted with tracemalloc.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from autograder.checks.registry import hidden_test
 # n_kv_heads >= 2, so tiling and repeating the KV heads give different results.
 _GQA = ((6, 2, 5), (6, 3, 4), (8, 2, 3), (4, 2, 7))
 _SIZES = (3, 5, 7, 9, 10, 11)
+# The pieces of attention pasted from lessons 01 and 02: helpers of every layer of this lesson.
+_PIECES = ('split_heads', 'concat_heads', 'scaled_dot_product_attention', 'softmax')
 
 
 
@@ -75,8 +79,8 @@ def repeat_kv_values(repeat_kv):
     dtype_kept("repeat_kv", repeat_kv, cases[:3], rtol=0, atol=0)
 
 
-@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv',), visible_check='check_gqa')
-def gqa_values(grouped_query_attention, repeat_kv=None):
+@hidden_test(uses=('grouped_query_attention',), helpers=('repeat_kv', *_PIECES), visible_check='check_gqa')
+def gqa_values(grouped_query_attention, **helpers):
     """GQA between its two ends: MHA (n_kv_heads = n_heads), MQA (n_kv_heads = 1), and true groups."""
     rng = _rng("gqa_values")
     cases = []
@@ -166,9 +170,10 @@ def _mask_difference(T, convention, got, expected):
     return f"causal_mask({T}, {convention!r}) differs from the causal mask in that convention {where}: {rule}"
 
 
-@hidden_test(uses=('causal_self_attention',), helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask'),
+@hidden_test(uses=('causal_self_attention',),
+             helpers=('grouped_query_attention', 'repeat_kv', 'causal_mask', *_PIECES),
              visible_check='check_causal_self_attention')
-def causal_full_values(causal_self_attention, grouped_query_attention=None, repeat_kv=None, causal_mask=None):
+def causal_full_values(causal_self_attention, **helpers):
     """The full (uncached) causal path, GQA and MHA (n_kv_heads = n_heads); graded with the reference GQA, repeat_kv
     and causal_mask."""
     rng = _rng("causal_full_values")
@@ -208,8 +213,9 @@ def kv_cache_append_values(kv_cache_append):
     dtype_kept("kv_cache_append", kv_cache_append, cases[1:], outputs=("cache_k", "cache_v"), rtol=0, atol=0)
 
 
-@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv'), visible_check='check_decode_step')
-def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
+@hidden_test(uses=('decode_step',), helpers=('kv_cache_append', 'repeat_kv', *_PIECES),
+             visible_check='check_decode_step')
+def decode_step_values(decode_step, **helpers):
     """One decoding step from caches of several lengths (0 included); graded with the reference helpers."""
     rng = _rng("decode_step_values")
     cases = []
@@ -231,8 +237,9 @@ def decode_step_values(decode_step, kv_cache_append=None, repeat_kv=None):
 
 @hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
              visible_check='check_decode_with_kv_cache')
-def decode_loop_values(decode_with_kv_cache, decode_step=None, kv_cache_append=None, repeat_kv=None):
-    """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers."""
+def decode_loop_values(decode_with_kv_cache, **helpers):
+    """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers. The
+    loop feeds its tokens to decode_step: the functions that compute the whole causal path refuse."""
     rng = _rng("decode_loop_values")
     cases = []
     for i in range(2):
@@ -280,13 +287,9 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-# Tiled attention is graded for its own work: every function of the lesson that computes attention refuses to
-# answer while it runs (softmax, a helper, still answers).
-_ATTENTION = ("scaled_dot_product_attention", "multi_head_attention", "grouped_query_attention",
-              "causal_self_attention", "decode_step", "decode_with_kv_cache", "cross_attention")
-
-
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention', refuses=_ATTENTION)
+# Tiled attention is graded for its own work: it has no helpers, so every function of the lesson refuses to
+# answer while it runs (attention, and softmax too: the online softmax is the exercise).
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention')
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -302,10 +305,10 @@ def tiled_values(tiled_attention):
 # kernel cannot forge: the function gets inputs whose (T, T) float64 matrix is larger than the kernel may
 # hold (its address-space limit, which the grader sets), while each (T, block_size) tile is small. A function that
 # builds the matrix fails with MemoryError; one that works in tiles returns the right values. Those values cost the
-# grader nothing: the keys and values repeat with a short period P, so the exact answer is attention over the P
-# distinct keys (each key's weight is multiplied by the same count T / P, which the softmax divides out).
+# grader little: it computes exact attention for _CHECKED_ROWS queries it draws, over every key. The keys are drawn
+# independently, so none repeats: a function that attends over the distinct keys only still needs the whole matrix.
 _SMALL_T, _SMALL_D, _SMALL_BLOCK = 1024, 8, 32
-_PERIOD, _BIG_D, _BIG_BLOCK = 16, 2, 256
+_BIG_D, _BIG_BLOCK, _CHECKED_ROWS = 2, 256, 64
 
 
 def _memory_failure(case, detail):
@@ -313,7 +316,7 @@ def _memory_failure(case, detail):
     return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
 
 
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory', refuses=_ATTENTION)
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory')
 def tiled_memory(tiled_attention):
     """Never holds a (T_q, T_k) array: counted here when the function runs here; in the kernel, it computes
     attention at a T whose (T, T) float64 matrix the kernel cannot hold."""
@@ -341,18 +344,19 @@ def tiled_memory(tiled_attention):
             raise _memory_failure(case, f"peak {peak / 2**20:.1f} MB; one ({_SMALL_T}, {_SMALL_T}) float64 matrix is "
                                         f"{full / 2**20:.1f} MB")
         return
-    T = -(-side_beyond(limit) // _PERIOD) * _PERIOD  # a multiple of the period
-    Q = rng.normal(size=(T, _BIG_D))
-    K0, V0 = (rng.normal(size=(_PERIOD, _BIG_D)) for _ in range(2))
-    K, V = np.tile(K0, (T // _PERIOD, 1)), np.tile(V0, (T // _PERIOD, 1))  # (T, d): key j is key j % P
-    big = Case((Q, K, V, _BIG_BLOCK), label=f"T={T}, block_size={_BIG_BLOCK}, keys repeating every {_PERIOD}")
+    T = -(-side_beyond(limit) // _BIG_BLOCK) * _BIG_BLOCK  # whole blocks: a partial block's slip is tiled_values's
+    Q, K, V = (rng.normal(size=(T, _BIG_D)) for _ in range(3))  # (T, d) each, no two keys alike
+    big = Case((Q, K, V, _BIG_BLOCK), label=f"T={T}, block_size={_BIG_BLOCK}")
     with np.errstate(all="ignore"):
         got, ran_out = call_within_memory(tiled_attention, big, "tiled_attention")
     if ran_out:
         raise _memory_failure(big, f"it ran out of memory; one ({T}, {T}) float64 matrix is {T * T * 8 / 2**30:.1f} "
                                    f"GB, more than the {limit / 2**30:.1f} GB the kernel may hold")
-    expected = reference.scaled_dot_product_attention(Q, K0, V0)[0]  # (T, d): attention over the P distinct keys
-    why = compare.mismatch(got, expected, rtol=1e-6, atol=1e-8, what="tiled_attention")
+    rows = np.sort(rng.choice(T, size=_CHECKED_ROWS, replace=False))
+    expected = reference.scaled_dot_product_attention(Q[rows], K, V)[0]  # (_CHECKED_ROWS, d), over every key
+    whole = compare.is_array(got) and compare.shape_of(got) == (T, _BIG_D)  # else mismatch names its type or shape
+    why = compare.mismatch(got[rows] if whole else got, expected if whole else np.empty((T, _BIG_D)), rtol=1e-6,
+                           atol=1e-8, what="tiled_attention")
     if why is not None and not value_bug:
         raise WrongAnswer(f"{why} on input {big.describe()}; the memory is tested on a function that computes "
                           "attention")
@@ -376,8 +380,8 @@ def _padding(rng, B, T_k, empty=False):
     return np.arange(T_k)[None, None, :] >= lengths[:, None, None]  # (B, 1, T_k)
 
 
-@hidden_test(uses=('cross_attention',), visible_check='check_cross_attention')
-def cross_attention_values(cross_attention):
+@hidden_test(uses=('cross_attention',), helpers=_PIECES, visible_check='check_cross_attention')
+def cross_attention_values(cross_attention, **helpers):
     """Queries from x_q, keys and values from x_kv (T_q != T_k): no mask, padding masks (B, 1, T_k), a sequence
     that is all padding (all-zero weights), a (T_q, T_k) mask, and a padding mask on two sequences of one length
     (where a mask over the wrong axis runs); float32 stays float32."""

@@ -108,7 +108,7 @@ def _row_case(rng, d, dtype=np.float64):
 
 
 @hidden_test(uses=("attention_row_backward",), helpers=("softmax_backward",),
-             refuses=("scaled_dot_product_attention_backward",), visible_check="check_attention_row_backward")
+             visible_check="check_attention_row_backward")
 def attention_row_backward_values(attention_row_backward, softmax_backward=None):
     """One query against T_k keys, sizes all different, float64 and float32; graded with the reference
     softmax_backward bound in. The matrix form refuses: this cell grades the row derivation itself."""

@@ -3,7 +3,8 @@
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes all
 differ (B, n_heads, T, d_head, d_c, d_rope), unbatched and batched, float64 and float32. Every other function of
 the lesson is its reference stand-in while a test runs (``checks/stand_ins.py``): ``mla_attention`` is graded
-with the reference ``rope``, and ``mla_absorbed`` may not hand its work to ``mla_attention`` (``refuses``).
+with the reference ``rope`` and attention, and ``mla_absorbed`` may not hand its work to ``mla_attention``: neither
+is among its helpers, so their stand-ins refuse (``stand_ins.Refusal``).
 """
 
 from __future__ import annotations
@@ -111,8 +112,8 @@ def _gqa_layer(rng, lead, T, n_heads, n_kv_heads, d_head, dtype=np.float64):
     return tuple(a.astype(dtype) for a in (x, *Ws))
 
 
-@hidden_test(uses=("streaming_decode",), visible_check="check_streaming_decode")
-def streaming_values(streaming_decode):
+@hidden_test(uses=("streaming_decode",), helpers=("decode_step",), visible_check="check_streaming_decode")
+def streaming_values(streaming_decode, **helpers):
     """Streams longer than n_sink + window (batched and not), no sinks, window 1, a stream shorter than the cache;
     the output and the final caches; float32."""
     rng = rng_for("streaming_values")
@@ -172,14 +173,16 @@ def _check_mla(name, fn):
     dtype_kept(name, fn, [f32, cases[1]], outputs=("out", "weights"))
 
 
-@hidden_test(uses=("mla_attention",), visible_check="check_mla_attention", refuses=("mla_absorbed",))
-def mla_values(mla_attention):
+@hidden_test(uses=("mla_attention",), helpers=("rope", "split_heads", "concat_heads", "scaled_dot_product_attention",
+                                               "softmax"), visible_check="check_mla_attention")
+def mla_values(mla_attention, **helpers):
     """Unbatched, batched (B) and (B, 2), with and without a mask; float32."""
     _check_mla("mla_attention", mla_attention)
 
 
-@hidden_test(uses=("mla_absorbed",), visible_check="check_mla_absorbed", refuses=("mla_attention",))
-def absorbed_values(mla_absorbed):
+@hidden_test(uses=("mla_absorbed",), helpers=("rope", "split_heads", "concat_heads", "softmax"),
+             visible_check="check_mla_absorbed")
+def absorbed_values(mla_absorbed, **helpers):
     """As ``mla_values``; ``mla_attention`` refuses to answer while it runs (the absorbed form must do its own
     work)."""
     _check_mla("mla_absorbed", mla_absorbed)

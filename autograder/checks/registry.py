@@ -2,15 +2,15 @@
 
 A lesson's hidden tests live in ``autograder/checks/lessonNN.py``; each is declared with ``@hidden_test``, which
 records the learner names it reads from the notebook (``uses``: the graded functions or values, passed
-positionally; ``helpers``: passed by keyword, the learner's own versions of other functions), the learner
-functions it grades together with ``uses`` (``together``: never replaced), the functions whose work the graded
-ones must do themselves (``refuses``: their stand-ins refuse to answer, see ``stand_ins.Refusal``) and the visible
-self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug
-elsewhere costs nothing here).
+positionally; ``helpers``: passed by keyword, the learner's own versions of the functions of the lesson the graded
+ones may call), the learner functions it grades together with ``uses`` (``together``: never replaced) and the
+visible self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a
+bug elsewhere costs nothing here).
 
 Isolation: while a test runs, every other function of the lesson (``autograder/checks/stand_ins.py``: pasted from
-an earlier lesson, ungraded, or graded by another test) is replaced by its reference stand-in wherever a learner's
-function looks it up, so a cell's score depends only on the functions it grades.
+an earlier lesson, ungraded, or graded by another test) is replaced by a stand-in wherever a learner's function
+looks it up, so a cell's score depends only on the functions it grades: a helper by the reference, any other
+function by a refusal (``stand_ins.Refusal``), so the graded functions earn nothing for work a stand-in did.
 
 The hidden cell itself is one line, ``__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("<grade_id>")``; the
 grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
@@ -37,28 +37,25 @@ class HiddenTest:
     helpers: tuple = ()
     visible_check: str | None = None
     together: tuple = ()
-    refuses: tuple = ()
 
     @property
     def names(self) -> tuple:
         return self.uses + self.helpers
 
     def stand_ins(self, refused=None) -> dict:
-        """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference,
-        or a ``Refusal`` for a function of ``refuses`` (each refusal appended to the list ``refused``)."""
+        """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference
+        for a helper, a ``Refusal`` for any other (each refusal appended to the list ``refused``)."""
         graded = set(self.uses) | set(self.together)
         lesson = stand_ins.of(self.lesson)
-        unknown = set(self.refuses) - set(lesson)
-        if unknown:
-            raise ValueError(f"{self.name} refuses {sorted(unknown)}, which {self.lesson} has no stand-in for")
-        return {n: stand_ins.Refusal(n, " and ".join(self.uses), refused) if n in self.refuses else f
+        allowed = tuple(n for n in self.helpers if n in lesson and n not in graded)
+        return {n: f if n in allowed else stand_ins.Refusal(n, " and ".join(self.uses), allowed, refused)
                 for n, f in lesson.items() if n not in graded}
 
     def __call__(self, values: dict):
         """Run the test on ``values`` ({learner name: function or value}); raises AssertionError when it fails.
 
         Each learner function runs with the stand-ins of the functions this test does not grade bound in place; a
-        test whose learner code called a refusing stand-in fails, even when that code caught the refusal."""
+        test whose learner code called a refusal fails, even when that code caught the error."""
         refused: list = []
         others = self.stand_ins(refused)
         with contextlib.ExitStack() as stack:
@@ -74,13 +71,13 @@ class HiddenTest:
 _TESTS: dict = {}
 
 
-def hidden_test(*, uses, helpers=(), visible_check=None, together=(), refuses=(), name=None):
+def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None):
     """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
 
     def register(function):
         lesson = course.lesson_numbered(function.__module__)  # declared in autograder/checks/lessonNN.py
         test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
-                          tuple(together), tuple(refuses))
+                          tuple(together))
         _TESTS[(lesson, test.name)] = test
         return function
 

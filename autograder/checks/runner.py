@@ -75,13 +75,17 @@ def bound(fn, names: dict):
     """Temporarily bind ``names`` in the module namespace ``fn`` looks its helpers up in.
 
     Used so a learner's composite function is graded with the reference version of the helpers it calls:
-    an earlier bug must not cost points twice.
+    an earlier bug must not cost points twice. A refusal already bound there (``stand_ins.Refusal``) stays: a
+    test's own ``bind`` never lifts what the test's declared helpers refuse.
     """
-    if names and hasattr(fn, "binding"):  # the learner's function runs in the kernel: the grader answers
+    remote = hasattr(fn, "binding")  # the learner's function runs in the kernel: the grader answers
+    g = fn.bound_helpers if remote else getattr(fn, "__globals__", None)
+    if g is not None:
+        names = {k: v for k, v in names.items() if not isinstance(g.get(k), stand_ins.Refusal)}
+    if names and remote:
         with fn.binding(names):
             yield
         return
-    g = getattr(fn, "__globals__", None)
     if not names or g is None:
         yield
         return

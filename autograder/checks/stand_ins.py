@@ -2,17 +2,18 @@
 
 While a hidden test runs, every one of these functions that the test does not grade is replaced, in the learner's
 namespace, by its stand-in (``HiddenTest.__call__`` in ``registry.py``): the grader answers each call with the
-stand-in's result. So a graded cell's score depends only on the function it grades: a slip in a function pasted
-from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson costs nothing
-here (the last costs its own tests). ``tests/unit/test_isolation.py`` checks that every function defined in a lesson's
-answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never holds an answer.
+stand-in's result, or refuses it (below). So a graded cell's score depends only on the function it grades: a slip in
+a function pasted from an earlier lesson, in an ungraded exercise, or in another graded function of the same lesson
+costs nothing here (the last costs its own tests). ``tests/unit/test_isolation.py`` checks that every function
+defined in a lesson's answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never
+holds an answer.
 
-A stand-in answers only for work the graded function may hand on: a helper (softmax, split_heads inside a layer).
-A test declares, with ``@hidden_test(refuses=...)``, the functions that compute what it grades (another graded
-function of the same contract, or the plain attention a tiled one must reproduce); while it runs, their stand-ins
-are ``Refusal`` objects: a call raises ``Refused`` and the test fails, naming the mistake, whatever the learner's
-code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in the
-grader). A graded function earns nothing for what a stand-in computed.
+A stand-in answers only for work the graded function may hand on: the helpers its test declares, with
+``@hidden_test(helpers=...)``, from what the lesson asks the function to call (softmax inside attention, split_heads
+inside a layer, decode_step inside the decoding loop). Every other stand-in is a ``Refusal`` while the test runs: a
+call raises ``Refused``, which names the function refused and the helpers allowed, and the test fails whatever the
+learner's code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in
+the grader). A graded function earns nothing for what a stand-in computed.
 """
 
 from __future__ import annotations
@@ -64,27 +65,31 @@ _BY_LESSON = {  # by lesson number
 
 
 class Refused(Exception):
-    """A graded function called a function whose work it must do itself (raised by a ``Refusal``)."""
+    """A graded function called a function of the lesson that is not among its test's helpers (raised by a
+    ``Refusal``)."""
 
     refused = True  # how the grader's side of a kernel call knows it (``hidden_tests.Session``)
 
-    def __init__(self, name: str, graded: str):
-        super().__init__(f"{graded} called {name}, which computes what {graded} is graded for: while its hidden test "
-                         f"runs, {name} refuses to answer, so {graded} must do that work itself")
-        self.name, self.graded = name, graded
+    def __init__(self, name: str, graded: str, helpers=()):
+        allowed = ", ".join(helpers) if helpers else "none"
+        super().__init__(f"{graded} called {name}, which is not one of the helpers the lesson gives {graded} "
+                         f"(these answer for it: {allowed}): while its hidden test runs, {name} refuses to answer, "
+                         f"so {graded} must do that work itself")
+        self.name, self.graded, self.helpers = name, graded, tuple(helpers)
 
 
 class Refusal:
-    """The stand-in of ``name`` while a test grades ``graded``, a function that must not hand its work to it.
+    """The stand-in of ``name`` while a test grades ``graded``, whose helpers (``helpers``) do not include it.
     ``calls`` (a list) keeps every refusal, so the test fails even when the learner's code caught the error."""
 
-    def __init__(self, name: str, graded: str, calls=None):
+    def __init__(self, name: str, graded: str, helpers=(), calls=None):
         self.__name__ = self.name = name
         self.graded = graded
+        self.helpers = tuple(helpers)
         self.calls = calls if calls is not None else []
 
     def __call__(self, *args, **kwargs):
-        refused = Refused(self.name, self.graded)
+        refused = Refused(self.name, self.graded, self.helpers)
         self.calls.append(refused)
         raise refused
 

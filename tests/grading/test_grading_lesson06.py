@@ -1,7 +1,9 @@
 """Lesson 06 graded for real: one nbgrader autograde over a completed, an untouched and one submission per
-catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and claims it used no memory). Each
-bug must lose exactly the points of the tests it is catalogued for, with its diagnosis in the learner's feedback."""
+catalogued lesson-06 bug (plus a tiled attention that builds the full matrix and claims it used no memory, and
+functions that hand their work on, ``tests/helpers/handed_on.py``). Each bug must lose exactly the points of the tests
+it is catalogued for, with its diagnosis in the learner's feedback."""
 
+import handed_on
 import pytest
 import lessons_class
 from grading_helpers import lost
@@ -61,6 +63,9 @@ def submissions():
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FORGED_FULL_MATRIX}),
         "calls_attention": answers.fill(LESSON, {"tiled_attention": bugs.by_id("tiled_calls_attention").source}),
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
+        "hands_work_on": answers.fill(LESSON, {"grouped_query_attention": handed_on.GQA_VIA_MHA,
+                                               "decode_with_kv_cache": handed_on.DECODE_VIA_CAUSAL,
+                                               "tiled_attention": handed_on.DISTINCT_KEYS_ONLY}),
     }
     # every catalogued bug is graded by tests/grading/test_mutations.py (autograder.proofs.mutation), in one batch
 
@@ -110,6 +115,17 @@ def test_tiled_attention_that_calls_plain_attention_gets_nothing_for_it(results)
     r = results["calls_attention"]
     assert lost(r) == {"tiled_values", "tiled_memory"}, r["errors"]
     assert "[tiled_calls_attention]" in r["feedback"]
+
+
+def test_a_function_that_hands_its_work_on_gets_nothing_for_it(results):
+    """GQA through multi_head_attention and the decoding loop through causal_self_attention lose their cells, named;
+    attention over the distinct keys only runs out of memory on keys that do not repeat; nothing else is lost."""
+    r = results["hands_work_on"]
+    assert lost(r) == {"gqa_values", "decode_loop_values", "tiled_memory"}, r["errors"]
+    for function, refused in (("grouped_query_attention", "multi_head_attention"),
+                              ("decode_with_kv_cache", "causal_self_attention")):
+        assert f"{function} called {refused}, which is not one of the helpers" in r["feedback"]
+    assert "[tiled_full_matrix]" in r["feedback"] and "ran out of memory" in r["feedback"]
 
 
 # --------------------------------------------------------------------------------------------------------------

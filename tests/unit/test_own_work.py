@@ -1,12 +1,12 @@
 """A graded function earns its points for its own work, never for what a stand-in or the kernel said.
 
-Three ways a function could score without doing what it is graded for, each closed and each shown to stay
-fair to honest work: calling a stand-in of a function that computes the same thing (``refuses`` in
-``@hidden_test``, ``stand_ins.Refusal``), over the real channel of ``autograder/kernel/hidden_cell.py`` and
-``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer
-asked for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the
-lesson-04 experiment. The mutation harness (``tests/grading/test_mutations.py``) grades the catalogued versions
-through the real grading command.
+Three ways a function could score without doing what it is graded for, each closed and each shown to stay fair to
+honest work: calling a stand-in of a function that is not among its test's helpers (``helpers`` in ``@hidden_test``;
+every other stand-in is a ``stand_ins.Refusal``), over the real channel of ``autograder/kernel/hidden_cell.py`` and
+``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer asked
+for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the lesson-04
+experiment. The mutation harness (``tests/grading/test_mutations.py``) grades the catalogued versions through the
+real grading command.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import math
 
+import handed_on
 import numpy as np
 import pytest
 
@@ -55,10 +56,48 @@ def _notebook(lesson, **sources):
 
 
 # ------------------------------------------------------------------------------------ stand-ins that refuse
-def test_the_declared_refusals_are_functions_of_the_lesson():
+def test_only_the_declared_helpers_answer_every_other_stand_in_refuses():
     for test in registry.all_tests().values():
-        assert set(test.refuses) <= set(stand_ins.of(test.lesson)) - set(test.uses), test.name
-        test.stand_ins()  # raises on a name the lesson has no stand-in for
+        graded = set(test.uses) | set(test.together)
+        for name, stand_in in test.stand_ins().items():
+            assert name not in graded, test.name
+            assert isinstance(stand_in, stand_ins.Refusal) == (name not in test.helpers), (test.name, name)
+
+
+HANDED_ON = {"gqa_values": (handed_on.GQA_VIA_MHA, "multi_head_attention"),
+             "decode_loop_values": (handed_on.DECODE_VIA_CAUSAL, "causal_self_attention")}
+
+
+@pytest.mark.parametrize("grade_id", sorted(HANDED_ON))
+def test_a_function_that_hands_its_work_to_another_gets_nothing(monkeypatch, grade_id):
+    """Over the real channel: the refusal names the function refused and the helpers the test allows."""
+    source, refused = HANDED_ON[grade_id]
+    session = _grade(monkeypatch, LESSON06, grade_id, _notebook(LESSON06, cheat=source))
+    assert session.verdict[0] is False, grade_id
+    assert f"called {refused}, which is not one of the helpers" in session.verdict[1]
+    assert all(h in session.verdict[1] for h in registry.find(LESSON06, grade_id).helpers)
+
+
+@pytest.mark.parametrize("grade_id", sorted(HANDED_ON))
+def test_with_every_stand_in_answering_the_handed_on_work_would_pass(monkeypatch, grade_id):
+    """The check above can fail: were every stand-in the reference, each of those functions would earn full marks."""
+    monkeypatch.setattr(registry.HiddenTest, "stand_ins",
+                        lambda self, refused=None: {n: f for n, f in stand_ins.of(self.lesson).items()
+                                                    if n not in self.uses})
+    session = _grade(monkeypatch, LESSON06, grade_id, _notebook(LESSON06, cheat=HANDED_ON[grade_id][0]))
+    assert session.verdict == (True, None)
+
+
+def test_a_test_s_own_bind_does_not_lift_a_refusal():
+    """Lesson 02's output_projection test binds the reference split_heads too; split_heads is no helper of
+    output_projection, so a call still refuses."""
+    ns = _notebook("02_multi_head", cheat="""
+def output_projection(heads, W_O):
+    return concat_heads(split_heads(concat_heads(heads), heads.shape[-3])) @ W_O
+""")
+    test = registry.find("02_multi_head", "output_projection_values")
+    with pytest.raises(WrongAnswer, match="output_projection called split_heads"):
+        test({n: ns[n] for n in test.names})
 
 
 def test_a_layer_that_calls_the_other_layer_gets_nothing(monkeypatch):

@@ -47,6 +47,11 @@ class RemoteFunction:
         self._session = session
         self._bind: dict = {}
 
+    @property
+    def bound_helpers(self) -> dict:
+        """{name: the grader's stand-in} of the helpers bound now."""
+        return dict(self._bind)
+
     @contextlib.contextmanager
     def binding(self, helpers: dict):
         saved = self._bind
