@@ -59,7 +59,7 @@ class HiddenTest:
         refused: list = []
         others = self.stand_ins(refused)
         with contextlib.ExitStack() as stack:
-            for name in self.names:
+            for name in self.uses:  # a helper shares the graded function's namespace (a notebook's) or is the reference
                 if callable(values[name]):
                     stack.enter_context(bound(values[name], {n: f for n, f in others.items() if n != name}))
             result = self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
