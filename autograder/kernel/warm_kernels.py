@@ -211,7 +211,8 @@ def launch(sock, request: dict) -> int:
         pid = _receive_pid(sock)  # the keeper's pid, as this process sees it
         try:
             name = sandbox.cgroup_name(request["uid"])
-            cgroups.create(name, memory_bytes=request["memory_mb"] << 20, pids=sandbox.MAX_PROCS, cpus=1.0)
+            cgroups.create(name, memory_bytes=request["memory_mb"] << 20, pids=sandbox.MAX_PROCS,
+                           cpus=sandbox.KERNEL_CPUS)
             cgroups.join(name, pid)
         except OSError:
             pass  # no writable cgroup file system: the grader reports it; per-process limits still apply

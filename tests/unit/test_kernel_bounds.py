@@ -1,6 +1,7 @@
 """The bounds of a kernel without root, each part on its own (no kernel): the launcher's watch over the memory and
-processes of everything below it (``autograder/kernel/watchdog.py``), and the control group systemd delegates to a
-user (``autograder/kernel/cgroups.py``), found in a made-up cgroup v2 tree (this machine has none).
+processes of everything below it (``autograder/kernel/watchdog.py``), the one CPU it holds the kernel to
+(``autograder/kernel/one_cpu.py``), and the control group systemd delegates to a user
+(``autograder/kernel/cgroups.py``), found in a made-up cgroup v2 tree (this machine has none).
 ``tests/grading/test_non_root.py`` grades a class as an ordinary user with all of them in place."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import os
 import sys
 import time
 
-from autograder.kernel import cgroups, watchdog
+import pytest
+
+from autograder.kernel import cgroups, one_cpu, watchdog
 
 HOLDER = r"""
 import os, sys, time
@@ -70,6 +73,69 @@ def test_memory_shared_after_fork_counts_once(tmp_path):
 def test_reaching_the_process_limit_is_noted_without_stopping_anyone(tmp_path):
     code, _, events, _ = _watch(tmp_path, 6, 1, 1, limit_mb=1000, max_procs=5)
     assert (code, events) == (0, {watchdog.PROCESSES})
+
+
+def test_a_refusal_the_kernel_tells_is_noted_however_short(tmp_path):
+    # the kernel writes on the pipe and ends at once: no look of the watch could have seen it at its limit
+    events, (heard, told) = tmp_path / watchdog.EVENTS, os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = watchdog.run(lambda: os.write(told, watchdog.PROCESSES.encode() + b"\n") and os._exit(0),
+                                memory_bytes=1 << 30, max_procs=64, events=str(events), refusals=heard)
+        finally:
+            os._exit(code)
+    os.close(heard)
+    os.close(told)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert watchdog.read_events(str(events)) == {watchdog.PROCESSES}
+
+
+def _in_child(body) -> int:
+    """``body()`` in a forked child; its exit status (0: it returned)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            body()
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_kernels_claim_different_cpus_while_there_are_free_ones_and_a_released_one_is_claimed_again():
+    cpus = sorted(os.sched_getaffinity(0))
+    claims = [one_cpu.claim(uid=10**6 + os.getpid()) for _ in cpus]  # a uid of this test's own: no grader's claims
+    try:
+        assert sorted(cpu for cpu, _ in claims) == cpus and all(sock is not None for _, sock in claims)
+        extra, sock = one_cpu.claim(uid=10**6 + os.getpid())
+        assert sock is None and extra in cpus  # every CPU held: one of them all the same
+        claims[0][1].close()
+        assert one_cpu.claim(uid=10**6 + os.getpid())[0] == claims[0][0]
+    finally:
+        for _, sock in claims:
+            sock.close()
+
+
+@pytest.mark.skipif(not one_cpu.can_hold(), reason="no system-call filter for this architecture")
+def test_a_held_process_and_all_it_starts_run_on_one_cpu_they_cannot_change():
+    cpu = max(os.sched_getaffinity(0))
+
+    def held():
+        one_cpu.hold(cpu)
+        for attempt in (lambda: os.sched_setaffinity(0, os.sched_getaffinity(1) | {cpu}),
+                        lambda: os.sched_setaffinity(0, {0})):
+            with pytest.raises(PermissionError):
+                attempt()
+        assert os.sched_getaffinity(0) == {cpu}
+        assert _in_child(lambda: os.sched_setaffinity(0, {0})) != 0  # a child cannot either
+        assert _in_child(lambda: os.sched_getaffinity(0) == {cpu} or os._exit(3)) == 0
+        os.getpid(), os.listdir("/")  # everything else is allowed
+
+    assert _in_child(held) == 0
+    assert _in_child(lambda: os.sched_setaffinity(0, {0})) == 0  # this process is untouched
 
 
 def test_a_process_the_kernel_left_behind_is_killed_when_the_kernel_ends(tmp_path):
