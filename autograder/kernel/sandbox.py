@@ -85,6 +85,22 @@ def set_limits(memory_mb: int, *, max_file_mb: int = MAX_FILE_MB, max_procs: int
         lower(resource.RLIMIT_NPROC, max_procs)
 
 
+def folders_of_gone_processes(patterns) -> list:
+    """Folders in the temporary folder that match ``patterns`` (``<prefix>-<pid>-<random>``) and whose process is gone:
+    what a grader killed before it could clean up left. A folder of a process that still runs, whoever runs it, is
+    never among them."""
+    import glob
+    import tempfile
+
+    found = []
+    for pattern in patterns:
+        for folder in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
+            pid = os.path.basename(folder).split("-")[2]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                found.append(folder)
+    return found
+
+
 def cgroup_name(uid: int) -> str:
     return f"uid-{uid}"
 

@@ -164,16 +164,7 @@ def library_signature(library: str) -> tuple:
 
 def stale_folders() -> list:
     """Folders of warm servers whose grader process is gone (it was killed before it could remove them)."""
-    import glob
-    import tempfile
-
-    found = []
-    for pattern in ("mha-warm-*-*", "mha-kernels-*-*"):
-        for folder in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
-            pid = os.path.basename(folder).split("-")[2]
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                found.append(folder)
-    return found
+    return sandbox.folders_of_gone_processes(("mha-warm-*-*", "mha-kernels-*-*"))
 
 
 def start(folder: str, *, channels: str, library: str, lifeline: int) -> None:

@@ -147,7 +147,8 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int 
         pids = descendants(below.me)
         resident, tasks = usage(pids)
         over = resident > memory_bytes and proportional(pids) > memory_bytes  # pages shared after fork count once
-        if tasks >= max_procs or PROCESSES.encode() in told.said().split():
+        refused = PROCESSES.encode() in told.said().split()  # read at every look: unread, it would wake the watch
+        if refused or tasks >= max_procs:
             note(PROCESSES)
         if over:
             note(MEMORY)

@@ -190,3 +190,46 @@ def test_a_login_sessions_scope_is_not_delegated(tmp_path, monkeypatch):
           owned_from="user.slice/user-1000.slice/session-3.scope")  # its slice is root's, as systemd leaves it
     assert cgroups.group_dirs("mha-kernel-x") == []
     assert not cgroups.available()
+
+
+def test_the_watch_reads_what_the_kernel_told_it_even_when_it_saw_the_limit_itself(tmp_path):
+    # The kernel tells of its refusal while the watch sees it at its limit: what it told must be read all the same,
+    # or the pipe stays readable and every wait between looks returns at once (a watch that spins on a core).
+    events, (heard, told) = tmp_path / watchdog.EVENTS, os.pipe()
+    os.write(told, watchdog.PROCESSES.encode() + b"\n")
+    looks = tmp_path / "looks"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = watchdog.run(lambda: time.sleep(1.5) or os._exit(0), memory_bytes=1 << 30, max_procs=1,
+                                events=str(events), refusals=heard)
+            looks.write_text(str(os.times().user + os.times().system))
+        finally:
+            os._exit(code)
+    os.close(heard)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert watchdog.read_events(str(events)) == {watchdog.PROCESSES}
+    assert float(looks.read_text()) < 0.75, "the watch spun while the kernel ran for 1.5 s"  # about 0.05 s of CPU
+
+
+def test_only_private_folders_of_graders_that_are_gone_are_stale(tmp_path, monkeypatch):
+    # Root's grader clears what killed graders left; the folder of a grader still running, an ordinary user's beside
+    # it or another of its own, is that grader's kernel at work and must stay (its watch writes its flags there).
+    import tempfile
+
+    from autograder.grading.pipeline import execute
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)
+    running = os.getppid()  # another process that runs, as another user's grader would
+    folders = {name: tmp_path / f"mha-kernel-{pid}-abc_123" for name, pid in
+               (("gone", gone), ("running", running), ("mine", os.getpid()))}
+    for folder in folders.values():
+        (folder / "channel").mkdir(parents=True)
+    (tmp_path / "mha-kernel-oldstyle").mkdir()  # a name without a grader's pid: never taken for stale
+    assert execute.stale_private_folders() == [str(folders["gone"])]
+    assert execute.private_folder_prefix() == f"mha-kernel-{os.getpid()}-"
