@@ -34,6 +34,7 @@ from ordinary_user import account, chown, copy_course, run_as, venv
 from run_once import once
 
 from autograder.course import answers, notebooks
+from autograder.grading.settings import Settings
 from autograder.kernel import sandbox, uids
 
 LESSON = "01_warmup"
@@ -60,7 +61,8 @@ print("RELEASED", held, time.time())
 """
 
 WITNESS = r"""
-import os, time
+import os, resource, time
+print("LIMITS", *(resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[0] for name in ("AS", "FSIZE", "CPU", "NPROC")))
 time.sleep(6)  # into the time the fork bomb holds its processes
 started, forked = time.time(), 0
 for _ in range(20):
@@ -235,6 +237,12 @@ def test_the_honest_students_get_full_marks(graded):
     assert graded["rows"]["c_honest"][f"{LESSON} score"] == full
     assert graded["rows"]["c_honest"]["flags"] == ""
     assert graded["rows"]["b_witness"][f"{LESSON} score"] == full
+
+
+def test_each_process_of_the_kernel_has_the_limits_that_root_gives_it(graded):
+    said = [int(n) for n in _said(graded, "b_witness", "LIMITS")]
+    mb = Settings().memory_mb
+    assert said == [mb << 20, sandbox.MAX_FILE_MB << 20, sandbox.CPU_SECONDS, sandbox.MAX_PROCS], said
 
 
 def test_the_report_names_the_bounds_of_an_ordinary_user(graded):
