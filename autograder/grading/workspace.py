@@ -30,7 +30,7 @@ from autograder import course
 from autograder.course import notebooks
 from autograder.grading import dburl, findings, gradebook, intake, scan, state
 from autograder.grading.settings import COURSE_ID, Settings, SetupError
-from autograder.kernel import cgroups, sandbox
+from autograder.kernel import cgroups, one_cpu, sandbox
 
 
 def config_lines(s: Settings) -> str:
@@ -346,14 +346,19 @@ def isolation_notes(s: Settings) -> list:
               f"was limited to {s.memory_mb} MB of address space, {sandbox.MAX_FILE_MB} MB per file and "
               f"{sandbox.CPU_SECONDS} s of CPU time, and the notebook to {s.notebook_timeout} s")
     cpu = ("; each kernel had a control group of its own in the user's delegated cgroup subtree (memory with its "
-           "tmpfs, processes, one CPU)" if grouped else "; no control group: a kernel's CPU share was not bounded")
+           "tmpfs, processes, one CPU)" if grouped else
+           "; no control group: each kernel ran on one CPU of its own, " + (
+               "which it could not change" if one_cpu.can_hold() else
+               "which it could change (no system-call filter for this machine's architecture)"))
     if s.isolation == "userns":
         return [f"Kernels ran in bubblewrap's namespaces as the user who ran this command (not root): no network, no "
                 f"other process or file of the machine, but no separate uid; each in a user namespace of its own, "
-                f"with at most {sandbox.MAX_PROCS} processes and threads and a {sandbox.TMP_MB} MB tmpfs as its only "
-                f"writable place; {bounds}{cpu}. Grade as root for the full sandbox."]
-    procs = (f"at most {sandbox.MAX_PROCS} processes and threads (a user namespace of its own)"
-             if sandbox.user_namespaces_allowed() else "no bound on their processes (no user namespaces here)")
+                f"with at most {sandbox.MAX_PROCS} processes and threads, a {sandbox.TMP_MB} MB tmpfs as its only "
+                f"writable place and System V IPC objects that no process maps removed; {bounds}{cpu}. Grade as root "
+                "for the full sandbox."]
+    procs = (f"at most {sandbox.MAX_PROCS} processes and threads and no System V IPC object that no process maps "
+             "(user and IPC namespaces of their own)" if sandbox.user_namespaces_allowed() else
+             "no bound on their processes or System V IPC objects (no user namespaces here)")
     return [f"Kernels ran as the user who ran this command, without bubblewrap: they could read and write that "
             f"user's files and reach the network (the originals' hashes were checked); {procs}; {bounds}{cpu}. "
             "Install bubblewrap, or grade as root, for the full sandbox."]

@@ -35,11 +35,13 @@ creates the control group and moves the notebook into it. When the server cannot
 ``userns`` (not root, but bubblewrap can use unprivileged user namespaces): the same namespaces, file system and
 tmpfs (mounted in a user namespace of the launcher's own), bubblewrap's root and ``/dev`` read-only, and inside, in
 the kernel's own user namespace, the same limits (``--inside``; the process count is then the namespace's own),
-but no separate uid; the launcher stays the kernel's parent and watches its memory and processes
-(``autograder/kernel/watchdog.py``), and makes it a control group where systemd delegated a subtree to the user.
-``none`` (no bubblewrap): the same limits, the watch and the control group where there is one, in a user namespace
-of its own where the machine allows one; the kernel can read and write what the user running the grader can. The
-report says which bounds held.
+but no separate uid; the IPC namespace is one the launcher made with limits (``sandbox.private_ipc``), and the
+kernel runs on one CPU that it cannot change (``autograder/kernel/one_cpu.py``). The launcher stays the kernel's
+parent and watches its memory and processes (``autograder/kernel/watchdog.py``; the kernel tells it of every
+refused process or thread over a pipe), and makes it a control group where systemd delegated a subtree to the
+user. ``none`` (no bubblewrap): the same limits, one CPU, the watch and the control group where there is one, in a
+user namespace and an IPC namespace of its own where the machine allows them; the kernel can read and write what
+the user running the grader can. The report says which bounds held.
 """
 
 from __future__ import annotations
@@ -50,9 +52,11 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.kernel.sandbox import (HOME, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB, _private_tmpfs,
-                                       bwrap_command, cgroup_name, clean_env, font_caches, kernel_argv, kernel_python,
-                                       libc, own_user_namespace, private_cgroup_name, seed_home, set_limits)
+from autograder.kernel import one_cpu, watchdog
+from autograder.kernel.sandbox import (HOME, KERNEL_CPUS, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB,
+                                       _private_tmpfs, bwrap_command, cgroup_name, clean_env, font_caches, ipc_limits,
+                                       kernel_argv, kernel_python, libc, own_user_namespace, private_cgroup_name,
+                                       private_ipc, seed_home, set_limits)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -76,7 +80,7 @@ def _launch_isolated(args, kernel_args, grader: int) -> None:
     if grader and not uids.alive([grader]):
         raise SystemExit("the grading process that asked for this kernel is gone: not starting it")
     try:
-        cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
+        cgroups.create(cgroup_name(uid), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=KERNEL_CPUS)
         cgroups.join(cgroup_name(uid), os.getpid())
     except OSError:
         pass  # no writable cgroup file system: the grader reports it; per-process limits still apply
@@ -119,6 +123,7 @@ def _start_inside(args, kernel_args) -> None:
     """Inside bubblewrap: the limits, then (root in the new namespaces) the notebook's uid, then ipykernel. The
     process count is the namespace's own: the notebook's uid (root) or its user namespace (not root)."""
     set_limits(args.memory_mb, max_procs=MAX_PROCS)
+    refusals = None if args.refusals_fd is None else (args.refusals_fd, watchdog.PROCESSES)
     uid = args.drop_to
     if uid is not None:
         os.setgroups([])
@@ -126,7 +131,8 @@ def _start_inside(args, kernel_args) -> None:
         os.setuid(uid)
         if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
             raise SystemExit("could not drop privileges")
-    _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args), dict(os.environ))
+    _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args, refusals=refusals),
+                 dict(os.environ))
 
 
 def _launch_unprivileged(args, kernel_args) -> int:
@@ -135,42 +141,56 @@ def _launch_unprivileged(args, kernel_args) -> int:
     ``userns``: a limited tmpfs in a user namespace of the launcher's own, then bubblewrap (with a user namespace
     of the kernel's own) running ``--inside``. ``none``: the kernel itself, in a user namespace of its own where
     the machine allows one (so that its process count is its own), with the same limits."""
-    from autograder.kernel import cgroups, watchdog
+    from autograder.kernel import cgroups
 
     conn = os.path.abspath(args.connection_file)
     channel = os.path.dirname(conn)
     private = os.path.dirname(channel)
+    refusals, told = os.pipe()  # the kernel tells the watch of every process or thread refused it
+    cpu, claimed = one_cpu.claim()  # the kernel's one CPU, held by this process while the kernel runs
+    os.set_inheritable(told, True)
     try:  # where systemd delegated a cgroup v2 subtree to the user
-        cgroups.create(private_cgroup_name(private), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS, cpus=1.0)
+        cgroups.create(private_cgroup_name(private), memory_bytes=args.memory_mb << 20, pids=MAX_PROCS,
+                       cpus=KERNEL_CPUS)
         cgroups.join(private_cgroup_name(private), os.getpid())
     except OSError:
         pass  # none: the watch and the limits bound the kernel; the report says which
     if args.isolation == "userns":
         scratch = os.path.join(private, "scratch")
         _private_tmpfs(scratch, size_mb=args.tmp_mb, inodes=TMP_INODES)
+        private_ipc(libc(), ipc_limits(args.memory_mb << 20))  # the kernel's, with bubblewrap's user namespace
         os.makedirs(f"{scratch}/tmp", mode=0o1777)
         os.chmod(f"{scratch}/tmp", 0o1777)
         seed_home(Path(scratch) / "home", None, font_caches())
         cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="userns")
         cmd += ["--", kernel_python(), "-m", "autograder.kernel.launcher", "--inside", "--memory-mb",
-                str(args.memory_mb), "--max-output", str(args.max_output), "-f", conn, *kernel_args]
+                str(args.memory_mb), "--max-output", str(args.max_output), "--refusals-fd", str(told), "-f", conn,
+                *kernel_args]
         env = clean_env(HOME, KERNEL_LIBRARY)
 
         def start():
+            one_cpu.hold(cpu)
             _exec_kernel(cmd, env)
     else:
         def start():
             libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the kernel ends with the launcher
             try:
                 own_user_namespace()
+                private_ipc(libc(), ipc_limits(args.memory_mb << 20))
                 procs = MAX_PROCS
-            except OSError:  # no user namespaces here: the report says the process count was not bounded
+            except OSError:  # no user namespaces here: the report says the process count and IPC were not bounded
                 procs = None
             set_limits(args.memory_mb, max_procs=procs)
-            _exec_kernel(kernel_argv(sys.executable, conn, args.max_output, kernel_args),
+            one_cpu.hold(cpu)
+            _exec_kernel(kernel_argv(sys.executable, conn, args.max_output, kernel_args,
+                                     refusals=(told, watchdog.PROCESSES)),
                          clean_env(os.environ.get("HOME", "/tmp"), args.library or ""))
-    return watchdog.run(start, memory_bytes=args.memory_mb << 20, max_procs=MAX_PROCS,
-                        events=os.path.join(private, watchdog.EVENTS))
+    try:
+        return watchdog.run(start, memory_bytes=args.memory_mb << 20, max_procs=MAX_PROCS,
+                            events=os.path.join(private, watchdog.EVENTS), refusals=refusals)
+    finally:
+        if claimed is not None:
+            claimed.close()
 
 
 def _exec_kernel(argv: list, env: dict) -> None:
@@ -191,6 +211,7 @@ def main(argv=None):
     parser.add_argument("--uid", type=int, default=None, help="this notebook's sandbox uid (isolation 'uid')")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # run inside bubblewrap
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--refusals-fd", type=int, default=None, help=argparse.SUPPRESS)  # the watch's pipe
     # the warm kernel server (autograder/kernel/warm_kernels.py): started outside, then serving inside its bubblewrap
     parser.add_argument("--start-warm-server", default=None, help=argparse.SUPPRESS)  # the server's folder
     parser.add_argument("--channels", default=None, help=argparse.SUPPRESS)

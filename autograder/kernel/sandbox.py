@@ -32,6 +32,7 @@ _CLONE = {"ns": 0x00020000, "cgroup": 0x02000000, "uts": 0x04000000, "ipc": 0x08
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 2, 4, 16384, 1 << 18
 TMP_INODES = 20_000
 MAX_PROCS = 64  # processes and threads of one kernel
+KERNEL_CPUS = 1.0  # the CPU share of one kernel
 TMP_MB, MAX_FILE_MB, CPU_SECONDS = 64, 64, 3600  # its tmpfs, its largest file, CPU time per process
 
 
@@ -84,6 +85,22 @@ def set_limits(memory_mb: int, *, max_file_mb: int = MAX_FILE_MB, max_procs: int
         lower(resource.RLIMIT_NPROC, max_procs)
 
 
+def folders_of_gone_processes(patterns) -> list:
+    """Folders in the temporary folder that match ``patterns`` (``<prefix>-<pid>-<random>``) and whose process is gone:
+    what a grader killed before it could clean up left. A folder of a process that still runs, whoever runs it, is
+    never among them."""
+    import glob
+    import tempfile
+
+    found = []
+    for pattern in patterns:
+        for folder in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
+            pid = os.path.basename(folder).split("-")[2]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                found.append(folder)
+    return found
+
+
 def cgroup_name(uid: int) -> str:
     return f"uid-{uid}"
 
@@ -127,6 +144,59 @@ def own_user_namespace(lib=None, *, with_mounts: bool = False) -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
             fh.write(text)
+
+
+def ipc_limits(memory_bytes: int) -> dict:
+    """The System V IPC limits of a kernel's IPC namespace (``private_ipc``), by sysctl under ``/proc/sys/kernel``:
+    a shared-memory segment is removed when no process maps it any more (so what it holds is always counted in some
+    process's memory), and all segments, message queues and semaphores together hold at most ``memory_bytes`` and a
+    few MB."""
+    return {"shm_rmid_forced": 1, "shmmax": memory_bytes, "shmall": memory_bytes // os.sysconf("SC_PAGE_SIZE"),
+            "shmmni": 256, "msgmni": 32, "msgmnb": 16384, "sem": "250 32000 32 128"}
+
+
+def private_ipc(lib, limits: dict) -> None:
+    """Move this process into a new IPC namespace with ``limits`` (``ipc_limits``). This process must hold
+    CAP_SYS_ADMIN in its user namespace (one it just made: ``own_user_namespace``). An ordinary user may set the
+    limits of an IPC namespace only from a user namespace in which it is root, so a child makes the namespace in a
+    user namespace of its own mapping the user to root there, sets them, and this process joins it. Raises OSError
+    where that cannot be done."""
+    uid, gid = os.getuid(), os.getgid()
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(ready_r)
+            os.close(done_w)
+            unshare(lib, "user", "ipc")
+            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+                with open(f"/proc/self/{name}", "w", encoding="ascii") as fh:
+                    fh.write(text)
+            for name, value in limits.items():
+                with open(f"/proc/sys/kernel/{name}", "w", encoding="ascii") as fh:
+                    fh.write(str(value))
+            os.write(ready_w, b"1")
+            os.read(done_r, 1)  # until the parent has joined
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - the parent raises
+            os._exit(1)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            raise OSError("could not make an IPC namespace with limits")
+        fd = os.open(f"/proc/{pid}/ns/ipc", os.O_RDONLY)
+        try:
+            if lib.setns(fd, _CLONE["ipc"]) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"setns(ipc): {os.strerror(err)}")
+        finally:
+            os.close(fd)
+    finally:
+        os.close(ready_r)
+        os.close(done_w)
+        os.waitpid(pid, 0)
 
 
 def user_namespaces_allowed() -> bool:
@@ -181,9 +251,11 @@ def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation:
     """bubblewrap's arguments: the namespaces, then the file system, built up from read-only binds. ``scratch``:
     the launcher's tmpfs, or None for the warm kernel server, whose kernels mount their own."""
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
-           "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
-    if isolation == "userns":
+           "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
+    if isolation == "userns":  # the IPC namespace is the launcher's own, with limits (``private_ipc``)
         cmd += ["--unshare-user", "--cap-drop", "ALL"]
+    else:
+        cmd += ["--unshare-ipc"]
     for folder in ("/etc", "/home", "/opt", "/var"):  # bubblewrap would make them 0700
         cmd += ["--perms", "0755", "--dir", folder]
     for name in _SYSTEM:
@@ -268,6 +340,50 @@ del _grader_output_cap
 """
 
 
+_REFUSALS = """
+def _grader_refusals(fd, note):
+    import _posixsubprocess, _thread, errno, os, threading
+
+    def noting(inner):
+        def call(*args, **kwargs):
+            try:
+                return inner(*args, **kwargs)
+            except (BlockingIOError, RuntimeError) as exc:  # EAGAIN: RLIMIT_NPROC; "can't start new thread"
+                if isinstance(exc, BlockingIOError) or "new thread" in str(exc):
+                    try:
+                        os.write(fd, note)
+                    except OSError:
+                        pass
+                raise
+        return call
+
+    for module, names in ((os, ("fork", "forkpty", "posix_spawn", "posix_spawnp")), (_posixsubprocess, ("fork_exec",)),
+                          (_thread, ("start_new_thread", "start_joinable_thread")),
+                          (threading, ("_start_new_thread", "_start_joinable_thread"))):
+        for name in names:
+            if hasattr(module, name):
+                setattr(module, name, noting(getattr(module, name)))
+
+
+_grader_refusals(FD, NOTE)
+del _grader_refusals
+"""
+
+
+def refusals_line(fd: int, note: str) -> str:
+    """One line of code for ipykernel's exec_lines that writes ``note`` to the file descriptor ``fd`` (a pipe the
+    launcher's watch reads) whenever the kernel is refused a process or a thread (``RLIMIT_NPROC``): the refusal
+    itself, which the watch could miss between two looks when the notebook lets its processes go at once."""
+    return _exec_line(_REFUSALS.replace("FD", str(int(fd))).replace("NOTE", repr((note + "\n").encode())))
+
+
+def _exec_line(code: str) -> str:
+    """``code`` as one line for ipykernel's exec_lines."""
+    import base64
+
+    return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
+
+
 def output_cap_line(limit: int) -> str:
     """One line of code for ipykernel's exec_lines that caps what each cell prints, inside the kernel.
 
@@ -275,10 +391,7 @@ def output_cap_line(limit: int) -> str:
     memory and every later cell fails: the cap keeps an honest but chatty notebook gradable. (The grader caps
     output again on its side, SafeExecute, for a notebook that removes this one.)
     """
-    import base64
-
-    code = _OUTPUT_CAP.replace("MARKER", repr(TRUNCATED_MARKER)).replace("LIMIT", str(int(limit)))
-    return f"exec(__import__('base64').b64decode({base64.b64encode(code.encode()).decode()!r}).decode())"
+    return _exec_line(_OUTPUT_CAP.replace("MARKER", repr(TRUNCATED_MARKER)).replace("LIMIT", str(int(limit))))
 
 
 def font_caches(places=None) -> dict:
@@ -303,9 +416,12 @@ def clean_env(home: str, library: str) -> dict:
     return env
 
 
-def kernel_argv(python: str, connection_file: str, max_output: int, kernel_args) -> list:
+def kernel_argv(python: str, connection_file: str, max_output: int, kernel_args, *, refusals=None) -> list:
+    """ipykernel's command line; ``refusals``: (file descriptor, note) for ``refusals_line``."""
     if max_output:
         kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(max_output)]
+    if refusals is not None:
+        kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + refusals_line(*refusals)]
     return [python, "-m", "ipykernel_launcher", "-f", connection_file, *kernel_args]
 
 

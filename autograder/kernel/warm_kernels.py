@@ -164,16 +164,7 @@ def library_signature(library: str) -> tuple:
 
 def stale_folders() -> list:
     """Folders of warm servers whose grader process is gone (it was killed before it could remove them)."""
-    import glob
-    import tempfile
-
-    found = []
-    for pattern in ("mha-warm-*-*", "mha-kernels-*-*"):
-        for folder in glob.glob(os.path.join(tempfile.gettempdir(), pattern)):
-            pid = os.path.basename(folder).split("-")[2]
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                found.append(folder)
-    return found
+    return sandbox.folders_of_gone_processes(("mha-warm-*-*", "mha-kernels-*-*"))
 
 
 def start(folder: str, *, channels: str, library: str, lifeline: int) -> None:
@@ -211,7 +202,8 @@ def launch(sock, request: dict) -> int:
         pid = _receive_pid(sock)  # the keeper's pid, as this process sees it
         try:
             name = sandbox.cgroup_name(request["uid"])
-            cgroups.create(name, memory_bytes=request["memory_mb"] << 20, pids=sandbox.MAX_PROCS, cpus=1.0)
+            cgroups.create(name, memory_bytes=request["memory_mb"] << 20, pids=sandbox.MAX_PROCS,
+                           cpus=sandbox.KERNEL_CPUS)
             cgroups.join(name, pid)
         except OSError:
             pass  # no writable cgroup file system: the grader reports it; per-process limits still apply

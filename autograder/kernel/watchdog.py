@@ -8,8 +8,10 @@ launcher, never by the machine's init, and stays watched), and every ``INTERVAL`
 of every process below it, each page once (``Pss``, read only when the cheap sum of resident memory, which counts
 a page shared after ``fork`` in every process, is past the limit). Past the limit it kills them all and writes
 ``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
-limit, it writes ``PROCESSES``. The events file lies in the kernel's private folder, outside what the kernel can
-see; the grader (``SafeExecute``) reads it when the notebook is done.
+limit, or the kernel says on its pipe that a process or thread was refused it (``sandbox.refusals_line``; the watch
+waits on that pipe between looks, so the refusal is noted however short the burst), it writes ``PROCESSES``. The
+events file lies in the kernel's private folder, outside what the kernel can see; the grader (``SafeExecute``)
+reads it when the notebook is done.
 
 Between two looks, processes may hold more than the limit for up to ``INTERVAL`` seconds (each of them is still
 bounded by its address-space limit); memory held in the kernel's tmpfs and not mapped is not counted here (the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import time
 
@@ -78,8 +81,11 @@ def proportional(pids) -> int:
 
 
 def _note(events: str, event: str) -> None:
-    with open(events, "a", encoding="ascii") as fh:
-        fh.write(event + "\n")
+    try:
+        with open(events, "a", encoding="ascii") as fh:
+            fh.write(event + "\n")
+    except FileNotFoundError:  # the grader has read the events and removed the private folder: the kernel is done
+        pass
 
 
 class _Below:
@@ -112,9 +118,11 @@ class _Below:
             time.sleep(0.02)
 
 
-def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
+def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int | None = None) -> int:
     """Run ``start()`` (which execs the kernel) in a child and watch everything below this process until that
-    child ends; then kill what is left below and return the child's exit status."""
+    child ends; then kill what is left below and return the child's exit status. ``refusals``: the read end of a
+    pipe on which the kernel writes ``PROCESSES`` when a process or thread is refused it (``sandbox.refusals_line``);
+    what it says is noted as it is."""
     ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     child = os.fork()
     if child == 0:
@@ -122,7 +130,15 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
             start()
         finally:
             os._exit(127)
-    below, noted = _Below(), set()
+    if refusals is not None:
+        os.set_blocking(refusals, False)
+    below, noted, told = _Below(), set(), _Told(refusals)
+
+    def note(event):
+        if event not in noted:
+            noted.add(event)
+            _note(events, event)
+
     while True:
         below.reap()
         if child in below.ended:
@@ -131,17 +147,46 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str) -> int:
         pids = descendants(below.me)
         resident, tasks = usage(pids)
         over = resident > memory_bytes and proportional(pids) > memory_bytes  # pages shared after fork count once
-        for event, hit in ((PROCESSES, tasks >= max_procs), (MEMORY, over)):
-            if hit and event not in noted:
-                noted.add(event)
-                _note(events, event)
+        refused = PROCESSES.encode() in told.said().split()  # read at every look: unread, it would wake the watch
+        if refused or tasks >= max_procs:
+            note(PROCESSES)
         if over:
+            note(MEMORY)
             below.kill()
         near = tasks >= max_procs // 2 or resident > memory_bytes // 2  # a limit may be reached soon: look often
-        time.sleep(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
+        told.wait(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
+    if PROCESSES.encode() in told.said().split():  # what the kernel wrote just before it ended
+        note(PROCESSES)
     below.kill()  # what the kernel left (at isolation ``none``; bubblewrap's namespace ended with it)
     status = os.waitstatus_to_exitcode(below.ended[child])
     return status if status >= 0 else 128 - status
+
+
+class _Told:
+    """The pipe on which the kernel tells the watch of a refusal (None: no pipe). The watch waits on it between two
+    looks, so a refusal is noted the moment it is written; the first thing written ends the pipe's use (whatever
+    else the kernel writes cannot keep the watch busy)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def wait(self, seconds: float) -> None:
+        if self.fd is None:
+            time.sleep(seconds)
+        else:
+            select.select([self.fd], [], [], seconds)
+
+    def said(self) -> bytes:
+        """What is waiting on the pipe (b"" when nothing); the pipe is closed once it said anything."""
+        if self.fd is None:
+            return b""
+        try:
+            said = os.read(self.fd, 4096)
+        except BlockingIOError:
+            return b""
+        os.close(self.fd)
+        self.fd = None
+        return said
 
 
 def read_events(events: str) -> set:

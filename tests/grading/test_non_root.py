@@ -8,11 +8,14 @@ on a class of lesson 01, graded by two workers at once: an honest student, and h
   without one cannot bring the machine down), holding what it got for a while, during which a *witness* notebook,
   graded by the other worker at the same time and by the same user, forks 20 processes;
 * a memory bomb: 8 processes of 400 MB each, every one inside its own address-space limit, 3.2 GB together;
-* a tmpfs filler: 8 MB files into every place of the file system it can write, up to 256 MB each.
+* a tmpfs filler: 8 MB files into every place of the file system it can write, up to 256 MB each;
+* a burst of threads, let go as soon as one is refused (too short for the watch's looks to see);
+* a spinner: 12 processes, each in a session of its own and asking for every CPU, busy for 3 s;
+* a System V shared-memory hoarder: 2.5 GB in segments made, filled and detached.
 
-The honest students keep full marks; the bombs are stopped and flagged, the filler writes no more than the
-kernel's tmpfs holds and nowhere else, the run ends well within its time limits, and nothing of the user's is left
-running after it.
+The honest students keep full marks; the bombs are stopped and flagged (the burst too), the filler writes no more
+than the kernel's tmpfs holds and nowhere else, the spinner gets one CPU, no segment outlives its last mapping,
+the run ends well within its time limits, and nothing of the user's is left running after it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ordinary_user import account, chown, copy_course, run_as, venv
 from run_once import once
 
 from autograder.course import answers, notebooks
+from autograder.grading.settings import Settings
 from autograder.kernel import sandbox, uids
 
 LESSON = "01_warmup"
@@ -57,7 +61,8 @@ print("RELEASED", held, time.time())
 """
 
 WITNESS = r"""
-import os, time
+import os, resource, time
+print("LIMITS", *(resource.getrlimit(getattr(resource, f"RLIMIT_{name}"))[0] for name in ("AS", "FSIZE", "CPU", "NPROC")))
 time.sleep(6)  # into the time the fork bomb holds its processes
 started, forked = time.time(), 0
 for _ in range(20):
@@ -97,12 +102,77 @@ print("FILLED", sum(written.values()), " ".join(f"{p}={mb}" for p, mb in written
 """
 
 
+THREAD_BURST = r"""
+import threading
+go, started = threading.Event(), []
+while len(started) < 300:  # threads until one is refused, all let go at once: between two looks of a watch
+    thread = threading.Thread(target=go.wait)
+    try:
+        thread.start()
+    except RuntimeError:
+        break
+    started.append(thread)
+go.set()
+for thread in started:
+    thread.join()
+print("THREADS", len(started))
+"""
+
+SPINNER = r"""
+import os, time
+cpus, widened = len(os.sched_getaffinity(0)), "widened"
+try:
+    os.sched_setaffinity(0, range(os.cpu_count()))
+except OSError:
+    widened = "refused"
+start, before = time.time(), os.times()
+spinners = []
+for _ in range(12):  # each in a session of its own, each trying to run on every CPU
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        try:
+            os.sched_setaffinity(0, range(os.cpu_count()))
+        except OSError:
+            pass
+        end = time.time() + 3
+        while time.time() < end:
+            pass
+        os._exit(0)
+    spinners.append(pid)
+for pid in spinners:
+    os.waitpid(pid, 0)
+after = os.times()
+print("CPUS", cpus, widened, (after.children_user + after.children_system - before.children_user
+                             - before.children_system) / (time.time() - start))
+"""
+
+SHM_HOARDER = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+size, made = 320 << 20, []
+for _ in range(8):  # 2.5 GB in segments made, filled and detached: mapped by no process
+    segment = libc.shmget(0, size, 0o1600)
+    if segment >= 0:
+        address = libc.shmat(segment, None, 0)
+        ctypes.memset(address, 1, size)
+        libc.shmdt(ctypes.c_void_p(address))
+        made.append(segment)
+stat = ctypes.create_string_buffer(512)
+print("SHM_HELD_MB", sum(size >> 20 for segment in made if libc.shmctl(segment, 2, stat) == 0), len(made))
+"""
+
+
 def _class(klass: Path) -> list:
     nbs = {"a_fork_bomb": with_cell(answers.fill(LESSON), "softmax", FORK_BOMB),
            "b_witness": with_cell(answers.fill(LESSON), "softmax", WITNESS),  # graded beside the fork bomb
            "c_honest": answers.fill(LESSON),
            "d_memory_bomb": with_cell(answers.fill(LESSON), "softmax", MEMORY_BOMB),
-           "e_tmpfs_filler": with_cell(answers.fill(LESSON), "softmax", TMPFS_FILLER)}
+           "e_tmpfs_filler": with_cell(answers.fill(LESSON), "softmax", TMPFS_FILLER),
+           "f_thread_burst": with_cell(answers.fill(LESSON), "softmax", THREAD_BURST),
+           "g_spinner": with_cell(answers.fill(LESSON), "softmax", SPINNER),
+           "h_shm_hoarder": with_cell(answers.fill(LESSON), "softmax", SHM_HOARDER)}
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, klass / student / f"{LESSON}.ipynb")
     return sorted(nbs)
@@ -169,6 +239,12 @@ def test_the_honest_students_get_full_marks(graded):
     assert graded["rows"]["b_witness"][f"{LESSON} score"] == full
 
 
+def test_each_process_of_the_kernel_has_the_limits_that_root_gives_it(graded):
+    said = [int(n) for n in _said(graded, "b_witness", "LIMITS")]
+    mb = Settings(out="", lessons=[]).memory_mb  # the grading command's default, which the test keeps
+    assert said == [mb << 20, sandbox.MAX_FILE_MB << 20, sandbox.CPU_SECONDS, sandbox.MAX_PROCS], said
+
+
 def test_the_report_names_the_bounds_of_an_ordinary_user(graded):
     said = " ".join(graded["output"].split())
     assert "user namespace of its own" in said and f"at most {sandbox.MAX_PROCS} processes" in said
@@ -179,9 +255,27 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(graded):
     holding, row = _said(graded, "a_fork_bomb", "HOLDING"), graded["rows"]["a_fork_bomb"]
     assert holding, graded["said"]["a_fork_bomb"]
     assert int(holding[0]) <= sandbox.MAX_PROCS, holding
-    # Not asserted: the "process limit" flag. It is noted when the launcher's watch sees the kernel at its limit, and
-    # on a loaded machine the watch missed it in some runs (docs/sandbox.md, "Grading as an ordinary user").
+    assert "process limit" in row["flags"], row
     assert row["01_warmup status"] == "graded", row
+
+
+def test_a_burst_of_threads_let_go_at_once_is_flagged_at_the_process_limit(graded):
+    threads, row = _said(graded, "f_thread_burst", "THREADS"), graded["rows"]["f_thread_burst"]
+    assert threads and int(threads[0]) < sandbox.MAX_PROCS, graded["said"]["f_thread_burst"]
+    assert "process limit" in row["flags"], row  # the kernel's refusal itself, however short the burst
+
+
+def test_a_notebook_spinning_on_every_core_gets_one_cpu(graded):
+    cpus = _said(graded, "g_spinner", "CPUS")
+    assert cpus, graded["said"]["g_spinner"]
+    assert cpus[:2] == ["1", "refused"], cpus  # one CPU, which the kernel cannot change
+    assert float(cpus[2]) <= 1.1, cpus  # 12 processes busy for 3 s used one CPU between them (clock ticks of slack)
+
+
+def test_shared_memory_no_process_maps_is_not_kept(graded):
+    held = _said(graded, "h_shm_hoarder", "SHM_HELD_MB")
+    assert held and int(held[1]) > 0, graded["said"]["h_shm_hoarder"]  # segments were made
+    assert int(held[0]) == 0, held  # each was removed when its last process detached it
 
 
 def test_a_fork_bomb_does_not_stop_another_kernel_of_the_same_user_from_forking(graded):
@@ -194,10 +288,8 @@ def test_a_fork_bomb_does_not_stop_another_kernel_of_the_same_user_from_forking(
 
 def test_a_memory_bomb_of_many_processes_is_stopped(graded):
     assert "MEMORY_BOMB survived" not in graded["said"]["d_memory_bomb"]
-    # Flagged: as "memory limit" when the watch's note is read, which on a loaded machine it was not in some runs (the
-    # notebook then shows a kernel that died); either way its later cells did not run and score nothing.
     flags = graded["rows"]["d_memory_bomb"]["flags"]
-    assert "memory limit" in flags or "kernel died" in flags, flags
+    assert "memory limit" in flags, flags
 
 
 def test_a_tmpfs_filler_writes_no_more_than_the_kernels_tmpfs_and_nowhere_else(graded):

@@ -234,8 +234,7 @@ def _grade_batch(base: Path) -> dict:
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
     groups = execute.stale_sandbox_uids()
-    private = [str(p) for p in Path("/tmp").glob("mha-kernel-*") if execute.channel_owner(p) not in (None, 0)
-               and not uids.is_held(execute.channel_owner(p))]
+    private = execute.stale_private_folders() + [str(p) for p in Path("/tmp").glob(execute.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
             "left": left, "groups": groups, "private": private}
 

@@ -1,6 +1,7 @@
 """The bounds of a kernel without root, each part on its own (no kernel): the launcher's watch over the memory and
-processes of everything below it (``autograder/kernel/watchdog.py``), and the control group systemd delegates to a
-user (``autograder/kernel/cgroups.py``), found in a made-up cgroup v2 tree (this machine has none).
+processes of everything below it (``autograder/kernel/watchdog.py``), the one CPU it holds the kernel to
+(``autograder/kernel/one_cpu.py``), and the control group systemd delegates to a user
+(``autograder/kernel/cgroups.py``), found in a made-up cgroup v2 tree (this machine has none).
 ``tests/grading/test_non_root.py`` grades a class as an ordinary user with all of them in place."""
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import os
 import sys
 import time
 
-from autograder.kernel import cgroups, watchdog
+import pytest
+
+from autograder.kernel import cgroups, one_cpu, watchdog
 
 HOLDER = r"""
 import os, sys, time
@@ -72,6 +75,69 @@ def test_reaching_the_process_limit_is_noted_without_stopping_anyone(tmp_path):
     assert (code, events) == (0, {watchdog.PROCESSES})
 
 
+def test_a_refusal_the_kernel_tells_is_noted_however_short(tmp_path):
+    # the kernel writes on the pipe and ends at once: no look of the watch could have seen it at its limit
+    events, (heard, told) = tmp_path / watchdog.EVENTS, os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = watchdog.run(lambda: os.write(told, watchdog.PROCESSES.encode() + b"\n") and os._exit(0),
+                                memory_bytes=1 << 30, max_procs=64, events=str(events), refusals=heard)
+        finally:
+            os._exit(code)
+    os.close(heard)
+    os.close(told)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert watchdog.read_events(str(events)) == {watchdog.PROCESSES}
+
+
+def _in_child(body) -> int:
+    """``body()`` in a forked child; its exit status (0: it returned)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            body()
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_kernels_claim_different_cpus_while_there_are_free_ones_and_a_released_one_is_claimed_again():
+    cpus = sorted(os.sched_getaffinity(0))
+    claims = [one_cpu.claim(uid=10**6 + os.getpid()) for _ in cpus]  # a uid of this test's own: no grader's claims
+    try:
+        assert sorted(cpu for cpu, _ in claims) == cpus and all(sock is not None for _, sock in claims)
+        extra, sock = one_cpu.claim(uid=10**6 + os.getpid())
+        assert sock is None and extra in cpus  # every CPU held: one of them all the same
+        claims[0][1].close()
+        assert one_cpu.claim(uid=10**6 + os.getpid())[0] == claims[0][0]
+    finally:
+        for _, sock in claims:
+            sock.close()
+
+
+@pytest.mark.skipif(not one_cpu.can_hold(), reason="no system-call filter for this architecture")
+def test_a_held_process_and_all_it_starts_run_on_one_cpu_they_cannot_change():
+    cpu = max(os.sched_getaffinity(0))
+
+    def held():
+        one_cpu.hold(cpu)
+        for attempt in (lambda: os.sched_setaffinity(0, os.sched_getaffinity(1) | {cpu}),
+                        lambda: os.sched_setaffinity(0, {0})):
+            with pytest.raises(PermissionError):
+                attempt()
+        assert os.sched_getaffinity(0) == {cpu}
+        assert _in_child(lambda: os.sched_setaffinity(0, {0})) != 0  # a child cannot either
+        assert _in_child(lambda: os.sched_getaffinity(0) == {cpu} or os._exit(3)) == 0
+        os.getpid(), os.listdir("/")  # everything else is allowed
+
+    assert _in_child(held) == 0
+    assert _in_child(lambda: os.sched_setaffinity(0, {0})) == 0  # this process is untouched
+
+
 def test_a_process_the_kernel_left_behind_is_killed_when_the_kernel_ends(tmp_path):
     code, seconds, events, children = _watch(tmp_path, 1, 1, 0, limit_mb=1000)  # the child would sleep 30 s on
     assert (code, events) == (0, set()) and seconds < 10
@@ -124,3 +190,46 @@ def test_a_login_sessions_scope_is_not_delegated(tmp_path, monkeypatch):
           owned_from="user.slice/user-1000.slice/session-3.scope")  # its slice is root's, as systemd leaves it
     assert cgroups.group_dirs("mha-kernel-x") == []
     assert not cgroups.available()
+
+
+def test_the_watch_reads_what_the_kernel_told_it_even_when_it_saw_the_limit_itself(tmp_path):
+    # The kernel tells of its refusal while the watch sees it at its limit: what it told must be read all the same,
+    # or the pipe stays readable and every wait between looks returns at once (a watch that spins on a core).
+    events, (heard, told) = tmp_path / watchdog.EVENTS, os.pipe()
+    os.write(told, watchdog.PROCESSES.encode() + b"\n")
+    looks = tmp_path / "looks"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = watchdog.run(lambda: time.sleep(1.5) or os._exit(0), memory_bytes=1 << 30, max_procs=1,
+                                events=str(events), refusals=heard)
+            looks.write_text(str(os.times().user + os.times().system))
+        finally:
+            os._exit(code)
+    os.close(heard)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert watchdog.read_events(str(events)) == {watchdog.PROCESSES}
+    assert float(looks.read_text()) < 0.75, "the watch spun while the kernel ran for 1.5 s"  # about 0.05 s of CPU
+
+
+def test_only_private_folders_of_graders_that_are_gone_are_stale(tmp_path, monkeypatch):
+    # Root's grader clears what killed graders left; the folder of a grader still running, an ordinary user's beside
+    # it or another of its own, is that grader's kernel at work and must stay (its watch writes its flags there).
+    import tempfile
+
+    from autograder.grading.pipeline import execute
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = os.fork()
+    if gone == 0:
+        os._exit(0)
+    os.waitpid(gone, 0)
+    running = os.getppid()  # another process that runs, as another user's grader would
+    folders = {name: tmp_path / f"mha-kernel-{pid}-abc_123" for name, pid in
+               (("gone", gone), ("running", running), ("mine", os.getpid()))}
+    for folder in folders.values():
+        (folder / "channel").mkdir(parents=True)
+    (tmp_path / "mha-kernel-oldstyle").mkdir()  # a name without a grader's pid: never taken for stale
+    assert execute.stale_private_folders() == [str(folders["gone"])]
+    assert execute.private_folder_prefix() == f"mha-kernel-{os.getpid()}-"

@@ -39,7 +39,6 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from queue import Empty
 
 from jupyter_core.utils import ensure_async, run_sync
@@ -95,15 +94,22 @@ def remove_stale_sandboxes() -> int:
         cgroups.remove(sandbox.cgroup_name(uid))
         uids.kill(uid)
         removed += 1
-    for folder in Path(tempfile.gettempdir()).glob("mha-kernel-*"):
-        owner = channel_owner(folder)
-        if owner is not None and owner != 0 and not uids.is_held(owner):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed += 1
-    for folder in warm_kernels.stale_folders():
+    for folder in stale_private_folders() + warm_kernels.stale_folders():
         shutil.rmtree(folder, ignore_errors=True)
         removed += 1
     return removed
+
+
+def private_folder_prefix() -> str:
+    """The start of the name of every kernel's private folder this process makes: named after the grading process,
+    so that only a folder whose grader is gone is ever taken for stale (``stale_private_folders``)."""
+    return f"mha-kernel-{os.getpid()}-"
+
+
+def stale_private_folders() -> list:
+    """Private folders of kernels whose grading process is gone. A folder of a grader still running is never one,
+    whoever runs it: an ordinary user's grader beside root's, or two graders of the same user."""
+    return sandbox.folders_of_gone_processes(("mha-kernel-*-*",))
 
 
 def stale_sandbox_uids() -> list:
@@ -115,13 +121,6 @@ def stale_sandbox_uids() -> list:
             if uid is not None and not uids.is_held(uid):
                 found.add(uid)
     return sorted(found)
-
-
-def channel_owner(folder: Path):
-    try:
-        return (folder / "channel").stat().st_uid
-    except OSError:
-        return None
 
 
 def hidden_cell_passed(text: str) -> bool:
@@ -195,7 +194,8 @@ class SafeExecute(Execute):
         km = super().create_kernel_manager()
         self._warm = self._warm_server()
         # short: IPC socket paths have a length limit
-        self._private = tempfile.mkdtemp(prefix="mha-kernel-", dir=self._warm.channels if self._warm else None)
+        self._private = tempfile.mkdtemp(prefix=private_folder_prefix(),
+                                         dir=self._warm.channels if self._warm else None)
         channel = os.path.join(self._private, "channel")
         os.mkdir(channel, 0o700)
         os.mkdir(os.path.join(self._private, "scratch"), 0o700)
