@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.grading]
 LIMITS = intake.NotebookLimits()
 DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
 NOTEBOOK_OUTPUT = 4_000_000  # --max-notebook-output of the batch
+MISNESTED = "<b><i></b></i>"
 OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source  # loses softmax_stable, 1 point (test_hostile.py)
 
 
@@ -69,10 +70,12 @@ def _class(root: Path) -> dict:
     per_cell = LIMITS.max_output // 4 - 2**19  # each within the cell limit, all within the file's
     nbs["all_output"] = _with_output(answers.fill(LESSON), [per_cell] * (LIMITS.max_output // per_cell + 1))
     expected["all_output"] = ("malformed", 0.0, "stored output over 16 MB:")
-    # code the scan reads only in part: more than it reads in one notebook, each cell within its limit
+    # code the scan reads only in part (more than it reads in one notebook, each cell within its limit), and
+    # markdown that made the sanitiser of its feedback page quadratic (about 40 s)
     nbs["unscanned"] = answers.fill(LESSON)
     for i in range(scan.MAX_NOTEBOOK_CHARS // scan.MAX_SCANNED_CHARS + 1):
         with_cell(nbs["unscanned"], "softmax", f"s{i} = '" + "kernel-" * (scan.MAX_SCANNED_CHARS // 8) + "'")
+    nbs["unscanned"].cells.append(nbformat.v4.new_markdown_cell(MISNESTED * 30_000, id="misnested"))
     expected["unscanned"] = ("graded", FULL, "the notebook could not be fully scanned")
     # an error far over the cell's output limit, then more output than the notebook's limit, cell by cell: the
     # wrong softmax before them still loses its point
@@ -103,6 +106,7 @@ def _grade_batch(base: Path) -> dict:
     return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == intake.tree_hashes(root),
             "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb")),
             "loud_bytes": loud.stat().st_size,
+            "unscanned_page": (out / "feedback" / "unscanned" / f"{LESSON}.html").read_text(encoding="utf-8"),
             "loud_outputs": [o for c in nbformat.read(loud, as_version=4).cells for o in c.get("outputs", [])]}
 
 
@@ -138,3 +142,8 @@ def test_output_past_the_limits_is_cut_and_the_graded_notebook_stays_bounded(bat
     assert "output truncated: printed more than the per-cell output limit" in batch["rows"]["loud"]["flags"]
     dropped = [o for o in batch["loud_outputs"] if "output dropped" in o.get("text", "")]
     assert len(dropped) == 1, dropped
+
+
+def test_markup_that_would_stall_the_feedback_page_is_shown_as_text(batch):
+    shown = MISNESTED.replace("<", "&lt;").replace(">", "&gt;")
+    assert shown * 100 in batch["unscanned_page"] and MISNESTED not in batch["unscanned_page"]
