@@ -57,15 +57,16 @@ def _shell_findings(cell_source: str) -> list:
 
 def _name(node) -> str:
     """The dotted name of ``node`` as far as its chain of attributes and subscripts goes, down to a name or a call
-    (``get_ipython().events.register``, ``os.path.join``; ``?`` for anything else): linear in the chain, which no
-    other call's name walks again (a call in the chain ends it)."""
+    named by its function's last name (``get_ipython().events.register``, also of ``IPython.get_ipython()``;
+    ``os.path.join``; ``?`` for anything else): linear in the chain, which no other call's name walks again (a call
+    in the chain ends it)."""
     parts = []
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         parts.append("." + node.attr if isinstance(node, ast.Attribute) else "[...]")
         node = node.value
     if isinstance(node, ast.Call):
         parts.append("()")
-        node = node.func
+        node = ast.Name(node.func.attr) if isinstance(node.func, ast.Attribute) else node.func
     parts.append(node.id if isinstance(node, ast.Name) else "?")
     return "".join(reversed(parts))
 

@@ -197,3 +197,10 @@ def test_the_scan_of_one_notebook_parses_a_bounded_amount_of_code(monkeypatch):
     skipped = len(nb.cells) - len(parsed)
     assert found[0] == "calls os.system() (files or processes)"
     assert found[-1].startswith(f"the notebook could not be fully scanned: {skipped} cells were not read"), found
+
+
+def test_the_scan_names_calls_through_a_chain_of_calls():
+    found = scan.scan_source("import IPython, subprocess\nIPython.get_ipython().events.register('x', print)\n"
+                             "subprocess.Popen(['ls']).communicate()\n")
+    assert found == ["changes the kernel with get_ipython().events.register()",
+                     "calls subprocess.Popen() (files or processes)"], found
