@@ -36,10 +36,10 @@ NETWORK_MODULES = {"socket", "urllib", "http", "requests", "httpx", "aiohttp", "
 _SHELL_NETWORK = re.compile(r"\b(curl|wget|nc|ncat|netcat|ssh|scp)\b")
 _MAGIC = re.compile(r"^\s*[%!]", re.M)
 # in a string: fixed words only, so that no search backtracks (the kernel's connection files are
-# ``_names_kernel_file``)
-_GRADER_WORDS = re.compile(r"\bautograder\b|checks[/.]lesson|reference\.py")
-_PROCESS_WORDS = re.compile(r"^/proc\b|/proc/|runtime/kernel")
-_NETWORK_WORDS = re.compile(r"^(https?|ftp)://|\b(curl|wget)\s")
+# ``_names_kernel_file``), each searched for only in a string that holds one of its words
+_GRADER_WORDS = (("autograder", "checks", "reference.py"), re.compile(r"\bautograder\b|checks[/.]lesson|reference\.py"))
+_PROCESS_WORDS = (("/proc", "runtime/kernel"), re.compile(r"^/proc\b|/proc/|runtime/kernel"))
+_NETWORK_WORDS = (("://", "curl", "wget"), re.compile(r"^(https?|ftp)://|\b(curl|wget)\s"))
 
 
 def _code(cell_source: str) -> str:
@@ -189,11 +189,11 @@ class _Scanner(ast.NodeVisitor):
         text = node.value
         if not isinstance(text, str):
             return
-        if _GRADER_WORDS.search(text):
+        if _says(text, _GRADER_WORDS):
             self.findings.append(f"mentions the grading package in a string ({text[:60]!r})")
-        if _PROCESS_WORDS.search(text) or _names_kernel_file(text):
+        if _says(text, _PROCESS_WORDS) or _names_kernel_file(text):
             self.findings.append(f"reads the process table or kernel files ({text[:60]!r})")
-        if _NETWORK_WORDS.search(text):
+        if _says(text, _NETWORK_WORDS):
             self.findings.append(f"uses the network ({text[:60]!r})")
 
     def visit_FunctionDef(self, node):
@@ -207,6 +207,11 @@ class _Scanner(ast.NodeVisitor):
         if isinstance(node.body, ast.Constant) and node.body.value is True:
             self.findings.append("a lambda that always returns True (a fake comparison?)")
         self.generic_visit(node)
+
+
+def _says(text: str, words_and_pattern) -> bool:
+    words, pattern = words_and_pattern
+    return any(word in text for word in words) and pattern.search(text) is not None
 
 
 def _names_kernel_file(text: str) -> bool:
