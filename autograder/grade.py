@@ -155,6 +155,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell before it is stopped")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit of each kernel")
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
+    parser.add_argument("--max-notebook-output", type=int, default=20 * 2**20,
+                        help="bytes of output kept per notebook, all cells and kinds of output (default: 20 MB)")
     parser.add_argument("--notebook-timeout", type=int, default=300,
                         help="seconds a whole notebook may run before its kernel is stopped")
     parser.add_argument("--max-notebook-mb", type=int, default=20,
@@ -175,7 +177,8 @@ def main(argv=None) -> int:
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
                  class_decides_lessons=not args.lessons,
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
-                 max_output=args.max_output, notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
+                 max_output=args.max_output, max_notebook_output=args.max_notebook_output,
+                 notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
                  max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary)
     started = time.monotonic()
     try:

@@ -47,6 +47,7 @@ class Settings:
     timeout: int = 60
     memory_mb: int = 2048
     max_output: int = 1_000_000
+    max_notebook_output: int = 20 * 2**20  # all of a notebook's output (SafeExecute)
     notebook_timeout: int = 300
     max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (intake.NotebookLimits)
     isolation: str = field(default_factory=sandbox.isolation_level)
@@ -83,7 +84,7 @@ class Settings:
         carried: pickled with the settings to every worker). Every lesson's source counts, graded or not, so that
         grading another set of lessons keeps the grades of the others."""
         parts = [json.dumps([dburl.without_password(self.gradebook_url), self.timeout, self.memory_mb,
-                             self.max_output, self.notebook_timeout, self.isolation])]
+                             self.max_output, self.max_notebook_output, self.notebook_timeout, self.isolation])]
         parts += [(course.SOLUTIONS / f"{name}.py").read_text(encoding="utf-8") for name in course.lesson_names()]
         parts += [p.read_text(encoding="utf-8") for p in grade_deciding_sources()]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

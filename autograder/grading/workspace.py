@@ -41,6 +41,7 @@ def config_lines(s: Settings) -> str:
         f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
         "c.Execute.shutdown_kernel = 'immediate'  # every output is in; a graceful stop costs ~1 s per notebook",
         f"c.SafeExecute.max_output_bytes = {int(s.max_output) + 1000}",  # the kernel's own cap comes first
+        f"c.SafeExecute.max_notebook_output_bytes = {int(s.max_notebook_output)}",
         f"c.SafeExecute.unresponsive_grace = {min(10, int(s.timeout))}",
         f"c.SafeExecute.isolation = {s.isolation!r}",
         f"c.SafeExecute.notebook_timeout = {int(s.notebook_timeout)}",

@@ -1,10 +1,10 @@
 """One notebook cannot stop, stall or swamp the class: notebooks built to crash the static scan or the structure
-checks, or past a size limit, graded in one batch beside honest ones through the grading command itself
-(``autograder.grade.main``, what ``make grade`` runs).
+checks, to outgrow what the scan reads, to print past the output limits, or past a size limit, graded in one batch
+beside honest ones through the grading command itself (``autograder.grade.main``, what ``make grade`` runs).
 
 Each attacker is its own outcome, flagged with what happened (a notebook past a limit is ``malformed``, scores 0
-and its flag names the limit); the honest students keep their full marks, the originals are untouched, and the
-command exits normally (status 0).
+and its flag names the limit; one that prints too much keeps its score, its output cut to the limit); the honest
+students keep their full marks, the originals are untouched, and the command exits normally (status 0).
 """
 
 from __future__ import annotations
@@ -18,14 +18,18 @@ from grading_helpers import with_cell
 from run_once import once
 
 from autograder import grade
+from autograder.bugs import by_id
 from autograder.course import answers, notebooks
-from autograder.grading import intake
+from autograder.grading import intake, scan
 
 LESSON = "01_warmup"
 FULL = 8.0  # lesson 01's autograded points (tests/grading/test_grading_lesson01.py)
 pytestmark = [pytest.mark.grading]
 LIMITS = intake.NotebookLimits()
 DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
+NOTEBOOK_OUTPUT = 4_000_000  # --max-notebook-output of the batch
+MISNESTED = "<b><i></b></i>"
+OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source  # loses softmax_stable, 1 point (test_hostile.py)
 
 
 def _padded(nb, cells: int):
@@ -66,6 +70,20 @@ def _class(root: Path) -> dict:
     per_cell = LIMITS.max_output // 4 - 2**19  # each within the cell limit, all within the file's
     nbs["all_output"] = _with_output(answers.fill(LESSON), [per_cell] * (LIMITS.max_output // per_cell + 1))
     expected["all_output"] = ("malformed", 0.0, "stored output over 16 MB:")
+    # code the scan reads only in part (more than it reads in one notebook, each cell within its limit), and
+    # markdown that made the sanitiser of its feedback page quadratic (about 40 s)
+    nbs["unscanned"] = answers.fill(LESSON)
+    for i in range(scan.MAX_NOTEBOOK_CHARS // scan.MAX_SCANNED_CHARS + 1):
+        with_cell(nbs["unscanned"], "softmax", f"s{i} = '" + "kernel-" * (scan.MAX_SCANNED_CHARS // 8) + "'")
+    nbs["unscanned"].cells.append(nbformat.v4.new_markdown_cell(MISNESTED * 30_000, id="misnested"))
+    expected["unscanned"] = ("graded", FULL, "the notebook could not be fully scanned")
+    # an error far over the cell's output limit, then more output than the notebook's limit, cell by cell: the
+    # wrong softmax before them still loses its point
+    loud = answers.fill(LESSON, {"softmax": OVERFLOW_SOFTMAX})
+    for _ in range(2 * NOTEBOOK_OUTPUT // 500_000):
+        with_cell(loud, "softmax", "print('y' * 500_000)")
+    nbs["loud"] = with_cell(loud, "softmax", "raise Exception('x' * 30_000_000)")
+    expected["loud"] = ("graded", FULL - 1, "output limit: the notebook's output reached 4,000,000 bytes in all")
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     big = root / "too_big" / f"{LESSON}.ipynb"  # past the byte limit: never read, whatever it holds
@@ -81,11 +99,15 @@ def _grade_batch(base: Path) -> dict:
     expected = _class(root)
     originals = intake.tree_hashes(root)
     status = grade.main([str(root), "--out", str(out), "--lessons", LESSON, "--workers", "2", "--timeout", "20",
-                         "--quiet"])
+                         "--max-notebook-output", str(NOTEBOOK_OUTPUT), "--quiet"])
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
+    loud = out / "course" / "autograded" / "loud" / LESSON / f"{LESSON}.ipynb"
     return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == intake.tree_hashes(root),
-            "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb"))}
+            "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb")),
+            "loud_bytes": loud.stat().st_size,
+            "unscanned_page": (out / "feedback" / "unscanned" / f"{LESSON}.html").read_text(encoding="utf-8"),
+            "loud_outputs": [o for c in nbformat.read(loud, as_version=4).cells for o in c.get("outputs", [])]}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +122,7 @@ def test_the_run_ends_normally_and_grades_everyone(batch):
 
 
 @pytest.mark.parametrize("student", ["honest_a", "honest_b", "deep_expression", "odd_metadata", "many_cells",
-                                     "cell_output", "all_output", "too_big"])
+                                     "cell_output", "all_output", "too_big", "unscanned", "loud"])
 def test_each_notebook_is_its_own_outcome(batch, student):
     row, (status, score, flag) = batch["rows"][student], batch["expected"][student]
     assert (row[f"{LESSON} status"], float(row[f"{LESSON} score"])) == (status, score), row
@@ -110,4 +132,18 @@ def test_each_notebook_is_its_own_outcome(batch, student):
 
 
 def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
-    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b", "odd_metadata"]
+    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b", "loud", "odd_metadata", "unscanned"]
+
+
+def test_output_past_the_limits_is_cut_and_the_graded_notebook_stays_bounded(batch):
+    assert batch["loud_bytes"] < NOTEBOOK_OUTPUT + 2**20  # the notebook's own cells take under 1 MB
+    errors = [o for o in batch["loud_outputs"] if o["output_type"] == "error" and o["ename"] == "Exception"]
+    assert len(errors) == 1 and 0 < len(errors[0]["evalue"]) < 2_000, errors  # the cell still failed, briefly
+    assert "output truncated: printed more than the per-cell output limit" in batch["rows"]["loud"]["flags"]
+    dropped = [o for o in batch["loud_outputs"] if "output dropped" in o.get("text", "")]
+    assert len(dropped) == 1, dropped
+
+
+def test_markup_that_would_stall_the_feedback_page_is_shown_as_text(batch):
+    shown = MISNESTED.replace("<", "&lt;").replace(">", "&gt;")
+    assert shown * 100 in batch["unscanned_page"] and MISNESTED not in batch["unscanned_page"]

@@ -1,18 +1,22 @@
 """What one notebook may cost the grader's process, without a kernel: the limits read before a notebook is parsed
-(``intake.NotebookLimits``), a static scan that never raises and reads a bounded amount of code
-(``scan.scan_source``), and a structure check linear in the number of cells (``findings.structure_flags``).
+(``intake.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
+notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``scan``), and a
+structure check linear in the number of cells (``findings.structure_flags``).
 
 The grading command's handling of the same notebooks, beside honest students, is ``tests/grading/test_swamp.py``.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import sys
 import time
 import tracemalloc
 
 import nbformat
 import pytest
+from cost import fastest
 
 from autograder import course
 from autograder.grading import findings, intake, scan
@@ -145,3 +149,78 @@ def test_a_check_that_fails_on_one_notebook_is_a_flag_not_an_exception():
     nb.cells[1]["metadata"] = 5  # not even a cell's metadata: the structure check cannot read it
     flags = workspace._flags(nb, nb, released)
     assert flags[0].startswith("test cells could not be compared with the release (AttributeError)")
+
+
+# Code built so that a scan that backtracks or walks a subtree again at each node costs the square of its size; each
+# takes the size ``n`` and stays within one cell.
+_COSTLY_STRING = "kernel-strings"  # one connection-file pattern tried from every "kernel-" to the end of the string
+_COSTLY = {
+    _COSTLY_STRING: lambda n: "s = '" + "kernel-" * (3_000 * n) + "'\nt = 'kernel-1.json'\n",
+    # each call in a chain named by rendering the chain below it
+    "call-chains": lambda n: "\n".join(f"x{i} = get_ipython().set_custom_exc()" + ".set_custom_exc()" * (18 * n)
+                                       for i in range(40)),
+    # each open() quoted by rendering the calls inside it
+    "nested-writes": lambda n: "\n".join("open(" * (24 * n) + "'f'" + ", 'w')" * (24 * n) for _ in range(40)),
+    # each __eq__ walking the definitions nested inside it
+    "nested-eq": lambda n: "".join(" " * i + "def __eq__(self, o):\n" for i in range(10 * n))
+                           + " " * (10 * n) + "return True; " * (1_000 * n),
+}
+
+
+def _walked(monkeypatch, source) -> tuple:
+    """(the findings, how many times the scan visited a node or listed a node's children): its work on the code,
+    counted whatever walks it (the scan's own visitor, a rendering of code, ``ast.walk``)."""
+    steps = []
+    visit, children, depth = ast.NodeVisitor.visit, ast.iter_child_nodes, sys.getrecursionlimit()
+    monkeypatch.setattr(ast.NodeVisitor, "visit", lambda self, node: steps.append(1) or visit(self, node))
+    monkeypatch.setattr(ast, "iter_child_nodes", lambda node: steps.append(1) or children(node))
+    sys.setrecursionlimit(2 * depth)  # the counting adds a frame to each visit
+    try:
+        return scan.scan_source(source), len(steps)
+    finally:
+        sys.setrecursionlimit(depth)
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("name", sorted(_COSTLY))
+def test_the_scan_costs_linear_work_on_code_built_to_make_it_quadratic(name, monkeypatch):
+    small_source, big_source = _COSTLY[name](1), _COSTLY[name](8)
+    assert 7 < len(big_source) / len(small_source) < 9 and len(big_source) <= scan.MAX_SCANNED_CHARS
+    if name == _COSTLY_STRING:  # a pattern's backtracking is seen only in time: the fastest of five runs
+        (small, small_cost), (big, big_cost) = fastest(scan.scan_source, small_source), fastest(scan.scan_source,
+                                                                                              big_source)
+    else:  # a walk's work is counted
+        (small, small_cost), (big, big_cost) = _walked(monkeypatch, small_source), _walked(monkeypatch, big_source)
+    assert set(big) == set(small) and not any("could not" in f for f in big), (small, big)
+    ratio = big_cost / small_cost
+    assert ratio < 24, ratio  # 8 times the code: about 8 times the cost when linear, 64 when quadratic
+
+
+def test_the_scan_names_what_the_costly_code_does():
+    kernel_file = "reads the process table or kernel files ('kernel-1.json')"
+    assert scan.scan_source(_COSTLY["kernel-strings"](1)) == [kernel_file]
+    assert scan.scan_source(_COSTLY["call-chains"](1)) == ["changes the kernel with get_ipython().set_custom_exc()"] * 40
+    assert scan.scan_source(_COSTLY["nested-writes"](1))[0] == "writes a file (" + ("open(" * 24)[:80] + ")"
+    assert "defines an __eq__ that always returns True" in scan.scan_source(_COSTLY["nested-eq"](1))
+
+
+def test_the_scan_of_one_notebook_parses_a_bounded_amount_of_code(monkeypatch):
+    parsed = []
+    real_parse = scan.ast.parse
+    monkeypatch.setattr(scan.ast, "parse", lambda code, *a, **k: parsed.append(len(code)) or real_parse(code, *a, **k))
+    filler = "x = 1\n" * (scan.MAX_SCANNED_CHARS // 6 - 1)  # within one cell's limit
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import os\nos.system('ls')")]
+    nb.cells += [nbformat.v4.new_code_cell(filler) for _ in range(10)]
+    found = scan.scan_notebook(nb)
+    assert sum(parsed) <= scan.MAX_NOTEBOOK_CHARS and len(parsed) < len(nb.cells)
+    skipped = len(nb.cells) - len(parsed)
+    assert found[0] == "calls os.system() (files or processes)"
+    assert found[-1].startswith(f"the notebook could not be fully scanned: {skipped} cells were not read"), found
+
+
+def test_the_scan_names_calls_through_a_chain_of_calls():
+    found = scan.scan_source("import IPython, subprocess\nIPython.get_ipython().events.register('x', print)\n"
+                             "subprocess.Popen(['ls']).communicate()\n")
+    assert found == ["changes the kernel with get_ipython().events.register()",
+                     "calls subprocess.Popen() (files or processes)"], found

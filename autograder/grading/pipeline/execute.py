@@ -11,9 +11,12 @@ ways, each of which nbgrader 0.9 handles by failing the whole submission or hang
 * **A cell that times out** is interrupted (nbgrader's behaviour); if the kernel then does not answer within
   ``unresponsive_grace`` seconds (the code ignores the interrupt) the kernel is killed and the rest is ``NotRun``,
   instead of every later cell waiting out its own timeout.
-* **Output** is capped at ``max_output_bytes`` per cell as it arrives, so a notebook that prints hundreds of MB
-  cannot fill the grader's memory or the graded notebook; the cap leaves a marker line on stdout (not stderr,
-  which nbgrader would count as a failure of the cell).
+* **Output** is capped as it arrives, every kind of it (streams, displays and their updates, results, errors,
+  widget state; ``output_size``), at ``max_output_bytes`` per cell and ``max_notebook_output_bytes`` per notebook,
+  so a notebook that prints hundreds of MB cannot fill the grader's memory or the graded notebook. The cell cap
+  leaves a marker line on stdout (not stderr, which nbgrader would count as a failure of the cell); the notebook
+  cap one marker where it is reached, and a flag (``NOTEBOOK_OUTPUT_LIMIT``). An error or stderr output past a
+  cap is kept short rather than dropped, once per cell, so that a cell that failed still scores as failed.
 * **Kernel start-up** is retried (``start_attempts``). A retry happens only when no cell has run yet, so no
   learner code runs twice.
 
@@ -61,6 +64,10 @@ NOTEBOOK_TIMEOUT = "NotebookTimeout"
 MEMORY_LIMIT = "the kernel was stopped by the notebook's memory limit"
 PROCESS_LIMIT = f"the notebook's processes and threads reached their limit ({sandbox.MAX_PROCS}); more were refused"
 LEFT_PROCESSES = "left processes running after grading (killed)"
+NOTEBOOK_OUTPUT_LIMIT = ("output limit: the notebook's output reached {limit:,} bytes in all; what it printed after "
+                         "that was dropped")
+OUTPUT_FRAMING = 64  # bytes an output takes in the graded notebook beyond its text: its JSON keys and punctuation
+SHORT_ERROR = 1000  # characters of an error's message kept past an output cap
 REPORT_KEY = "autograder_execution"  # the graded notebook's metadata key for ``ExecutionReport``
 
 
@@ -134,8 +141,41 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
                         traceback=[f"{ename}: {evalue}"])
 
 
+def output_size(content) -> int:
+    """The characters of an output message's content: every string and key in it, however nested (metadata too)."""
+    size, todo = 0, [content]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            size += len(item)
+        elif isinstance(item, dict):
+            size += sum(len(str(key)) for key in item)
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+        else:
+            size += 8
+    return size
+
+
+def failing(kind: str, content) -> bool:
+    """Whether nbgrader scores a cell with this output as failed: an error, or anything on stderr."""
+    return kind == "error" or (kind == "stream" and content.get("name") == "stderr")
+
+
+def short_failure(kind: str, content) -> NotebookNode:
+    """What is kept of a failing output past an output cap: enough to fail the cell, and say why, in little space."""
+    if kind == "error":
+        return error_output(str(content.get("ename", ""))[:100], str(content.get("evalue", ""))[:SHORT_ERROR])
+    return NotebookNode(output_type="stream", name="stderr", text=str(content.get("text", ""))[:SHORT_ERROR])
+
+
 class SafeExecute(Execute):
-    max_output_bytes = Integer(1_000_000, help="Largest output kept per cell (bytes of text/data).").tag(config=True)
+    max_output_bytes = Integer(1_000_000, help="Largest output kept per cell (characters, output_size).").tag(
+        config=True)
+    max_notebook_output_bytes = Integer(20 * 2**20, help="Largest output kept per notebook, all cells and every "
+                                        "kind of output (characters, output_size, and OUTPUT_FRAMING each).").tag(
+        config=True)
     kernel_memory_mb = Integer(2048, help="The kernel's memory limit (MB), as its kernelspec sets it; hidden tests "
                                "choose inputs too large for an array a function must not build.").tag(config=True)
     unresponsive_grace = Integer(10, help="Seconds a timed-out kernel has to answer before it is killed.").tag(
@@ -272,6 +312,10 @@ class SafeExecute(Execute):
         self._timed_out = False
         self._output_bytes = {}
         self._truncated = set()
+        self._failed = set()  # cells holding a failing output (``failing``)
+        self._notebook_output = 0  # what the notebook's kept outputs take, OUTPUT_FRAMING included
+        self._notebook_full = False
+        self._notebook_marked = False
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -386,17 +430,53 @@ class SafeExecute(Execute):
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
         kind = msg.get("msg_type")
-        if kind in ("stream", "display_data", "execute_result", "update_display_data"):
-            size = len(content.get("text", "")) + sum(len(str(v)) for v in content.get("data", {}).values())
-            used = self._output_bytes.get(cell_index, 0)
-            if used + size > self.max_output_bytes:
-                if cell_index not in self._truncated:
-                    self._truncated.add(cell_index)
-                    room = max(self.max_output_bytes - used, 0)
-                    outs.append(NotebookNode(output_type="stream", name="stdout", text=(
-                        (content.get("text", "")[:room] if kind == "stream" else "")
-                        + f"\n{TRUNCATED_MARKER}: this cell printed more than {self.max_output_bytes} bytes\n")))
-                self._output_bytes[cell_index] = used + size
-                return None
-            self._output_bytes[cell_index] = used + size
-        return super().output(outs, msg, display_id, cell_index)
+        size = output_size(content)
+        used = self._output_bytes.get(cell_index, 0)
+        self._output_bytes[cell_index] = used + size
+        if used + size <= self.max_output_bytes and self._notebook_room(size + OUTPUT_FRAMING):
+            if failing(kind, content):
+                self._failed.add(cell_index)
+            return super().output(outs, msg, display_id, cell_index)
+        if self._notebook_full and not self._notebook_marked:
+            self._notebook_marked = True
+            outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                f"\n[grader] output dropped: this notebook printed more than {self.max_notebook_output_bytes} bytes in "
+                "all\n")))
+        elif not self._notebook_full and cell_index not in self._truncated:
+            self._truncated.add(cell_index)
+            room = max(self.max_output_bytes - used, 0)
+            kept = content.get("text", "")[:room] if kind == "stream" and not failing(kind, content) else ""
+            outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                kept + f"\n{TRUNCATED_MARKER}: this cell printed more than {self.max_output_bytes} bytes\n")))
+        if failing(kind, content) and cell_index not in self._failed:
+            self._failed.add(cell_index)
+            outs.append(short_failure(kind, content))
+        return None
+
+    def _notebook_room(self, size: int) -> bool:
+        """Whether the notebook's outputs may grow by ``size``: if so, they have; if not, the notebook is full
+        (flagged once) and takes no more output."""
+        if not self._notebook_full and self._notebook_output + size <= self.max_notebook_output_bytes:
+            self._notebook_output += size
+            return True
+        if not self._notebook_full:
+            self._notebook_full = True
+            self.report.event(NOTEBOOK_OUTPUT_LIMIT.format(limit=self.max_notebook_output_bytes))
+        return False
+
+    def clear_output(self, outs, msg, cell_index):
+        self._failed.discard(cell_index)  # what failed the cell is gone with its outputs
+        return super().clear_output(outs, msg, cell_index)
+
+    def _update_display_id(self, display_id, msg):
+        """A display updated in place (in every cell showing it) counts as new output of the notebook."""
+        shown = sum(len(indices) for indices in self._display_id_map.get(display_id, {}).values())
+        if self._notebook_room(shown * (output_size(msg.get("content", {})) + OUTPUT_FRAMING)):
+            return super()._update_display_id(display_id, msg)
+        return None
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        """Widget state is kept in the graded notebook: it counts as output of the notebook."""
+        if self._notebook_room(output_size(msg.get("content", {}).get("data", {})) + OUTPUT_FRAMING):
+            return super().handle_comm_msg(outs, msg, cell_index)
+        return None

@@ -5,6 +5,9 @@ The feedback pages (``autograder/grading/pipeline/feedback_page.py``) and ``repo
 
 * ``clean``: an allow-list of harmless tags and attributes (bleach); anything else is shown as text, event
   handlers and ``style`` attributes are dropped, images must be ``data:`` images, links http(s), mail or in-page;
+  a fragment with more than ``MAX_TAGS`` tags, or tags nested deeper than ``MAX_NESTING``, is shown as text whole
+  (bleach's parser can take time growing with the square of the tags: 100 KB of ``<div>`` took 20 s, 450 KB of
+  misnested ``<b><i></b></i>`` 37 s; bounding both keeps a page's cost linear in its size);
 * maths is turned into MathML when the page is written (``latex2mathml``), which browsers render natively: no
   MathJax, no script and no network;
 * ``protect`` puts a Content-Security-Policy first in ``<head>``: no script at all, no frame, no form target, no
@@ -87,9 +90,32 @@ def remembered(function):
     return call
 
 
+MAX_TAGS = 5_000  # tags in one fragment; a lesson's largest markdown cell has about 1,100
+MAX_NESTING = 200  # tags open at once; a lesson's pages nest under 30
+_TAG = re.compile(r"<(/?)([A-Za-z][\w:-]*)")
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+         "mspace"}
+
+
+def too_much_markup(text: str) -> bool:
+    """Whether ``text`` has more than ``MAX_TAGS`` tags or nests them deeper than ``MAX_NESTING`` (counted as
+    written, in one pass: an end tag closes one open tag, a void element none)."""
+    depth = 0
+    for count, match in enumerate(_TAG.finditer(text)):
+        if count >= MAX_TAGS:
+            return True
+        if match.group(2).lower() in _VOID:
+            continue
+        depth = max(depth - 1, 0) if match.group(1) else depth + 1
+        if depth > MAX_NESTING:
+            return True
+    return False
+
+
 def clean(fragment) -> str:
     """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
-    return _clean_text(fragment.decode() if isinstance(fragment, bytes) else str(fragment))
+    text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
+    return html.escape(text) if too_much_markup(text) else _clean_text(text)
 
 
 @remembered
