@@ -123,6 +123,8 @@ def _start_inside(args, kernel_args) -> None:
     """Inside bubblewrap: the limits, then (root in the new namespaces) the notebook's uid, then ipykernel. The
     process count is the namespace's own: the notebook's uid (root) or its user namespace (not root)."""
     set_limits(args.memory_mb, max_procs=MAX_PROCS)
+    if args.cpu is not None:  # not root: the one CPU the launcher claimed, held here, after bubblewrap has set up
+        one_cpu.hold(args.cpu)
     refusals = None if args.refusals_fd is None else (args.refusals_fd, watchdog.PROCESSES)
     uid = args.drop_to
     if uid is not None:
@@ -164,12 +166,11 @@ def _launch_unprivileged(args, kernel_args) -> int:
         seed_home(Path(scratch) / "home", None, font_caches())
         cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="userns")
         cmd += ["--", kernel_python(), "-m", "autograder.kernel.launcher", "--inside", "--memory-mb",
-                str(args.memory_mb), "--max-output", str(args.max_output), "--refusals-fd", str(told), "-f", conn,
-                *kernel_args]
+                str(args.memory_mb), "--max-output", str(args.max_output), "--refusals-fd", str(told),
+                "--cpu", str(cpu), "-f", conn, *kernel_args]
         env = clean_env(HOME, KERNEL_LIBRARY)
 
         def start():
-            one_cpu.hold(cpu)
             _exec_kernel(cmd, env)
     else:
         def start():
@@ -212,6 +213,7 @@ def main(argv=None):
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # run inside bubblewrap
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--refusals-fd", type=int, default=None, help=argparse.SUPPRESS)  # the watch's pipe
+    parser.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)  # the kernel's one CPU (not root)
     # the warm kernel server (autograder/kernel/warm_kernels.py): started outside, then serving inside its bubblewrap
     parser.add_argument("--start-warm-server", default=None, help=argparse.SUPPRESS)  # the server's folder
     parser.add_argument("--channels", default=None, help=argparse.SUPPRESS)

@@ -4,7 +4,8 @@ Root gives each kernel a control group with a CPU share of one CPU (``cgroups.py
 has no control group to give. So the launcher ``claim``s a CPU for the kernel: the first of the CPUs it may run on
 that no other kernel of the same user holds (each claim is an abstract Unix socket named after the user and the
 CPU, bound for the launcher's life and released however the launcher ends); when every CPU is held, one of them by
-the launcher's pid. Then, in the process that becomes the kernel, ``hold`` pins it to that CPU (``sched_setaffinity``,
+the launcher's pid. Then, in the process that becomes the kernel (inside bubblewrap, once bubblewrap has set up,
+which the filter's no-new-privileges must not constrain), ``hold`` pins it to that CPU (``sched_setaffinity``,
 which every process and thread it starts inherits) and installs a seccomp filter under which neither it nor
 anything it starts may change its CPUs again: ``sched_setaffinity`` fails with ``EPERM``, as does every system call
 of another architecture (a 32-bit call on a 64-bit machine), which a kernel has no use for. However many processes a
