@@ -107,6 +107,8 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         workspace.ensure_students(s, roster.students)
         graded = pool.run_tasks(s, todo, progress=progress, pool=workers)
         refreshed = pool.run_tasks(s, stale, progress=False, pool=workers)
+    if s.isolation == "uid":  # the kernels of a worker that died during this run (a Dask worker's too, on this machine)
+        execute.remove_stale_sandboxes()
     notes = report.write_nbgrader_export(s)
     rows = results.read_rows(s, roster)
     feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
