@@ -36,6 +36,7 @@ This module is the command line and ``run``, which calls the steps in order; eac
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import sys
@@ -44,8 +45,8 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import (canary, dburl, insights, intake, lms_export, marks, pool, report, results, worker,
-                                workspace)
+from autograder.grading import (canary, dburl, insights, intake, lms_export, marks, pool, report, results, term,
+                                worker, workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_MARKS, EXIT_SETUP, Settings, SetupError)
@@ -81,19 +82,28 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
         raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
+    earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
     roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out), limits=s.notebook_limits)
     if s.class_decides_lessons:
         s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
-        roster.keep_lessons(s.lessons)
-        log(f"lessons graded: {', '.join(s.lessons)} (those some student handed in; LESSONS=... chooses others)")
+        log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "
+            "LESSONS=... chooses others)")
+    roster.keep_lessons(s.lessons)
     workspace.preflight(s)
     pool.preflight(s)
     intake.remember(out, roster)  # no later folder takes one of these ids
+    now = copy.deepcopy(earlier)
+    notes = term.take_in(out, now, roster, s.lessons, s.notebook_limits)
+    term.close(now, s.close)
+    term.save(out, now)
+    closed = term.newly_missing(earlier, now)
+    whole = term.roster(out, now, roster)  # every student and lesson graded into OUT so far, each at its latest
+    s = dataclasses.replace(s, lessons=now.lessons, close=[])
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log, carried)
-    todo = workspace.stage(s, roster)
-    stale = worker.stale_feedback(s, roster, todo)  # manual grades came in since their feedback was written
+    todo = workspace.stage(s, whole)
+    stale = worker.stale_feedback(s, whole, todo)  # manual grades came in since their feedback was written
     with pool.pool_for(s) as workers:
         # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
         try:
@@ -104,15 +114,14 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
             raise
         if rebuild:
             rebuild.discard()
-        workspace.ensure_students(s, roster.students)
+        workspace.ensure_students(s, whole.students)
         graded = pool.run_tasks(s, todo, progress=progress, pool=workers)
         refreshed = pool.run_tasks(s, stale, progress=False, pool=workers)
     if s.isolation == "uid":  # the kernels of a worker that died during this run (a Dask worker's too, on this machine)
         execute.remove_stale_sandboxes()
-    notes = report.write_nbgrader_export(s)
-    rows = results.read_rows(s, roster)
-    feedback_page.write_notices(out, roster)  # a missing or unreadable notebook still gets a page saying so
-    feedback_page.remove_other_lessons(out, s.lessons)  # the pages of lessons this run does not grade
+    notes += report.write_nbgrader_export(s)
+    rows = results.read_rows(s, whole)
+    feedback_page.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
     notes += roster.notes + workspace.isolation_notes(s)
     after = intake.tree_hashes(original)
     integrity = before == after
@@ -120,14 +129,15 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
-    report.write_student_ids(s, roster)
-    lms_export.write(s, rows, roster.lms, roster.lms_ids)
-    changed = insights.changes(s, todo, stale)
+    report.write_student_ids(s, whole)
+    lms_export.write(s, rows, whole.lms, whole.lms_ids)
+    changed = insights.changes(s, rows, todo, stale, closed)
     try:
         insights.write(s, rows, changed)
     except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so
         notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
     html_path = report.write_report(s, rows, notes, insights.change_lines(changed, limit=None))
+    insights.remember_reported(s, rows)  # what the next run's changes are told against
     return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": integrity,
             "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked,
             "changed": changed}
@@ -151,9 +161,12 @@ def main(argv=None) -> int:
                              f"${dburl.ENV}, else SQLite in OUT/course/gradebook.db); the password goes in "
                              f"PGPASSWORD or ~/.pgpass, or the whole URL in ${dburl.ENV}, never on the command line")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="students graded at once")
-    parser.add_argument("--lessons", nargs="+", help="lessons to grade and count (names or numbers, e.g. 01 05; "
-                        "default: those at least one student handed in). A lesson no one handed in counts 0 for "
-                        "everyone only when named here")
+    parser.add_argument("--lessons", nargs="+", help="lessons this run takes from SUBMISSIONS and grades (names or "
+                        "numbers, e.g. 01 05; default: those at least one student handed in). Every lesson graded "
+                        "into OUT before stays, with its grades and marks")
+    parser.add_argument("--close", nargs="+", default=[], metavar="LESSON",
+                        help="lessons whose deadline has passed: every student of OUT who never handed one in counts "
+                             "missing, 0 (listed student by student); until then such a lesson counts nowhere")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell before it is stopped")
     parser.add_argument("--memory-mb", type=int, default=2048, help="address-space limit of each kernel")
     parser.add_argument("--max-output", type=int, default=1_000_000, help="bytes of output kept per cell")
@@ -177,7 +190,7 @@ def main(argv=None) -> int:
               f"PGPASSWORD or ~/.pgpass (or the whole URL in {dburl.ENV})", file=sys.stderr)
         return EXIT_LAYOUT
     s = Settings(out=str(Path(args.out).resolve()), lessons=_resolve_lessons(args.lessons), db_url=args.db,
-                 class_decides_lessons=not args.lessons,
+                 class_decides_lessons=not args.lessons, close=_resolve_lessons(args.close) if args.close else [],
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
                  max_output=args.max_output, max_notebook_output=args.max_notebook_output,
                  notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
@@ -205,10 +218,13 @@ def main(argv=None) -> int:
     print(f"graded {result['graded']} notebooks in {time.monotonic() - started:.1f} s "
           f"{where}; {len(rows)} students; {result['canary'].summary()}")
     if result["changed"]:
-        print("graded in this run, or changed by your marks (old -> new score; - when not graded before):")
+        print("changed since the last run, or graded in this one (old -> new score; - when not graded before; why):")
         print("\n".join(insights.change_lines(result["changed"])))
+    else:
+        print("no score or state changed since the last run")
     if result["refreshed"]:
-        print(f"feedback regenerated for {result['refreshed']} notebooks whose grades changed (manual grading)")
+        print(f"feedback pages rebuilt for {result['refreshed']} notebooks (marks or comments entered since their "
+              "last page, or a page that was missing)")
     print("\n".join(report.distribution(rows)))
     for note in result["notes"]:
         print("note:", note)

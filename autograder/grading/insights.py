@@ -22,7 +22,9 @@ each linked to their feedback.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,24 +220,69 @@ def manual_queue(s: Settings, lessons: list) -> list:
             for lesson in lessons for st, cell in sorted(lesson.cells.items()) if cell["pending"]]
 
 
-def changes(s: Settings, todo: dict, refreshed: dict | None = None) -> list:
-    """The (student, lesson) pairs graded in this run, and those whose score the instructor's marks changed
-    (``refreshed``): old and new score, attempted or not, new status, and the marks that went back to pending."""
-    out = []
-    for tasks in (todo, refreshed or {}):
-        for student in sorted(tasks):
-            for lesson, task in sorted(tasks[student].items()):
-                record = state.read(s, student, lesson)
-                if record is None:
-                    continue
-                before = record.get("previous") or {}
-                if task.get("refresh") and before.get("score") == record.get("score"):
-                    continue  # only a comment changed
-                out.append({"student": student, "lesson": lesson, "old": before.get("score"),
-                            "graded_before": bool(before), "new": record.get("score"), "status": record.get("status"),
-                            "attempted": record.get("attempted"), "was_attempted": before.get("attempted"),
-                            "link": feedback_link(s, student, lesson),
-                            "reopened": [] if task.get("refresh") else record.get("reopened", [])})
+REPORTED = "reported.json"  # {student: {lesson: [status, score]}} as the last run's outputs gave them
+
+
+def reported(s: Settings) -> dict:
+    """What the last run's grades.csv and report said of each (student, lesson), or {} before the first run."""
+    try:
+        return json.loads((Path(s.out) / REPORTED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def remember_reported(s: Settings, rows: list) -> None:
+    """Write down this run's (status, score) of every (student, lesson): the next run tells its changes against it."""
+    data = {r["student"]: {lesson: [c["status"], c["score"]] for lesson, c in r["lessons"].items()} for r in rows}
+    path = Path(s.out) / REPORTED
+    tmp = path.with_name(REPORTED + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _why(task, cell: dict, before, closed: bool) -> str:
+    if closed:
+        return "lesson closed: never handed in"
+    if task is None:
+        return f"handed in again: {cell['status']}" if cell["status"] in (outcome.MALFORMED, outcome.REFUSED) else \
+            "changed in the gradebook"
+    if task.get("refresh"):
+        return "your marks"
+    if before is None or before[0] in (outcome.NOT_HANDED_IN, outcome.NOT_YET):
+        return "first graded"
+    if before[0] == outcome.GRADING_ERROR:
+        return "graded after a grading error"
+    return "handed in again" if task.get("resubmitted") else "graded again"
+
+
+def changes(s: Settings, rows: list, todo: dict, refreshed: dict | None = None, closed=()) -> list:
+    """Every (student, lesson) whose score or status differs from what the last run reported (``reported``), and
+    every notebook this run graded: old and new score and status, why (first graded, handed in again, your marks,
+    the lesson closed...), attempted or not, and the marks that went back to pending. A page rebuilt without a
+    change of score or status is not a change."""
+    before_all, closed, out = reported(s), set(closed), []
+    for row in rows:
+        student = row["student"]
+        for lesson, cell in row["lessons"].items():
+            task = todo.get(student, {}).get(lesson) or (refreshed or {}).get(student, {}).get(lesson)
+            before = before_all.get(student, {}).get(lesson)
+            now = [cell["status"], cell["score"]]
+            graded_here = task is not None and not task.get("refresh")
+            if not graded_here and (before or [outcome.NOT_HANDED_IN, None]) == now:
+                continue
+            if cell["status"] == outcome.NOT_YET and before is None:
+                continue
+            record = state.read(s, student, lesson) or {}
+            previous = record.get("previous") or {} if task else {}
+            out.append({"student": student, "lesson": lesson,
+                        "old": before[1] if before else None, "old_status": before[0] if before else None,
+                        "graded_before": bool(before) and before[0] not in (outcome.NOT_HANDED_IN, outcome.NOT_YET),
+                        "new": cell["score"], "status": cell["status"],
+                        "attempted": record.get("attempted") if task else None,
+                        "was_attempted": previous.get("attempted"),
+                        "why": _why(task, cell, before, (student, lesson) in closed),
+                        "link": feedback_link(s, student, lesson),
+                        "reopened": [] if not graded_here else record.get("reopened", [])})
     return out
 
 
@@ -244,16 +291,19 @@ def _work(attempted) -> str:
 
 
 def change_lines(changed: list, limit: int | None = 30) -> list:
-    """The terminal's lines for ``changes``: one per pair (at most ``limit``), then one per mark that went back
-    to pending."""
+    """The terminal's lines for ``changes``: one per pair (at most ``limit``), old -> new score (with the status
+    when it changed or is not a score), and why; then one per mark that went back to pending."""
     lines = []
     for c in changed[:limit]:
-        old = fmt(c["old"]) if c["graded_before"] and c["old"] is not None else "-"
-        new = "grading error" if c["status"] == outcome.GRADING_ERROR else fmt(c["new"])
-        what = _work(c["attempted"]) + (f"; was {_work(c['was_attempted'])}" if c["graded_before"] and
+        old = _score_text(c["old_status"], c["old"]) if c["graded_before"] else "-"
+        new = _score_text(c["status"], c["new"])
+        what = [_work(c["attempted"]) + (f", was {_work(c['was_attempted'])}" if c["graded_before"] and
                                           c["was_attempted"] is not None and c["was_attempted"] != c["attempted"]
-                                          else "")
-        lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new}" + (f" ({what})" if what else ""))
+                                          and c["attempted"] is not None else "")]
+        if c["graded_before"] and c["old_status"] != c["status"]:
+            what.append(f"{c['old_status']} -> {c['status']}")
+        what.append(c["why"])
+        lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new} ({'; '.join(w for w in what if w)})")
     if limit is not None and len(changed) > limit:
         lines.append(f"  ... and {len(changed) - limit} more (insights.html lists them all)")
     reopened = [f"  {c['student']} {c['lesson']} {line}" for c in changed
@@ -261,6 +311,13 @@ def change_lines(changed: list, limit: int | None = 30) -> list:
     if reopened:
         lines += ["marks back to pending (grade them again in formgrader, then run the command again):", *reopened]
     return lines
+
+
+def _score_text(status, score) -> str:
+    if status in (outcome.GRADING_ERROR, outcome.NOT_YET, outcome.NOT_HANDED_IN):
+        return status
+    text = fmt(score)
+    return f"{text} {status}" if status in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED) else text
 
 
 def manual_points(lesson: Lesson) -> tuple:

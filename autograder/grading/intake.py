@@ -91,8 +91,12 @@ class Entry:
     student: str
     lesson: str
     path: Path | None = None
-    status: str = "ok"  # ok | misnamed | missing | malformed | refused
+    status: str = "ok"  # ok | misnamed | missing | malformed | refused (| not handed in: ``term.roster``)
     note: str = ""
+    lms_id: str = ""  # the student's id in the LMS assignment this notebook was handed in to ('' when none)
+    late: bool = False  # the LMS marked it late
+    submitted: str = ""  # when the LMS says it was handed in (ISO), '' when it does not say
+    flags: list = field(default_factory=list)  # about the hand-in itself (a timestamp.txt that was ignored)
 
     @property
     def gradable(self) -> bool:

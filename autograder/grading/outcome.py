@@ -6,9 +6,11 @@ Each (student, lesson) ends in one status:
 * ``pending manual``: the autograded marks are in, written answers await the instructor (formgrader);
 * ``grading error``: the grader failed, not the learner: the score is left empty (never 0), the pair is listed at
   the top of the report and retried on the next run, and the command exits with ``EXIT_GRADING_ERROR``;
-* ``missing`` / ``malformed`` / ``refused``: no notebook, a file that is not one, or a link or special file
+* ``missing`` / ``malformed`` / ``refused``: no notebook by the lesson's close (``--close``), a file that is not one, or a link or special file
   (never followed, never opened): the learner's, scored 0 and flagged;
-* ``not graded yet``: not reached by a run that was stopped; the next run grades it.
+* ``not graded yet``: not reached by a run that was stopped; the next run grades it;
+* ``not handed in``: no download of the term has held this lesson of this student yet, and the lesson is not closed
+  (``autograder/grading/term.py``): no score, left out of the student's total, never 0.
 
 ``grading_error`` reads an autograded notebook and says whether its marks can be trusted. They cannot when:
 
@@ -42,8 +44,9 @@ from pathlib import Path
 from autograder import course
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 
-GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET = (
-    "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet")
+GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET, NOT_HANDED_IN = (
+    "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet",
+    "not handed in")
 COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
 SETUP = "setup"  # the grade_id of every lesson's setup cell, which imports the hidden tests' module first
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %

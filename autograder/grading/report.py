@@ -126,7 +126,7 @@ score is never higher than the work earns (hidden tests and nbgrader decide it).
 without a name, students who may need help.</p>
 {pending_note}
 {''.join(f'<p><b>{esc(n)}</b></p>' for n in notes)}
-<h2>What this run changed</h2><pre>{esc(chr(10).join(changes) or "no score changed")}</pre>
+<h2>What this run changed</h2><pre>{esc(chr(10).join(changes) or "no score or state changed since the last run")}</pre>
 <h2>Score distribution (total)</h2><pre>{esc(chr(10).join(distribution(rows)))}</pre>
 <h2>Students</h2><table><tr><th>student</th>{head}<th>total</th><th>flags</th></tr>
 {''.join(body)}</table></body></html>

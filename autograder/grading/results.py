@@ -1,8 +1,10 @@
 """Reading the grades back: one row per student, from intake, the state records and the gradebook.
 
-A row holds, per lesson, its status (``autograder/grading/outcome.py``), score, maximum, autograded, manual and
-pending points and the reason of a grading error, then the student's total (None when any lesson's score is
-unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. ``report`` writes
+A row holds, per lesson of the term (``autograder/grading/term.py``), its status
+(``autograder/grading/outcome.py``), score, maximum, autograded, manual and pending points, the reason of a grading
+error, the LMS's id, late mark and time of the hand-in, then the student's total (None when any lesson's score is
+unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. A lesson the student has
+not handed in yet (and that is not closed) counts in neither the total nor its maximum. ``report`` writes
 the rows out.
 """
 
@@ -24,8 +26,13 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
 
     entry = roster.entries[student][lesson]
     cell = {"status": outcome.NOT_YET, "score": None, "max": maximum, "auto": None, "manual": None, "pending": 0.0,
-            "reason": ""}
+            "reason": "", "lms_id": entry.lms_id, "late": entry.late, "submitted": entry.submitted}
     flags = []
+    if entry.status == outcome.NOT_HANDED_IN:  # no score yet, never 0, until the lesson is closed
+        cell.update(status=outcome.NOT_HANDED_IN)
+        return cell, flags
+    if entry.late:
+        flags.append(f"{lesson}: handed in late" + (f" ({entry.submitted})" if entry.submitted else ""))
     if entry.status != "ok":
         flags.append(f"{lesson}: {entry.status}: {entry.note}")
     if not entry.gradable:  # the learner's: no notebook, or not a notebook
@@ -72,10 +79,11 @@ def read_rows(s: Settings, roster: intake.Roster) -> list:
             for lesson in s.lessons:
                 row["lessons"][lesson], flags = _lesson_result(gb, s, roster, student, lesson, maxima[lesson])
                 row["flags"] += flags
-            scores = [c["score"] for c in row["lessons"].values()]
+            counted = [c for c in row["lessons"].values() if c["status"] != outcome.NOT_HANDED_IN]
+            scores = [c["score"] for c in counted]
             row["total"] = None if None in scores else sum(scores)
-            row["max_total"] = sum(maxima.values())
-            row["pending"] = sum(c["pending"] for c in row["lessons"].values())
+            row["max_total"] = sum(c["max"] for c in counted)  # a lesson not handed in yet counts nowhere
+            row["pending"] = sum(c["pending"] for c in counted)
             rows.append(row)
     return rows
 

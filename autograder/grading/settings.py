@@ -55,6 +55,7 @@ class Settings:
     warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
     class_decides_lessons: bool = False  # grade only those of ``lessons`` some student handed in (``make grade``)
     reuse_canary: bool = True  # a canary pass is reused while nothing it depends on changed (grading/canary.py)
+    close: list = field(default_factory=list)  # lessons whose deadline passed: not handed in counts missing, 0
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)

@@ -249,8 +249,10 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 continue
             # writing the copy is the grader's work: a failure here (a full disk) stops the run, never a score
             notebooks.write_notebook(copy, dest, text)
-            flags += _copy_timestamp(entry.path.parent, lesson, dest.parent)
-            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags}
+            _write_timestamp(entry.submitted, dest.parent)
+            flags += entry.flags
+            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags,
+                                                    "resubmitted": bool(record and record.get("hash") != digest)}
     return todo
 
 
@@ -276,24 +278,15 @@ def _flags(nb, copy, released) -> list:
     return flags
 
 
-def _copy_timestamp(folder: Path, lesson: str, dest: Path) -> list:
-    """``nbgrader collect`` keeps a ``timestamp.txt`` beside each notebook (late penalties use it): the time it holds
-    is written beside the copy when ``findings.submission_time`` accepts it (a link is not followed). One it does not
-    accept is ignored, never given to nbgrader (which would fail on it), and is the flag returned."""
+def _write_timestamp(submitted: str, dest: Path) -> None:
+    """nbgrader's ``timestamp.txt`` beside the graded copy (its late penalties use it), from the time the hand-in
+    carries (``term.take_in``: the LMS's, or the ``timestamp.txt`` that ``nbgrader collect`` kept)."""
     (dest / "timestamp.txt").unlink(missing_ok=True)
-    if folder.name != lesson:
-        return []
-    try:
-        stamp = intake.read_regular(folder / "timestamp.txt", findings.MAX_TIMESTAMP_BYTES)
-        when = findings.submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        reason = f"over {findings.MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, intake.OverLimit) else \
-            str(exc) if isinstance(exc, ValueError) else f"not a file ({type(exc).__name__})"
-        return [f"timestamp.txt ignored ({reason}): graded without a submission time"]
-    (dest / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
-    return []
+    if submitted:
+        when = datetime.fromisoformat(submitted)
+        if when.tzinfo is not None:
+            when = when.astimezone(timezone.utc).replace(tzinfo=None)
+        (dest / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
 
 
 def ensure_students(s: Settings, students) -> None:

@@ -239,7 +239,7 @@ def write_notices(out: Path, roster) -> list:
     written = []
     for student, entries in roster.entries.items():
         for lesson, entry in entries.items():
-            if not entry.gradable:
+            if not entry.gradable and entry.status != "not handed in":  # outcome.NOT_HANDED_IN: no page yet
                 written.append(write_notice(page_path(out, student, lesson), lesson,
                                             entry.status, entry.note))
     return written
@@ -256,15 +256,3 @@ def page_link(out, student: str, lesson: str):
     if not page_path(out, student, lesson).exists():
         return None
     return f"feedback/{quote(student)}/{quote(lesson)}.html"
-
-
-def remove_other_lessons(out, lessons) -> list:
-    """Remove the pages of the course's lessons other than ``lessons`` (a run that grades other lessons than the
-    last one: no page may speak of a lesson the grades no longer count). Returns what was removed."""
-    from autograder import course
-
-    others = set(course.lesson_names()) - set(lessons)
-    removed = [page for page in sorted((Path(out) / "feedback").glob("*/*.html")) if page.stem in others]
-    for page in removed:
-        page.unlink()
-    return removed
