@@ -70,8 +70,8 @@ def distribution(rows: list) -> list:
 def _cell_text(c: dict) -> str:
     if c["status"] == outcome.GRADING_ERROR:
         return "grading error"
-    if c["status"] == outcome.NOT_YET:
-        return "not graded yet"
+    if c["status"] in (outcome.NOT_YET, outcome.NOT_HANDED_IN):
+        return c["status"]
     text = f"{fmt(c['score'])} / {fmt(c['max'])}"
     if c["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED):
         return f"{text} ({c['status']})"

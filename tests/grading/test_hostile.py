@@ -165,7 +165,8 @@ def _grade_batch(base: Path) -> dict:
     repo_before = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in
                    [*(course.LESSONS / h for h in course.HELPERS), *sorted((course.ROOT / "autograder").rglob("*.py"))]}
     originals = intake.tree_hashes(root)
-    settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=2048)
+    settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=2048,
+                              close=[LESSON])  # past its deadline: the student with no notebook counts missing, 0
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}

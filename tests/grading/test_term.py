@@ -1,17 +1,21 @@
-"""An instructor's whole term, through the real commands, with nothing lost.
+"""An instructor's whole term, as Canvas gives it (one "Download Submissions" zip per assignment), through the real
+grading command, with nothing lost.
 
-Canvas's "Download Submissions" zip of six students for lessons 01, 05 and 07: model answers (ngada), a catalogued
-bug in lesson 01 (okafor), untouched notebooks (ruiz), a SyntaxError in lesson 01 and no lesson 07 (lee), an
-infinite loop in lesson 01 (khan), lesson 05 only (ito). Then, in one output folder, as docs/grading.md tells it:
+Six students: model answers (ngada), a catalogued bug in lesson 01 (okafor), untouched notebooks (ruiz), a
+SyntaxError in lesson 01 and no lesson 05 (lee), an infinite loop in lesson 01 (khan), no lesson 01 (ito). In one
+output folder, as docs/grading.md tells it:
 
-1. ``first``: ``make grade`` (no ``LESSONS``: the class decides the lessons);
-2. the written answers of lesson 05 are marked through nbgrader's API, as formgrader saves them;
-3. ``marked``: ``make grade`` again folds the marks in, grading nothing;
-4. ``only05``: ``LESSONS=05``, another set of lessons;
-5. ``resubmitted``: ngada hands lesson 05 in again with one written answer changed; ``make grade``.
+1. ``week1``: lesson 01's zip, ``make grade`` (no ``LESSONS``);
+2. ``week3``: lesson 05's zip into the same OUT: every lesson-01 grade, page and import cell stays;
+3. the written answers of lesson 05 are marked through nbgrader's API, as formgrader saves them (ito gets 0 on
+   every one: pending -> graded at the same score);
+4. ``marked``: lesson 05's zip again: the marks folded in, nothing graded, every change told with its reason;
+5. ``week5``: lesson 08's zip (three students), one of them late;
+6. ``late01``: lesson 01's zip downloaded again after the deadline: okafor's late resubmission (Canvas's ``_LATE_``
+   and ``-1``) graded, nobody else's; then ``closed``: ``--close 01`` counts ito's lesson 01 missing, 0, listed.
 
-At each step: every mark kept or pending for the right reason, scores and percentages right, and grades.csv, the
-report, the feedback pages and Canvas's import file agreeing.
+At each step: grades.csv, the report, the feedback pages and Canvas's import file agree, and every earlier grade and
+mark is as it was.
 """
 
 from __future__ import annotations
@@ -32,24 +36,27 @@ from autograder.grading import lms_export
 from autograder.grading.settings import COURSE_ID
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
-WARMUP, EXERCISES, HEADS = "01_warmup", "05_exercises", "07_heads_that_learn"
-LESSONS = (WARMUP, EXERCISES, HEADS)
+WARMUP, EXERCISES, TODAY = "01_warmup", "05_exercises", "08_todays_models"
+LESSONS = (WARMUP, EXERCISES, TODAY)
 BUG = next(b for b in bugs.CATALOG if b.lesson == WARMUP and b.function == "softmax")
 SYNTAX_ERROR = "def softmax(x, axis=-1)\n    return x\n"
 LOOPING = answers.model_answers(WARMUP)["softmax"] + "\nwhile True:\n    pass\n"
 CANVAS_IDS = {"ngada": 31, "okafor": 42, "ruiz": 57, "lee": 64, "khan": 77, "ito": 88}
 CHANGED_ANSWER = "explain_w_o"
+ZERO_MARKS = "ito"  # every written answer marked 0: pending -> graded at the same score
 
 
-def _work(student: str) -> dict:
-    """{lesson: notebook} a student hands in."""
-    full = {lesson: answers.fill(lesson) for lesson in LESSONS}
-    return {"ngada": full,
-            "okafor": {**full, WARMUP: answers.fill(WARMUP, {BUG.function: BUG.source})},
-            "ruiz": {lesson: answers.fill(lesson, complete=False) for lesson in LESSONS},
-            "lee": {WARMUP: answers.fill(WARMUP, {"softmax": SYNTAX_ERROR}), EXERCISES: full[EXERCISES]},
-            "khan": {**full, WARMUP: answers.fill(WARMUP, {"softmax": LOOPING})},
-            "ito": {EXERCISES: full[EXERCISES]}}[student]
+def _week(lesson: str) -> dict:
+    """{student: notebook} of one assignment's download."""
+    if lesson == WARMUP:
+        return {"ngada": answers.fill(WARMUP), "okafor": answers.fill(WARMUP, {BUG.function: BUG.source}),
+                "ruiz": answers.fill(WARMUP, complete=False), "lee": answers.fill(WARMUP, {"softmax": SYNTAX_ERROR}),
+                "khan": answers.fill(WARMUP, {"softmax": LOOPING})}
+    if lesson == EXERCISES:
+        full = answers.fill(EXERCISES)
+        return {"ngada": full, "okafor": full, "ruiz": answers.fill(EXERCISES, complete=False), "khan": full,
+                "ito": full}
+    return {"ngada": answers.fill(TODAY), "ito": answers.fill(TODAY), "khan": answers.fill(TODAY, complete=False)}
 
 
 def _sid(student: str) -> str:
@@ -63,20 +70,23 @@ def _points(lesson: str) -> tuple:
     return sum(m["points"] for m in cells if m.get("grade") and not m.get("solution")), manual
 
 
-def _zip(base: Path, work: dict, name: str) -> Path:
+def _zip(base: Path, lesson: str, work: dict, name: str, late=(), copy="") -> Path:
+    """Canvas's zip of one assignment: ``<name>[_LATE]_<user id>_<submission id>_<file>``; ``copy``: the ``-1``
+    Canvas adds to a resubmitted file's name."""
     archive = base / name
     with zipfile.ZipFile(archive, "w") as zf:
-        for number, (student, lessons) in enumerate(sorted(work.items())):
-            for lesson, nb in lessons.items():
-                path = base / "files" / f"{student}_{CANVAS_IDS[student]}_{900 + number}_{lesson}.ipynb"
-                notebooks.write_notebook(nb, path)
-                zf.write(path, path.name)
+        for number, (student, nb) in enumerate(sorted(work.items())):
+            marker = "_LATE" if student in late else ""
+            path = base / "files" / name / (f"{student}{marker}_{CANVAS_IDS[student]}_{900 + number}_{lesson}"
+                                            f"{copy if student in late else ''}.ipynb")
+            notebooks.write_notebook(nb, path)
+            zf.write(path, path.name)
     return archive
 
 
-def _run(archive: Path, out: Path, *lessons) -> dict:
+def _run(archive: Path, out: Path, *options) -> dict:
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(archive), "--out", str(out), "--workers",
-                           "2", "--timeout", "20", "--quiet", *(["--lessons", *lessons] if lessons else [])],
+                           "2", "--timeout", "20", "--quiet", *options],
                           cwd=course.ROOT, env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=1200)
 
     def table(path):
@@ -89,38 +99,44 @@ def _run(archive: Path, out: Path, *lessons) -> dict:
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr,
             "rows": {r[0]: dict(zip(header, r)) for r in rows}, "canvas": table(out / lms_export.FOLDER / "canvas.csv"),
             "report": html.unescape((out / "report.html").read_text()), "pages": pages,
-            "insights": (out / "insights.html").exists()}
+            "insights": html.unescape((out / "insights.html").read_text())}
 
 
 def _mark(out: Path) -> dict:
     """Mark every written answer of lesson 05, as formgrader saves a mark: full points, but okafor gets 0 for
-    explain_w_o. Returns {student id: points given}."""
+    explain_w_o and ito 0 for every answer; an answer left blank nbgrader marked 0 itself. Returns {student id:
+    points given}."""
     from nbgrader.api import Gradebook
 
     _, written = _points(EXERCISES)
     given = {}
     with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
         for sub in gb.find_assignment(EXERCISES).submissions:
-            points = {cell: (0.0 if sub.student_id == _sid("okafor") and cell == CHANGED_ANSWER else float(top))
-                      for cell, top in written.items()}
-            for cell, score in points.items():
+            points = {}
+            for cell, top in written.items():
                 grade = gb.find_grade(cell, EXERCISES, EXERCISES, sub.student_id)
-                grade.manual_score, grade.needs_manual_grade = score, False
-            given[sub.student_id] = points
+                if not grade.needs_manual_grade:  # an answer left as handed out: nbgrader gave it 0 itself
+                    continue
+                points[cell] = 0.0 if sub.student_id == _sid(ZERO_MARKS) or (
+                    sub.student_id == _sid("okafor") and cell == CHANGED_ANSWER) else float(top)
+                grade.manual_score, grade.needs_manual_grade = points[cell], False
+            if points:
+                given[sub.student_id] = points
         gb.find_comment(CHANGED_ANSWER, EXERCISES, EXERCISES, _sid("okafor")).manual_comment = "Not what W_O does."
         gb.db.commit()
     return given
 
 
 def _term(base: Path) -> dict:
-    work = {student: _work(student) for student in CANVAS_IDS}
     out = base / "out"
-    runs = {"first": _run(_zip(base, work, "week1.zip"), out)}
+    runs = {"week1": _run(_zip(base, WARMUP, _week(WARMUP), "01_warmup.zip"), out)}
+    runs["week3"] = _run(_zip(base, EXERCISES, _week(EXERCISES), "05_exercises.zip"), out)
     given = _mark(out)
-    runs["marked"] = _run(base / "week1.zip", out)
-    runs["only05"] = _run(base / "week1.zip", out, "05")
-    work["ngada"][EXERCISES] = answers.fill(EXERCISES, {CHANGED_ANSWER: "W_O averages the heads."})
-    runs["resubmitted"] = _run(_zip(base, work, "week2.zip"), out)
+    runs["marked"] = _run(base / "05_exercises.zip", out)
+    runs["week5"] = _run(_zip(base, TODAY, _week(TODAY), "08_todays_models.zip", late={"khan"}), out)
+    again = {**_week(WARMUP), "okafor": answers.fill(WARMUP)}  # okafor fixed the bug after the deadline
+    runs["late01"] = _run(_zip(base, WARMUP, again, "01_warmup-again.zip", late={"okafor"}, copy="-1"), out)
+    runs["closed"] = _run(base / "01_warmup-again.zip", out, "--close", "01")
     return {"runs": runs, "given": given}
 
 
@@ -136,93 +152,116 @@ def _score(run, student, lesson):
 def _canvas(run) -> dict:
     """{Canvas id: {lesson: score}} of the import file, and its Points Possible row under 'max'."""
     header, points, *rows = run["canvas"]
-    lessons = header[5:]
+    lessons = [h.split(" (")[0] for h in header[5:]]
     return {"max": dict(zip(lessons, points[5:])), **{r[1]: dict(zip(lessons, r[5:])) for r in rows}}
+
+
+def _kept(earlier, later, lessons) -> None:
+    """Every (student, lesson) of ``lessons`` in ``earlier`` is the same in ``later``: score, status, page."""
+    for sid, row in earlier["rows"].items():
+        for lesson in lessons:
+            for col in ("status", "score", "max", "manual", "pending"):
+                assert later["rows"][sid][f"{lesson} {col}"] == row[f"{lesson} {col}"], (sid, lesson, col)
+            page = f"{sid}/{lesson}.html"
+            assert later["pages"].get(page) == earlier["pages"].get(page), (sid, lesson)
 
 
 def _agree(run, lessons) -> None:
     """grades.csv, Canvas's import file, the report and the feedback pages tell the same story."""
+    assert run["rc"] == 0, run["out"][-3000:]
     canvas = _canvas(run)
-    assert set(canvas) - {"max"} == {str(i) for i in CANVAS_IDS.values()}
+    assert set(canvas["max"]) == set(lessons)
     for sid, row in run["rows"].items():
         lms = row["lms id"]
+        counted = []
         for lesson in lessons:
-            final = row[f"{lesson} status"] in ("graded", "missing")
+            status = row[f"{lesson} status"]
+            final = status in ("graded", "missing")
             assert canvas[lms][lesson] == (row[f"{lesson} score"] if final else ""), (sid, lesson)
             assert canvas["max"][lesson] == row[f"{lesson} max"]
-            assert f"{sid}/{lesson}.html" in run["pages"]
-        scores = [float(row[f"{lesson} score"]) for lesson in lessons]
-        assert float(row["total"]) == sum(scores)
-        assert float(row["max total"]) == sum(float(row[f"{lesson} max"]) for lesson in lessons)
+            assert (f"{sid}/{lesson}.html" in run["pages"]) == (status != "not handed in"), (sid, lesson)
+            if status == "not handed in":
+                assert row[f"{lesson} score"] == "" and "not handed in" in run["report"]
+            else:
+                counted.append(lesson)
+        assert float(row["total"]) == sum(float(row[f"{lesson} score"]) for lesson in counted)
+        assert float(row["max total"]) == sum(float(row[f"{lesson} max"]) for lesson in counted)
         if float(row["pending"]):
             assert row["percent"] == ""
         else:
             assert row["percent"] == f"{100 * float(row['total']) / float(row['max total']):.1f}"
         assert sid in run["report"]
-    assert {p.split("/")[1][:-5] for p in run["pages"]} == set(lessons)
-    assert run["insights"]
 
 
-def test_the_first_run_grades_the_lessons_handed_in_with_marks_pending(term):
-    run = term["runs"]["first"]
-    assert run["rc"] == 0, run["out"][-3000:]
-    assert "lessons graded: 01_warmup, 05_exercises, 07_heads_that_learn" in run["out"]
-    auto05, written = _points(EXERCISES)
-    top01, top07 = _points(WARMUP)[0], _points(HEADS)[0]
-    ngada = run["rows"][_sid("ngada")]
-    assert (_score(run, "ngada", WARMUP), _score(run, "ngada", HEADS)) == (f"{top01:g}", f"{top07:g}")
-    assert ngada[f"{EXERCISES} status"] == "pending manual" and ngada[f"{EXERCISES} pending"] == \
-        f"{sum(written.values()):g}" and _score(run, "ngada", EXERCISES) == f"{auto05:g}"
-    assert float(_score(run, "okafor", WARMUP)) < top01
-    ruiz = run["rows"][_sid("ruiz")]
-    assert all(f"{lesson}: not attempted" in ruiz["flags"] for lesson in LESSONS)
-    lee = run["rows"][_sid("lee")]
-    assert lee[f"{HEADS} status"] == "missing" and _score(run, "lee", HEADS) == "0"
+def test_the_first_download_grades_its_one_lesson(term):
+    run = term["runs"]["week1"]
+    _agree(run, (WARMUP,))
+    top01 = _points(WARMUP)[0]
+    assert _score(run, "ngada", WARMUP) == f"{top01:g}" and float(_score(run, "okafor", WARMUP)) < top01
     assert "What stopped your notebook" in run["pages"][f"{_sid('lee')}/{WARMUP}.html"]
     assert "timeout" in run["rows"][_sid("khan")]["flags"]
-    ito = run["rows"][_sid("ito")]
-    assert (ito[f"{WARMUP} status"], ito[f"{HEADS} status"]) == ("missing", "missing")
-    _agree(run, LESSONS)
+    assert _sid("ito") not in run["rows"]  # not in this download, not yet in the term
 
 
-def test_marks_are_folded_in_without_grading_anything(term):
-    first, run, given = term["runs"]["first"], term["runs"]["marked"], term["given"]
-    assert run["rc"] == 0 and "graded 0 notebooks" in run["out"], run["out"][-3000:]
-    assert set(given) == {_sid(s) for s in CANVAS_IDS}  # everyone handed lesson 05 in
-    for sid, points in given.items():
-        row = run["rows"][sid]
-        assert row[f"{EXERCISES} status"] == "graded" and row[f"{EXERCISES} pending"] == "0"
-        assert float(row[f"{EXERCISES} score"]) == float(first["rows"][sid][f"{EXERCISES} score"]) + \
-            sum(points.values())
-        assert f"{sid} {EXERCISES}: {first['rows'][sid][f'{EXERCISES} score']} -> {row[f'{EXERCISES} score']}" in \
-            run["out"]
-    assert "Not what W_O does." in run["pages"][f"{_sid('okafor')}/{EXERCISES}.html"]
-    _agree(run, LESSONS)
-
-
-def test_another_set_of_lessons_keeps_every_mark(term):
-    marked, run = term["runs"]["marked"], term["runs"]["only05"]
-    assert run["rc"] == 0 and "graded 0 notebooks" in run["out"], run["out"][-3000:]
-    assert {sid: row[f"{EXERCISES} score"] for sid, row in run["rows"].items()} == \
-        {sid: row[f"{EXERCISES} score"] for sid, row in marked["rows"].items()}
-    assert f"{WARMUP} status" not in next(iter(run["rows"].values()))
-    assert _canvas(run)["max"].keys() == {EXERCISES}
-    _agree(run, (EXERCISES,))
-
-
-def test_a_resubmitted_answer_goes_back_to_pending_and_every_other_mark_stays(term):
-    marked, run, given = term["runs"]["marked"], term["runs"]["resubmitted"], term["given"]
-    assert run["rc"] == 0, run["out"][-3000:]
-    assert "graded 1 notebooks" in run["out"]  # ngada's lesson 05
-    _, written = _points(EXERCISES)
+def test_a_second_assignment_s_download_keeps_every_grade_and_page_of_the_first(term):
+    week1, run = term["runs"]["week1"], term["runs"]["week3"]
+    _agree(run, (WARMUP, EXERCISES))
+    _kept(week1, run, (WARMUP,))
+    assert run["rows"][_sid("ito")][f"{WARMUP} status"] == "not handed in"
+    assert run["rows"][_sid("lee")][f"{EXERCISES} status"] == "not handed in"
+    changed = [line for line in run["out"].splitlines() if line.startswith("  ") and " -> " in line]
+    assert len(changed) == 5 and all(EXERCISES in line and "first graded" in line for line in changed), changed
+    assert "no score" not in run["out"] and "no score or state changed" not in run["report"]
+    auto05, written = _points(EXERCISES)
     ngada = run["rows"][_sid("ngada")]
-    assert ngada[f"{EXERCISES} status"] == "pending manual"
-    assert ngada[f"{EXERCISES} pending"] == f"{written[CHANGED_ANSWER]:g}"
-    assert float(ngada[f"{EXERCISES} score"]) == float(marked["rows"][_sid("ngada")][f"{EXERCISES} score"]) - \
-        given[_sid("ngada")][CHANGED_ANSWER]
-    assert CHANGED_ANSWER in run["out"]  # the summary says which mark went back to pending
-    for sid, row in run["rows"].items():
-        if sid != _sid("ngada"):
-            assert {k: v for k, v in row.items() if "score" in k or "status" in k} == \
-                {k: v for k, v in marked["rows"][sid].items() if "score" in k or "status" in k}, sid
+    assert ngada[f"{EXERCISES} status"] == "pending manual" and ngada[f"{EXERCISES} pending"] == \
+        f"{sum(written.values()):g}" and _score(run, "ngada", EXERCISES) == f"{auto05:g}"
+
+
+def test_marks_are_folded_in_without_grading_anything_and_each_is_told(term):
+    week3, run, given = term["runs"]["week3"], term["runs"]["marked"], term["given"]
+    _agree(run, (WARMUP, EXERCISES))
+    assert "graded 0 notebooks" in run["out"], run["out"][-3000:]
+    _kept(week3, run, (WARMUP,))
+    assert set(given) == {_sid(s) for s in ("ngada", "okafor", "khan", "ito")}  # ruiz's answers are as handed out
+    for sid, points in given.items():
+        row, old = run["rows"][sid], week3["rows"][sid][f"{EXERCISES} score"]
+        assert row[f"{EXERCISES} status"] == "graded" and row[f"{EXERCISES} pending"] == "0"
+        assert float(row[f"{EXERCISES} score"]) == float(old) + sum(points.values())
+        told = f"  {sid} {EXERCISES}: {old} -> {row[f'{EXERCISES} score']} ("
+        line = next(line for line in run["out"].splitlines() if line.startswith(told))
+        assert "pending manual -> graded" in line and "your marks" in line, line
+    same = run["rows"][_sid(ZERO_MARKS)][f"{EXERCISES} score"]
+    assert same == week3["rows"][_sid(ZERO_MARKS)][f"{EXERCISES} score"]  # told although the score did not move
+    assert "Not what W_O does." in run["pages"][f"{_sid('okafor')}/{EXERCISES}.html"]
+
+
+def test_a_third_download_keeps_both_earlier_lessons_and_keeps_late_work_marked(term):
+    marked, run = term["runs"]["marked"], term["runs"]["week5"]
     _agree(run, LESSONS)
+    _kept(marked, run, (WARMUP, EXERCISES))
+    khan = run["rows"][_sid("khan")]
+    assert khan[f"{TODAY} late"] == "late" and f"{TODAY}: handed in late" in khan["flags"]
+    assert run["rows"][_sid("ngada")][f"{TODAY} late"] == ""
+    assert run["rows"][_sid("okafor")][f"{TODAY} status"] == "not handed in"
+
+
+def test_a_late_resubmission_is_graded_alone_and_closing_a_lesson_is_listed_student_by_student(term):
+    week5, run, closed = term["runs"]["week5"], term["runs"]["late01"], term["runs"]["closed"]
+    _agree(run, LESSONS)
+    assert "graded 1 notebooks" in run["out"], run["out"][-3000:]
+    okafor = run["rows"][_sid("okafor")]
+    assert okafor[f"{WARMUP} score"] == f"{_points(WARMUP)[0]:g}" and okafor[f"{WARMUP} late"] == "late"
+    assert f"{_sid('okafor')} {WARMUP}: {week5['rows'][_sid('okafor')][f'{WARMUP} score']} -> " in run["out"]
+    assert "handed in again" in run["out"]
+    _kept(week5, run, (EXERCISES, TODAY))
+    others = {k: v for k, v in week5["rows"].items() if k != _sid("okafor")}
+    _kept({"rows": others, "pages": week5["pages"]}, run, (WARMUP,))
+    assert run["rows"][_sid("ito")][f"{WARMUP} status"] == "not handed in"
+    _agree(closed, LESSONS)
+    ito = closed["rows"][_sid("ito")]
+    assert (ito[f"{WARMUP} status"], ito[f"{WARMUP} score"]) == ("missing", "0")
+    assert f"  {_sid('ito')} {WARMUP}: - -> 0 missing (lesson closed: never handed in)" in closed["out"]
+    assert "No notebook for 01_warmup" in closed["pages"][f"{_sid('ito')}/{WARMUP}.html"]
+    assert closed["rows"][_sid("lee")][f"{EXERCISES} status"] == "not handed in"  # only lesson 01 was closed
+    _kept(run, closed, (EXERCISES, TODAY))

@@ -92,7 +92,8 @@ def _grade(base: Path) -> dict:
     (root / "unreadable").mkdir(parents=True)
     (root / "unreadable" / f"{LESSON}.ipynb").write_text('{"cells": [ not json', encoding="utf-8")
     write_notebook(nbformat.v4.new_notebook(), root / "missing" / "scratch.ipynb")
-    settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=TIMEOUT)
+    settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=TIMEOUT,
+                              close=[LESSON])  # past its deadline: the student with no notebook gets a notice page
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
     scores = {row["student"]: row["lessons"][LESSON]["score"] for row in outcome["rows"]}
     flags = {row["student"]: row["flags"] for row in outcome["rows"]}
