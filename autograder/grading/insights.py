@@ -224,11 +224,16 @@ REPORTED = "reported.json"  # {student: {lesson: [status, score]}} as the last r
 
 
 def reported(s: Settings) -> dict:
-    """What the last run's grades.csv and report said of each (student, lesson), or {} before the first run."""
+    """What the last run's grades.csv and report said of each (student, lesson): {} before the first run, and for
+    an OUT an earlier version graded, what its records hold."""
     try:
         return json.loads((Path(s.out) / REPORTED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
+        found = {}
+        for student, lesson in state.recorded(s):
+            record = state.read(s, student, lesson) or {}
+            found.setdefault(student, {})[lesson] = [record.get("status"), record.get("score")]
+        return found
 
 
 def remember_reported(s: Settings, rows: list) -> None:
