@@ -99,6 +99,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     closed = term.newly_missing(earlier, now)
     whole = term.roster(out, now, roster)  # every student and lesson graded into OUT so far, each at its latest
     s = dataclasses.replace(s, lessons=now.lessons, close=[])
+    last = insights.reported(s)  # what the last run's outputs said: this run's changes are told against it
     if s.isolation == "uid":
         execute.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log, carried)
@@ -131,7 +132,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, whole)
     lms_export.write(s, rows, whole.lms, whole.lms_ids)
-    changed = insights.changes(s, rows, todo, stale, closed)
+    changed = insights.changes(s, rows, last, todo, stale, closed)
     try:
         insights.write(s, rows, changed)
     except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so

@@ -254,18 +254,19 @@ def _why(task, cell: dict, before, closed: bool) -> str:
     if task.get("refresh"):
         return "your marks"
     if before is None or before[0] in (outcome.NOT_HANDED_IN, outcome.NOT_YET):
-        return "first graded"
+        return ""  # graded for the first time: "- -> 8" says it
     if before[0] == outcome.GRADING_ERROR:
         return "graded after a grading error"
     return "handed in again" if task.get("resubmitted") else "graded again"
 
 
-def changes(s: Settings, rows: list, todo: dict, refreshed: dict | None = None, closed=()) -> list:
-    """Every (student, lesson) whose score or status differs from what the last run reported (``reported``), and
+def changes(s: Settings, rows: list, last: dict, todo: dict, refreshed: dict | None = None, closed=()) -> list:
+    """Every (student, lesson) whose score or status differs from what the last run reported (``last``, read with
+    ``reported`` before this run graded anything), and
     every notebook this run graded: old and new score and status, why (first graded, handed in again, your marks,
     the lesson closed...), attempted or not, and the marks that went back to pending. A page rebuilt without a
     change of score or status is not a change."""
-    before_all, closed, out = reported(s), set(closed), []
+    before_all, closed, out = last, set(closed), []
     for row in rows:
         student = row["student"]
         for lesson, cell in row["lessons"].items():

@@ -30,7 +30,7 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
     flags = []
     if entry.status == outcome.NOT_HANDED_IN:  # no score yet, never 0, until the lesson is closed
         cell.update(status=outcome.NOT_HANDED_IN)
-        return cell, flags
+        return cell, [f"{lesson}: not handed in yet (counts nowhere until the lesson is closed)"]
     if entry.late:
         flags.append(f"{lesson}: handed in late" + (f" ({entry.submitted})" if entry.submitted else ""))
     if entry.status != "ok":

@@ -164,12 +164,12 @@ def test_the_untouched_notebook_is_not_attempted_and_the_run_lists_what_it_grade
 @pytest.mark.grading
 def test_the_page_is_rebuilt_from_the_state_alone(klass):
     """What a resumed run does: the outputs written again from the gradebook and the state are the same."""
-    from autograder.grading import intake, results
+    from autograder.grading import intake, results, term
 
     out = klass["out"]
     before = {name: (out / name).read_text(encoding="utf-8") for name in ("insights.html", "misconceptions.csv")}
     s = Settings(out=str(out), lessons=[LESSON, LESSON05])
-    roster = intake.collect(out.parent / "class", [LESSON, LESSON05], out)
+    roster = term.roster(out, term.load(out), intake.collect(out.parent / "class", [LESSON, LESSON05], out))
     insights.write(s, results.read_rows(s, roster), klass["changed_by_marks"])
     assert {name: (out / name).read_text(encoding="utf-8") for name in before} == before
     assert 'href="insights.html"' in (out / "report.html").read_text(encoding="utf-8")
@@ -249,9 +249,11 @@ def test_marks_that_came_in_are_what_the_run_after_them_changed(klass):
     for st, given in MARKS.items():
         assert after[st] - before[st] == sum(given.values())  # the written answers scored 0 until marked
         assert (changed[st, LESSON05]["old"], changed[st, LESSON05]["new"]) == (before[st], after[st])
-        assert f"  {st} {LESSON05}: {before[st]:g} -> {after[st]:g} (attempted)" in lines
-        assert re.search(rf'{st}</td>.*?{LESSON05}</a></td>\s*<td class="num">{before[st]:g}</td>\s*'
-                         rf'<td class="num">{after[st]:g}</td>', html, re.S), html
+        assert f"  {st} {LESSON05}: {before[st]:g} -> {after[st]:g} (attempted; " in "\n".join(lines)
+        told = next(line for line in lines if line.startswith(f"  {st} {LESSON05}: "))
+        assert told.endswith("your marks)"), told
+        assert re.search(rf'{st}</td>.*?{LESSON05}</a></td>\s*<td class="num">{before[st]:g}( \([a-z ]+\))?</td>\s*'
+                         rf'<td class="num">{after[st]:g}( \([a-z ]+\))?</td>', html, re.S), html
     assert "graded no notebook" not in html
 
 
@@ -266,7 +268,7 @@ def test_every_student_with_nothing_handed_in_or_an_untouched_notebook_is_flagge
         assert f"{lesson}: not attempted" in csv_flags[UNTOUCHED]
     for lesson, students in ((LESSON, LESSON01_STUDENTS), (LESSON05, LESSON05_STUDENTS)):
         for st in set(flags) - set(students):  # nothing handed in for the lesson
-            assert any(f.startswith(f"{lesson}: missing") for f in flags[st]), (st, flags[st])
+            assert any(f.startswith(f"{lesson}: not handed in yet") for f in flags[st]), (st, flags[st])
     assert not any("not attempted" in f for st in flags if st != UNTOUCHED for f in flags[st])
 
 
