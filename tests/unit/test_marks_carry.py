@@ -76,12 +76,20 @@ def test_only_the_reopened_marks_still_pending_are_listed():
 
 def test_the_summary_shows_old_and_new_scores_and_the_marks_back_to_pending():
     reopened = [{"cell": "explain_w_o", "reason": marks.TEXT_CHANGED, "score": 1.0, "max": 2.0}]
-    change = {"student": "alice", "lesson": "05_exercises", "old": 25.0, "graded_before": True, "new": 24.0,
-              "status": "pending manual", "attempted": True, "was_attempted": True, "reopened": reopened}
-    lines = insights.change_lines([change, {**change, "student": "bob", "old": 17.0, "new": 17.0, "reopened": []}])
-    assert lines[:2] == ["  alice 05_exercises: 25 -> 24 (attempted)", "  bob 05_exercises: 17 -> 17 (attempted)"]
-    assert lines[2].startswith("marks back to pending")
-    assert lines[3:] == ["  alice 05_exercises " + marks.reopened_lines(reopened)[0]]
+    change = {"student": "alice", "lesson": "05_exercises", "old": 25.0, "old_status": "graded", "graded_before": True,
+              "new": 24.0, "status": "pending manual", "attempted": True, "was_attempted": True,
+              "why": "handed in again", "reopened": reopened}
+    marked = {**change, "student": "bob", "old": 17.0, "old_status": "pending manual", "new": 17.0,
+              "status": "graded", "why": "your marks", "reopened": []}
+    closed = {**change, "student": "cy", "old": None, "old_status": "not handed in", "graded_before": False,
+              "new": 0.0, "status": "missing", "attempted": None, "was_attempted": None,
+              "why": "lesson closed: never handed in", "reopened": []}
+    lines = insights.change_lines([change, marked, closed])
+    assert lines[:3] == ["  alice 05_exercises: 25 -> 24 (attempted; graded -> pending manual; handed in again)",
+                         "  bob 05_exercises: 17 -> 17 (attempted; pending manual -> graded; your marks)",
+                         "  cy 05_exercises: - -> 0 missing (lesson closed: never handed in)"]
+    assert lines[3].startswith("marks back to pending")
+    assert lines[4:] == ["  alice 05_exercises " + marks.reopened_lines(reopened)[0]]
 
 
 def test_a_feedback_page_says_what_changed_since_the_last_one_under_its_title():
