@@ -114,13 +114,12 @@ def check_split_merge(split_into_heads, merge_heads):
     if not np.array_equal(token, np.broadcast_to(np.arange(T)[None, :, None], heads.shape)):
         fail(f"row t of every head should come from token t, but with x = np.arange({T * d_model}).reshape({T}, "
              f"{d_model}) (entry = {d_model} * token + column) your head 0 is {heads[0].astype(int).tolist()}: "
-             f"its rows come from tokens {token[0, :, 0].astype(int).tolist()}. Reshaping straight to (n_heads, "
-             "T, d_head) cuts the flat array into consecutive chunks, whole tokens at a time. Reshape to "
-             "(T, n_heads, d_head) first, then swap the T and n_heads axes")
+             f"its rows come from tokens {token[0, :, 0].astype(int).tolist()}. Did you reshape straight to "
+             "(n_heads, T, d_head)? Reshape to (T, n_heads, d_head) first, then swap the T and n_heads axes")
     if np.array_equal(column[0, 0], np.arange(0, d_model, n_heads)):
-        fail(f"head 0 holds columns {column[0, 0].tolist()} of token 0 (every n_heads-th column): you reshaped to "
-             "(T, d_head, n_heads). Head i must hold the contiguous block of columns i*d_head:(i+1)*d_head, "
-             "so reshape to (T, n_heads, d_head)")
+        fail(f"head 0 holds columns {column[0, 0].tolist()} of token 0: did you reshape to (T, d_head, n_heads)? "
+             "Head i must hold the contiguous block of columns i*d_head:(i+1)*d_head, so reshape to "
+             "(T, n_heads, d_head)")
     if not np.array_equal(column, np.broadcast_to(np.arange(d_model).reshape(n_heads, 1, d_head), heads.shape)):
         fail(f"head 0 holds columns {column[0, 0].tolist()} of token 0, expected {list(range(d_head))}: head i "
              "holds columns i*d_head:(i+1)*d_head")
@@ -183,8 +182,8 @@ def _scale_message(c, d_head, d_model):
     for scale, message in (
             (1.0, "the scores are not scaled: divide them by sqrt(d_head)"),
             (1 / d_head, "the scores are divided by d_head; divide by sqrt(d_head), the standard deviation"),
-            (1 / math.sqrt(d_model), "the scores are divided by sqrt(d_model); inside one head the dot product "
-                                     "sums over d_head = d_model // n_heads terms, so divide by sqrt(d_head)")):
+            (1 / math.sqrt(d_model), "the scores are divided by sqrt(d_model); each head's scores take the scale "
+                                     "of that head's own width: divide by sqrt(d_head) (lesson 04 measures why)")):
         if abs(c - scale) < 1e-6:
             return message
     return f"head 0's scores are multiplied by {c:.4g}; expected 1/sqrt(d_head) = {1 / math.sqrt(d_head):.4g}"

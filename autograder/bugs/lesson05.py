@@ -17,10 +17,10 @@ bug = declarer(__name__)
 # Lesson 05: split_into_heads / merge_heads (graded by the round-trip test)
 # ---------------------------------------------------------------------------------------------------------
 bug("split_into_heads_bare_reshape", "split_into_heads",
-    """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 gets the
-    first T*d_head numbers of the array (whole token vectors) instead of columns 0:d_head of every token. The
-    shapes fit and a bare-reshape merge even undoes it exactly, which is why an exact round trip alone proves
-    nothing. Reshape to (..., T, n_heads, d_head) first, then move the head axis in front of T.""",
+    """split_into_heads reshapes straight to (..., n_heads, T, d_head) without a transpose, so head 0 does not
+    hold columns 0:d_head of every token. An exact round trip cannot show it (the exercise's second part says
+    why); the self-check's np.arange input shows where each entry lands. Reshape to (..., T, n_heads, d_head)
+    first, then move the head axis in front of T.""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -36,10 +36,10 @@ bug("merge_heads_bare_reshape", "merge_heads",
         return x.reshape(*lead, T, n_heads * d_head)
     """, tests=("roundtrip",))
 
-bug("split_into_heads_strided", "split_into_heads",
-    """split_into_heads reshapes to (..., T, d_head, n_heads), so head i holds every n_heads-th column (i,
-    i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head. Reshape to (..., T, n_heads,
-    d_head).""",
+bug("split_into_heads_head_axis_last", "split_into_heads",
+    """split_into_heads reshapes to (..., T, d_head, n_heads), so head i does not hold its contiguous block of
+    columns i*d_head:(i+1)*d_head (the self-check's np.arange input shows which columns it gets). Reshape to
+    (..., T, n_heads, d_head).""",
     """
     def split_into_heads(x, n_heads):
         *lead, T, d_model = x.shape
@@ -88,8 +88,9 @@ bug("head_weights_same_columns", "head_weights",
     """, tests=("heads_differ",))
 
 bug("head_weights_scaled_by_d_model", "head_weights",
-    """The scores are divided by sqrt(d_model). Inside one head the dot product sums over d_head = d_model //
-    n_heads terms, so the scale is sqrt(d_head); sqrt(d_model) makes every head's softmax too flat.""",
+    """The scores are divided by sqrt(d_model). Each head's scores take the scale of that head's own width,
+    sqrt(d_head) with d_head = d_model // n_heads: lesson 04 measures why. sqrt(d_model) makes every head's
+    softmax flatter than it should be.""",
     """
     def head_weights(x, W_Q, W_K, n_heads):
         *lead, T, d_model = x.shape
@@ -121,8 +122,8 @@ _MERGE = """
 """
 
 bug("mha_from_scratch_no_w_o", "mha_from_scratch",
-    """The output is the concatenation of the heads without W_O. Each column would then come from one head
-    only: return Concat(heads) @ W_O.""",
+    """The output is the concatenation of the heads without W_O: the layer ends with Concat(heads) @ W_O.
+    Lesson 02 shows what W_O does that the concatenation does not.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_head)\n" + _SOFTMAX + _MERGE
     + "        return concat, weights\n", tests=("mha_from_scratch_test",))
 
@@ -133,8 +134,8 @@ bug("mha_from_scratch_w_o_transposed", "mha_from_scratch",
     + "        return concat @ W_O.T, weights\n", tests=("mha_from_scratch_test",))
 
 bug("mha_from_scratch_scaled_by_d_model", "mha_from_scratch",
-    """The scores are divided by sqrt(d_model) instead of the per-head sqrt(d_head): inside one head the dot
-    product sums over d_head terms.""",
+    """The scores are divided by sqrt(d_model) instead of the per-head sqrt(d_head): each head's scores take the
+    scale of that head's own width, as lesson 04 measures.""",
     _MHA_HEAD + "        scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_model)\n" + _SOFTMAX + _MERGE
     + "        return concat @ W_O, weights\n", tests=("mha_from_scratch_test",))
 
@@ -202,10 +203,11 @@ bug("attention_layer_calls_mha_from_scratch", "attention_layer",
 # Lesson 05: find-the-bug exercises. Each given bug is the learner's starting code (autograder/publish/given_code.py):
 # it runs, its shapes are right, and it carries one catalogued mistake that the learner finds and fixes.
 # ---------------------------------------------------------------------------------------------------------
-bug("masked_attention_zeroed_after_softmax", "masked_attention",
-    """The mask is applied after the softmax: blocked weights are set to 0, but the weights left in the row are
-    not renormalised, so a row with blocked keys sums to less than 1 and its output shrinks. Block the *scores*
-    (-inf) before the softmax, so the softmax spreads the whole weight over the open keys.""",
+bug("masked_attention_as_given", "masked_attention",
+    """masked_attention still computes what the given code does: its weights are wrong on every query that has a
+    blocked key (and right on the others), so the mistake is in where and how the mask enters the computation.
+    Revisit lesson 01's masked attention: which array the mask acts on, with what value, and why. Your written
+    answer after the exercise is where you say what goes wrong.""",
     '''
     def masked_attention(Q, K, V, mask):
         """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
@@ -247,11 +249,11 @@ bug("masked_attention_boolean_index", "masked_attention",
     batch, as in lesson 01: choose between -inf and the score with np.where, which broadcasts.""",
     _MASKED.format(before="        scores[mask] = -np.inf\n", after=""), tests=("masked_attention_test",))
 
-bug("attention_layer_strided_heads", "attention_layer",
-    """The layer splits Q, K and V with a reshape to (..., T, d_head, n_heads), so head i holds every n_heads-th
-    column (i, i + n_heads, ...) instead of the contiguous block i*d_head:(i+1)*d_head, while the merge puts
-    head i back into that block: the heads attend in the wrong subspaces. Split by reshaping to (..., T,
-    n_heads, d_head), then move the head axis in front of T.""",
+bug("attention_layer_as_given", "attention_layer",
+    """attention_layer still computes what the given code does: its heads do not read their own columns of Q, K
+    and V (head i's block i*d_head:(i+1)*d_head). Its merge is right; the line to fix is the split. Revisit how
+    your split_into_heads above cuts (..., T, d_model) into heads, and probe the layer with W_Q and W_K that are
+    zero outside one head's columns. Your written answer after the exercise is where you say what goes wrong.""",
     '''
     def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
         """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
@@ -290,14 +292,12 @@ _LAYER = """
 
 bug("attention_layer_merge_matches_split", "attention_layer",
     """The fix changes the merge to undo the given split, so the two now agree with each other, but the split was
-    the mistake: each head still reads every n_heads-th column (i, i + n_heads, ...) of Q, K and V instead of its
-    contiguous block i*d_head:(i+1)*d_head. Put the merge back and fix the split: reshape to (..., T, n_heads,
-    d_head), then move the head axis in front of T.""",
+    the mistake: each head still reads other columns of Q, K and V than its own block i*d_head:(i+1)*d_head.
+    Put the merge back and fix the split, as your split_into_heads above splits.""",
     _LAYER.format(scale="d_head", merge="np.moveaxis(weights @ V, -3, -1)"), tests=("attention_layer_test",))
 
 bug("attention_layer_scale_changed", "attention_layer",
-    """The fix changes the scale to sqrt(d_model), but the scale was right (inside one head a score sums d_head
-    products, so it is divided by sqrt(d_head)) and the split is the mistake: each head reads every n_heads-th
-    column instead of its contiguous block. Put the scale back and fix the split: reshape to (..., T, n_heads,
-    d_head), then move the head axis in front of T.""",
+    """The fix changes the scale to sqrt(d_model), but the scale was right (a head's scores are divided by
+    sqrt(d_head), lesson 04) and the split is the mistake: each head reads other columns than its own block
+    i*d_head:(i+1)*d_head. Put the scale back and fix the split, as your split_into_heads above splits.""",
     _LAYER.format(scale="d_model", merge="np.swapaxes(weights @ V, -3, -2)"), tests=("attention_layer_test",))

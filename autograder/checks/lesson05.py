@@ -30,8 +30,8 @@ _WRONG_CHOICE = {
           "every head runs its own attention, with its own weights over the keys, on its own projections"),
     "b": ("if all heads shared W_Q, W_K and W_V they would compute identical weights: what lets heads differ is "
           "that each has its own learned projections, not a restriction on positions"),
-    "d": ("without W_O each output column comes from one head only; W_O is the learned linear map that mixes the "
-          "heads and maps them back to d_model, so leaving it out does change what the layer can represent"),
+    "d": ("W_O cannot be left out without changing what the layer can represent. Lesson 02 shows what W_O does "
+          "that the concatenation does not; written answer 2 of this lesson asks you to explain it"),
 }
 
 _D_MODEL_SMALL = 32  # the d_model of exercise 2, fixed in the notebook's text and answer cell

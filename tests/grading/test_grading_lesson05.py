@@ -25,7 +25,7 @@ LESSON = "05_exercises"
 AUTO_POINTS = 17.0
 MANUAL = {"explain_reshape": 3.0, "symptom_masked_attention": 1.0, "symptom_attention_layer": 1.0,
           "explain_w_o": 2.0, "explain_scale": 2.0}
-GIVEN = ("masked_attention_zeroed_after_softmax", "attention_layer_strided_heads")  # the find-the-bug exercises
+GIVEN = ("masked_attention_as_given", "attention_layer_as_given")  # the find-the-bug exercises
 TOTAL = AUTO_POINTS + sum(MANUAL.values())
 MC_CELL_STUB = "mc_answer = None  # one letter, as a string\n"
 grading = pytest.mark.grading
@@ -44,7 +44,7 @@ def submissions():
         "wrong_choice": answers.fill(LESSON, {"answer_mc": MC_CELL_STUB + f"mc_answer = {wrong_letter!r}"}),
         "bare_reshape": answers.fill(LESSON, _bugs("split_into_heads_bare_reshape", "merge_heads_bare_reshape")),
         # one layer handed to the other, whose given code is still buggy
-        "calls_attention_layer": answers.fill(LESSON, _bugs("attention_layer_strided_heads",
+        "calls_attention_layer": answers.fill(LESSON, _bugs("attention_layer_as_given",
                                                             "mha_from_scratch_calls_attention_layer")),
         "random_heads": answers.fill(LESSON, _bugs("head_weights_random_patterns")),
         # three independent mistakes in one notebook: each costs its own cell and nothing else
@@ -111,7 +111,7 @@ def test_a_layer_that_calls_the_other_layer_gets_no_credit_for_it(graded):
     r = graded[1]["calls_attention_layer"]
     assert lost(r) == {"mha_from_scratch_test", "attention_layer_test"}, r["errors"]
     assert "[mha_from_scratch_calls_attention_layer]" in r["feedback"]
-    assert "[attention_layer_strided_heads]" in r["feedback"]
+    assert "[attention_layer_as_given]" in r["feedback"]
 
 
 @grading

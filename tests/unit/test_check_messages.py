@@ -214,7 +214,7 @@ def test_a_self_check_names_the_stub_a_function_calls():
     says so (and the function itself is not called a stub)."""
     notebook = {"np": np, "math": math}
     exec("def softmax(x, axis=-1):\n    raise NotImplementedError()\n", notebook)
-    exec(bugs.by_id("masked_attention_zeroed_after_softmax").source, notebook)
+    exec(bugs.by_id("masked_attention_as_given").source, notebook)
     with pytest.raises(AssertionError, match="masked_attention calls `softmax`, which is not implemented yet"):
         course.import_helper("selfcheck_05").check_masked_attention(notebook["masked_attention"])
 

@@ -103,7 +103,7 @@ def output_projection(heads, W_O):
 def test_a_layer_that_calls_the_other_layer_gets_nothing(monkeypatch):
     """mha_from_scratch returns attention_layer(...), whose given code is still buggy: no credit for either."""
     bug = bugs.by_id("mha_from_scratch_calls_attention_layer")
-    ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_strided_heads").source, cheat=bug.source)
+    ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_as_given").source, cheat=bug.source)
     session = _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns)
     assert session.verdict[0] is False and f"[{bug.id}]" in session.verdict[1]
     assert session.outcome() == {"result": "bug", "bug": bug.id}
@@ -136,8 +136,8 @@ def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
 def test_helpers_still_answer_so_a_slip_elsewhere_costs_nothing(monkeypatch):
     """The model mha_from_scratch calls split_into_heads, merge_heads and softmax: wrong in the notebook, they are
     still answered by the reference; the buggy attention_layer it does not call costs nothing either."""
-    ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_strided_heads").source,
-                   split=bugs.by_id("split_into_heads_strided").source,
+    ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_as_given").source,
+                   split=bugs.by_id("split_into_heads_head_axis_last").source,
                    merge=bugs.by_id("merge_heads_bare_reshape").source,
                    softmax="def softmax(x, axis=-1):\n    return np.zeros_like(x)\n")
     assert _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns).verdict == (True, None)
