@@ -256,7 +256,7 @@ def _why(task, cell: dict, before, closed: bool) -> str:
     if before is None or before[0] in (outcome.NOT_HANDED_IN, outcome.NOT_YET):
         return ""  # graded for the first time: "- -> 8" says it
     if before[0] == outcome.GRADING_ERROR:
-        return "graded after a grading error"
+        return "retried"
     return "handed in again" if task.get("resubmitted") else "graded again"
 
 
@@ -306,8 +306,8 @@ def change_lines(changed: list, limit: int | None = 30) -> list:
         what = [_work(c["attempted"]) + (f", was {_work(c['was_attempted'])}" if c["graded_before"] and
                                           c["was_attempted"] is not None and c["was_attempted"] != c["attempted"]
                                           and c["attempted"] is not None else "")]
-        if c["graded_before"] and c["old_status"] != c["status"]:
-            what.append(f"{c['old_status']} -> {c['status']}")
+        if c["graded_before"] and c["old_status"] != c["status"] and old != c["old_status"] and new != c["status"]:
+            what.append(f"{c['old_status']} -> {c['status']}")  # both are scores: say how the state moved
         what.append(c["why"])
         lines.append(f"  {c['student']} {c['lesson']}: {old} -> {new} ({'; '.join(w for w in what if w)})")
     if limit is not None and len(changed) > limit:
