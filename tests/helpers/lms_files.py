@@ -79,15 +79,18 @@ def canvas_gradebook(students, assignments, *, bom=True, delimiter=",", decimal=
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
 
 
-def canvas_import(data: bytes) -> dict:
+def canvas_import(data: bytes, custom_columns=()) -> dict:
     """What Canvas's gradebook import reads from ``data`` (gradebook_importer.rb's rules), with Python's csv module:
     {"delimiter", "assignments": {column: (title, id or None)}, "points": {column: text}, "students": {user id:
-    {column: grade text}}}. AssertionError where Canvas would refuse the file ("Invalid header row")."""
+    {column: grade text}}}; ``custom_columns``: the course's custom column titles (not assignments). AssertionError
+    where Canvas would refuse the file ("Invalid header row")."""
     text = data.decode("utf-8")
     first = text.splitlines()[:3]
-    counts = {sep: {len(next(csv.reader([line], delimiter=sep))) for line in first} for sep in ";,"}
-    delimiter = ";" if len(counts[";"]) == 1 and len(counts[","]) == 1 and \
-        next(iter(counts[";"])) > next(iter(counts[","])) else ","
+    counts = {}
+    for sep in ";,":  # a separator that splits the first lines into as many fields each counts that many
+        sizes = {len(next(csv.reader([line], delimiter=sep))) for line in first}
+        counts[sep] = sizes.pop() if len(sizes) == 1 else 0
+    delimiter = ";" if counts[";"] > counts[","] else ","
     rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
     header = rows[0]
     assert len(header) > 3 and "Student" in header[0] and "ID" in header[1], "Invalid header row"
@@ -97,6 +100,7 @@ def canvas_import(data: bytes) -> dict:
     elif re.search(r"SIS\s+User\s+ID", header[2]) and re.search(r"SIS\s+Login\s+ID", header[3]):
         columns += 2 + bool(re.search(r"Integration\s+ID", header[4]))
     assert "Section" in header[columns - 1], "Invalid header row: the student columns do not end with Section"
+    columns += sum(1 for title in header if title in custom_columns)
     non_assignment = re.compile("Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade|"
                                 "Override Score|Override Grade|Override Status")
     assignments = {}
