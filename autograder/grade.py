@@ -15,7 +15,9 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);
-* ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook.
+* ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook;
+* ``DIR/lms-import/``: for Canvas or Moodle, the instructor's own export from ``DIR/lms-templates/`` with the final
+  scores filled in, for the LMS's import (``lms_export``).
 
 This module is the command line and ``run``, which calls the steps in order; each step lives in
 ``autograder/grading/``:

@@ -244,3 +244,17 @@ def test_an_import_file_never_holds_a_provisional_score(tmp_path):
     assert header == ["Identifier", "Full name", "Grade", "Maximum grade", "Last modified (grade)"]
     # okafo_42 handed nothing in to that assignment: no participant id, so no row Moodle could match
     assert got == [["Participant 5211", "ngada_31", "", "10", ""], ["Participant 5214", "ruiz_57", "26", "10", ""]]
+
+
+@pytest.mark.parametrize("option,value,says", [
+    ("--due", "01=next friday", "Invalid isoformat string"),
+    ("--due", "42=2026-10-01", "unknown lesson '42'"),
+    ("--canvas-assignments", "01=Warm-up", "the number in its address"),
+])
+def test_a_bad_due_date_or_canvas_assignment_stops_the_command_before_grading(tmp_path, capsys, option, value, says):
+    from autograder import grade
+
+    with pytest.raises(SystemExit) as stopped:
+        grade.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), option, value])
+    assert stopped.value.code == grade.EXIT_LAYOUT and says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
