@@ -102,6 +102,9 @@ def read_templates(folder: Path) -> tuple:
         if path.suffix.lower() != ".csv":
             notes.append(f"{name} ignored: not a .csv (export the gradebook or worksheet as CSV)")
             continue
+        if path.is_symlink():
+            notes.append(f"{name} ignored: it is a link; copy the export itself into {TEMPLATES}/")
+            continue
         try:
             data = intake.read_regular(path, MAX_TEMPLATE_BYTES)
         except OSError as exc:
@@ -213,6 +216,8 @@ def _canvas(s: Settings, path: Path, lessons, rows: list, templates: list) -> li
     path.write_bytes(table.filled(changes))
     absent = sorted(row["student"] for cid, row in by_id.items() if cid not in seen and any(
         final_score(row["lessons"][lesson]) is not None for lesson in columns if lesson in row["lessons"]))
+    if not columns:
+        return [f"{FOLDER}/canvas.csv: your gradebook export {name} as it is: no lesson has a final score yet"]
     note = (f"{FOLDER}/canvas.csv: your gradebook export {name} filled, every other cell as exported: "
             + ", ".join(f"{lesson} -> '{assignments[col][0]}' ({how[lesson]})" for lesson, col in columns.items())
             + f"; {tally['written']} scores written, {tally['same']} already in Canvas, {tally['not final']} left as "

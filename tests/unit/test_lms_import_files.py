@@ -277,3 +277,18 @@ def test_late_work_is_shown_in_grades_csv_and_the_report(tmp_path):
     page = html.unescape(report.write_report(s, rows, []).read_text())
     assert "9 / 10 late (submitted 2026-10-02T09:00:00)" in re.sub(r"<[^>]+>", "", page)
     assert "10 / 10 late" not in re.sub(r"<[^>]+>", "", page)  # Li Wei was on time
+
+
+def test_with_nothing_final_the_export_is_copied_as_it_is_and_a_linked_one_is_not_read(tmp_path):
+    export = lms_files.canvas_gradebook(CANVAS_STUDENTS, CANVAS_ASSIGNMENTS)
+    rows = _canvas_rows()
+    for row in rows:
+        for cell in row["lessons"].values():
+            cell["status"] = outcome.PENDING
+    notes, written = _write(tmp_path, rows, {"grades.csv": export})
+    assert written["canvas.csv"] == export and "no lesson has a final score yet" in notes[0]
+    (tmp_path / lms_export.TEMPLATES / "grades.csv").unlink()
+    (tmp_path / "elsewhere.csv").write_bytes(export)
+    (tmp_path / lms_export.TEMPLATES / "linked.csv").symlink_to(tmp_path / "elsewhere.csv")
+    notes, written = _write(tmp_path, rows, {})
+    assert written == {} and "linked.csv ignored: it is a link" in notes[0]
