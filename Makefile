@@ -74,9 +74,9 @@ GRADE_OUT = $(or $(OUT),grading)
 # A database password never appears on a command line make echoes: DB (or MHA_GRADEBOOK_URL) reaches the command
 # through the environment, and the password may instead live in PGPASSWORD or ~/.pgpass.
 grade formgrader: export MHA_GRADEBOOK_URL := $(or $(DB),$(MHA_GRADEBOOK_URL))
-grade: venv ## grade a class: make grade SUBMISSIONS=path [OUT=grading] [LESSONS="01 05"] [CLOSE="01"] [WORKERS=n] [DB=postgresql://...] [SCHEDULER=tcp://host:8786]
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [LESSONS=\"01 05\"] [WORKERS=n] [DB=url] [SCHEDULER=tcp://host:8786]" >&2; exit 2; }
-	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLOSE),--close $(CLOSE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(GRADE_ARGS)
+grade: venv ## grade a download into the term: make grade SUBMISSIONS=path [OUT=grading] [LESSONS="01 05"] [CLOSE="01"] [WORKERS=n] [DB=postgresql://...] [SCHEDULER=tcp://host:8786] [DUE="01=2026-10-01T23:59"] [CANVAS_ASSIGNMENTS="01=12345"]
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [LESSONS=\"01 05\"] [CLOSE=\"01\"] [WORKERS=n] [DB=url] [SCHEDULER=tcp://host:8786] [DUE=\"01=2026-10-01T23:59\"] [CANVAS_ASSIGNMENTS=\"01=12345\"]" >&2; exit 2; }
+	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLOSE),--close $(CLOSE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DUE),--due $(DUE)) $(if $(CANVAS_ASSIGNMENTS),--canvas-assignments $(CANVAS_ASSIGNMENTS)) $(GRADE_ARGS)
 
 formgrader: venv ## grade the written answers in nbgrader's formgrader: make formgrader [OUT=grading]
 	@test -f "$(GRADE_OUT)/course/nbgrader_config.py" || { echo "no grading course in $(GRADE_OUT)/course: run make grade SUBMISSIONS=... OUT=$(GRADE_OUT) first" >&2; exit 2; }

@@ -15,7 +15,9 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);
-* ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook.
+* ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook;
+* ``DIR/lms-import/``: for Canvas or Moodle, the instructor's own export from ``DIR/lms-templates/`` with the final
+  scores filled in, for the LMS's import (``lms_export``).
 
 This module is the command line and ``run``, which calls the steps in order; each step lives in
 ``autograder/grading/``:
@@ -45,7 +47,7 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import (canary, dburl, insights, intake, lms_export, marks, pool, report, results, term,
+from autograder.grading import (canary, dburl, insights, intake, lms, lms_export, marks, pool, report, results,
                                 worker, workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
@@ -131,7 +133,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
     report.write_student_ids(s, whole)
-    lms_export.write(s, rows, whole.lms, whole.lms_ids)
+    notes += lms_export.write(dataclasses.replace(s, lms=whole.lms), rows)
     changed = insights.changes(s, rows, last, todo, stale, closed)
     try:
         insights.write(s, rows, changed)
@@ -149,6 +151,29 @@ def _resolve_lessons(requested) -> list:
         return course.lessons_named(requested) if requested else course.lesson_names()
     except KeyError as exc:
         raise SystemExit(exc.args[0]) from None
+
+
+def _per_lesson(pairs, option: str, check) -> dict:
+    """{lesson: value} of ``--due``/``--canvas-assignments`` pairs ``01=value`` (a lesson's number or name); a bad
+    pair is an error naming it (exit status 2, as a bad option)."""
+    chosen = {}
+    for pair in pairs or ():
+        lesson, _, value = pair.partition("=")
+        try:
+            [lesson] = course.lessons_named([lesson.strip()])
+            check(value.strip())
+        except (KeyError, ValueError) as exc:
+            print(f"error: {option} {pair!r}: {exc.args[0] if isinstance(exc, KeyError) else exc}; give "
+                  f"<lesson>=<value>, e.g. {option} 01=" + ("2026-10-01T23:59" if option == "--due" else "12345"),
+                  file=sys.stderr)
+            raise SystemExit(EXIT_LAYOUT) from None
+        chosen[lesson] = value.strip()
+    return chosen
+
+
+def _canvas_id(text: str) -> None:
+    if not text.isdigit():
+        raise ValueError("a Canvas assignment id is the number in its address (.../assignments/12345)")
 
 
 def main(argv=None) -> int:
@@ -183,6 +208,15 @@ def main(argv=None) -> int:
                         help="grade on a running Dask cluster, e.g. tcp://host:8786 (default: $MHA_SCHEDULER, else "
                              "on this machine); needs a PostgreSQL --db and the course and OUT at the same paths on "
                              "every worker (docs/grading.md)")
+    parser.add_argument("--due", nargs="+", metavar="LESSON=WHEN",
+                        help="due dates, e.g. --due 01=2026-10-01T23:59 05=2026-10-15 (ISO 8601; a date alone is "
+                             "the end of that day; without an offset, this machine's local time): work the LMS says "
+                             "was handed in later is marked late (grades.csv, the report, the LMS import file); "
+                             "Canvas's own late mark is kept whatever this says")
+    parser.add_argument("--canvas-assignments", nargs="+", metavar="LESSON=ID",
+                        help="the Canvas assignment of each lesson, e.g. 01=12345 (the number in the assignment's "
+                             "address), for lms-import/canvas.csv; by default a lesson's assignment is the one of "
+                             "your gradebook export in OUT/lms-templates/ whose name matches the lesson's")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.db and args.db != os.environ.get(dburl.ENV) and dburl.has_password(args.db):
@@ -195,7 +229,9 @@ def main(argv=None) -> int:
                  workers=max(1, args.workers), timeout=args.timeout, memory_mb=args.memory_mb,
                  max_output=args.max_output, max_notebook_output=args.max_notebook_output,
                  notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
-                 max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary)
+                 max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary,
+                 due=_per_lesson(args.due, "--due", lms.parse_due),
+                 canvas_assignments=_per_lesson(args.canvas_assignments, "--canvas-assignments", _canvas_id))
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)

@@ -1,7 +1,8 @@
 """Every CSV the grading command writes goes through ``writer``: a text cell that a spreadsheet would read as a
 formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading ``'``, so a
 student's folder name such as ``=HYPERLINK(...)`` reaches ``grades.csv`` as text. A cell that is a plain number
-(``-2``, ``7.5``, ``1e-05``) is left as it is: numeric columns stay numeric.
+(``-2``, ``7.5``, ``1e-05``) is left as it is: numeric columns stay numeric. ``field`` encodes one such cell for a
+file written byte for byte from another (an LMS's own export filled in: ``autograder/grading/lms_csv.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ class _Writer:
 def writer(fh) -> _Writer:
     """``csv.writer(fh)`` whose every cell is ``neutral``."""
     return _Writer(fh)
+
+
+def field(cell, delimiter: str = ",") -> str:
+    """One ``neutral`` cell as CSV text between two ``delimiter``: quoted (quotes doubled) when it holds the
+    delimiter, a quote, a line break or leading or trailing spaces, as ``csv.writer`` quotes."""
+    text = str(neutral(cell))
+    if any(ch in text for ch in (delimiter, '"', "\r", "\n")) or text != text.strip(" "):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def rewrite(path) -> None:

@@ -53,6 +53,7 @@ import stat
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 import nbformat
@@ -93,9 +94,9 @@ class Entry:
     path: Path | None = None
     status: str = "ok"  # ok | misnamed | missing | malformed | refused (| not handed in: ``term.roster``)
     note: str = ""
-    lms_id: str = ""  # the student's id in the LMS assignment this notebook was handed in to ('' when none)
-    late: bool = False  # the LMS marked it late
-    submitted: str = ""  # when the LMS says it was handed in (ISO), '' when it does not say
+    lms_id: str = ""  # the student's id in the LMS download this notebook came from (Moodle: of that assignment)
+    late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``); a due date (``--due``) is applied in ``results``
+    submitted: str = ""  # when it was handed in (ISO 8601), as the LMS, the exchange or nbgrader's timestamp.txt says
     flags: list = field(default_factory=list)  # about the hand-in itself (a timestamp.txt that was ignored)
 
     @property
@@ -548,8 +549,10 @@ def _folder_files(folder: Path, refused: dict, prefix=PurePosixPath()) -> dict:
     return {prefix / PurePosixPath(*p.relative_to(folder).parts): (p, why) for p, why in found.items()}
 
 
-def _student_entries(sid: str, files: dict, lessons, limits=None) -> tuple:
-    """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``)."""
+def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict | None = None) -> tuple:
+    """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``).
+    ``origins``: {name relative to the student: the ``lms.File`` it came from}, for an LMS's download: its time, its
+    late mark and the student's id there go with the lesson's Entry."""
     entries, claimed = {}, set()
     for lesson in lessons:
         if not any(rel.name.endswith(".ipynb") for rel in files):
@@ -564,29 +567,57 @@ def _student_entries(sid: str, files: dict, lessons, limits=None) -> tuple:
             if problem:
                 status, note = "malformed", problem
         entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note)
+        if rel is not None:
+            _when_handed_in(entries[lesson], rel, path, (origins or {}).get(rel))
     flags = [f"{display(rel)} is {why}: not followed or opened"
              for rel, (_, why) in files.items() if why and rel not in claimed]
     return entries, flags
 
 
+def _when_handed_in(entry: Entry, rel, path, origin) -> None:
+    """The time, late mark and LMS id of the file an Entry was read from: those of its ``lms.File``, or the time
+    in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook (``<lesson>/timestamp.txt``)."""
+    if origin is not None:
+        entry.submitted, entry.late, entry.lms_id = origin.submitted, origin.late, origin.lms_id
+        return
+    if path is None or PurePosixPath(rel).parent.name != entry.lesson:
+        return
+    from autograder.grading import findings
+
+    try:
+        stamp = read_regular(Path(path).parent / "timestamp.txt", findings.MAX_TIMESTAMP_BYTES)
+        when = findings.submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:  # not one nbgrader wrote: graded without a time, and flagged
+        reason = f"over {findings.MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, OverLimit) else \
+            str(exc) if isinstance(exc, ValueError) else f"not a file ({type(exc).__name__})"
+        entry.flags.append(f"timestamp.txt ignored ({reason}): graded without a submission time")
+        return
+    entry.submitted = when.replace(tzinfo=timezone.utc).isoformat()
+
+
 def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict) -> tuple:
-    """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}) of an LMS's
-    download: each student's flat files under the names the learner gave them, each folder's files as they are
-    (nbgrader's exchange: under the assignment's name). A link or special file at the top stays refused."""
-    students, ids = {}, {}
+    """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}, {student: {name
+    relative to the student: the ``lms.File`` it came from}}) of an LMS's download: each student's flat files under
+    the names the learner gave them, each folder's files as they are (nbgrader's exchange: under the assignment's
+    name). A link or special file at the top stays refused."""
+    students, ids, origins = {}, {}, {}
     for student, group in download.students().items():
-        files = students.setdefault(student, {})
+        files, came_from = students.setdefault(student, {}), origins.setdefault(student, {})
         for f in group:
             if f.name:
-                files[PurePosixPath(f.name)] = (root / f.entry, None)
+                added = {PurePosixPath(f.name): (root / f.entry, None)}
             else:
-                files.update(_folder_files(root / f.entry, skipped, PurePosixPath(f.lesson) if f.lesson else
-                                           PurePosixPath()))
+                added = _folder_files(root / f.entry, skipped, PurePosixPath(f.lesson) if f.lesson else
+                                      PurePosixPath())
+            files.update(added)
+            came_from.update(dict.fromkeys(added, f))
         found = dict.fromkeys(f.lms_id for f in group if f.lms_id)
         if found:
             ids[student] = " ".join(found)
     students.update({name: why for name, why in top.items() if why})
-    return students, ids
+    return students, ids, origins
 
 
 def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
@@ -647,8 +678,9 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
     students, files = _top_level(root)
     download = lms.recognise({**{name: True for name, why in students.items() if why is None},
                               **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}})
+    origins = {}
     if download:
-        students, roster.lms_ids = _download_students(root, download, students, skipped)
+        students, roster.lms_ids, origins = _download_students(root, download, students, skipped)
         roster.lms = download.system
         roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
                             f"{len(roster.lms_ids) or len(download.students())} students")
@@ -672,7 +704,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
         if isinstance(found, str):  # a link or special file where the student's folder should be
             roster.entries[sid] = _linked_student(sid, root / name, lessons, found)
             continue
-        roster.entries[sid], flags = _student_entries(sid, found, lessons, limits)
+        roster.entries[sid], flags = _student_entries(sid, found, lessons, limits, origins.get(name))
         roster.flags[sid] = id_flags.get(sid, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))

@@ -7,7 +7,8 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
 ``canvas``
     flat files ``<name>_<user id>_<submission id>_<file>``, ``<name>_LATE_<user id>_...`` for late work (e.g.
     ``abcxyz_12345_9001_01_warmup.ipynb``); Canvas adds ``-1``, ``-2`` to a resubmitted file's name. The user id
-    is the same in every assignment of the course, so it is the student.
+    is the same in every assignment of the course, so it is the student. ``_LATE_`` is kept (``File.late``); the
+    names carry no submission time.
 ``moodle``
     per-student folders ``<Full Name>_<participant id>_assignsubmission_file[_]``, or, downloaded without
     folders, flat files ``<Full Name>_<participant id>_assignsubmission_file_<file>``. The participant id belongs
@@ -23,6 +24,10 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
     (student, assignment) is graded.
 
+Blackboard's attempt time, Brightspace's date and the exchange's timestamp are kept as the submission time
+(``File.submitted``, ISO 8601: the LMS's local time as it writes it, the exchange's in UTC); ``after_due`` says
+whether such a time is after an instructor's due date (``--due``).
+
 The names are data: a student's name becomes a student id through ``intake.assign_ids`` like any folder name. A
 class folder that mixes layouts, or whose names follow none, is not an LMS download (``recognise`` returns None).
 """
@@ -31,9 +36,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
-CANVAS = re.compile(r"(?P<name>[a-z0-9]+)(?:_late)?_(?P<id>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.IGNORECASE)
+CANVAS = re.compile(r"(?P<name>[a-z0-9]+)(?P<late>_late)?_(?P<id>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.IGNORECASE)
 CANVAS_COPY = re.compile(r"(?P<stem>.+)-\d+(?P<ext>\.ipynb)$", re.IGNORECASE)  # Canvas's name of a resubmitted file
 MOODLE = re.compile(r"(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)(?:_(?P<file>.*))?", re.DOTALL)
 BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<name>[^_]+)_attempt_(?P<when>\d{4}(?:-\d{2}){5})(?:_(?P<file>.+))?",
@@ -59,8 +64,10 @@ class File:
     student: str  # who it belongs to, as the LMS names the student
     lms_id: str  # the student's (or, for Moodle, the participant's) id in the LMS; '' when it gives none
     name: str  # the file's own name ('' for a folder entry, whose files keep their names)
-    when: str = ""  # when it was handed in, as the LMS writes it, if it does (of two copies, the latest wins)
+    when: str = ""  # what orders two copies of one file (the latest wins): the LMS's time, or Canvas's submission id
     lesson: str = ""  # nbgrader's exchange: the assignment the folder holds
+    submitted: str = ""  # when it was handed in, ISO 8601, if the LMS says ('' when it does not: Canvas, Moodle)
+    late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``)
 
 
 @dataclass
@@ -85,17 +92,63 @@ def _parse(system: str, entry: str, is_dir: bool):
         name = m["file"]
         copy = CANVAS_COPY.fullmatch(name)
         return File(entry, m["name"].lower() + "_" + m["id"], m["id"], copy["stem"] + copy["ext"] if copy else name,
-                    m["sub"])
+                    m["sub"], late=bool(m["late"]))
     if system == "moodle" and (m := MOODLE.fullmatch(entry)) and (is_dir or m["file"]):
         return File(entry, m["name"], m["id"], "" if is_dir else m["file"])
     if system == "blackboard" and (m := BLACKBOARD.fullmatch(entry)):
-        return File(entry, m["name"], m["name"], "" if is_dir else (m["file"] or ""), m["when"])
+        return File(entry, m["name"], m["name"], "" if is_dir else (m["file"] or ""), m["when"],
+                    submitted=_local_iso(m["when"], "%Y-%m-%d-%H-%M-%S"))
     if system == "brightspace" and (m := BRIGHTSPACE.fullmatch(entry)) and (is_dir or m["file"]):
-        when = datetime.strptime(m["when"], "%b %d, %Y %I%M %p").isoformat()
-        return File(entry, m["name"].strip(), "", "" if is_dir else m["file"], when)
+        when = _local_iso(m["when"], "%b %d, %Y %I%M %p")
+        return File(entry, m["name"].strip(), "", "" if is_dir else m["file"], when or m["when"], submitted=when)
     if system == "nbgrader-exchange" and is_dir and (m := EXCHANGE.fullmatch(entry)):
-        return File(entry, m["name"], "", "", m["when"], m["assignment"])
+        return File(entry, m["name"], "", "", m["when"], m["assignment"], submitted=utc_iso(m["when"]))
     return None
+
+
+def _local_iso(text: str, form: str) -> str:
+    """A time an LMS writes in its own local time, as ISO 8601 without an offset; '' when it is not a date."""
+    try:
+        return datetime.strptime(text, form).isoformat()
+    except ValueError:
+        return ""
+
+
+def utc_iso(text: str) -> str:
+    """A time nbgrader writes (the exchange's names, ``timestamp.txt``) as ISO 8601 in UTC; '' if it is none."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        when = parse_utc(text)
+    except Exception:  # noqa: BLE001 - whatever the parser makes of a student-chosen name, it is not a time
+        return ""
+    return when.replace(tzinfo=timezone.utc).isoformat() if isinstance(when, datetime) else ""
+
+
+def parse_due(text: str) -> datetime:
+    """An instructor's due date: ISO 8601 (``2026-10-01T23:59``, ``2026-10-01 23:59``, with or without an offset
+    such as ``+02:00`` or ``Z``); a date alone is the end of that day. ``ValueError`` when it is none."""
+    text = text.strip()
+    when = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        when = when.replace(hour=23, minute=59, second=59)
+    return when
+
+
+def after_due(submitted: str, due: str) -> bool:
+    """Whether a submission time (ISO text, ``File.submitted``) is after a due date (``parse_due``'s text); False
+    when either is unknown. A time without an offset is this machine's local time (``TZ``), as the LMSs that give
+    one write it in their own local time."""
+    if not submitted or not due:
+        return False
+    try:
+        return _aware(datetime.fromisoformat(submitted)) > _aware(parse_due(due))
+    except ValueError:
+        return False
+
+
+def _aware(when: datetime) -> datetime:
+    return when if when.tzinfo else when.astimezone()
 
 
 FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}

@@ -22,14 +22,15 @@ def write_csv(s: Settings, rows: list) -> Path:
         writer = csv_cells.writer(fh)
         header = ["student", "folder", "lms id"]
         for lesson in s.lessons:
-            header += [f"{lesson} {col}" for col in ("status", "score", "max", "autograded", "manual", "pending")]
+            header += [f"{lesson} {col}" for col in ("status", "score", "max", "autograded", "manual", "pending",
+                                                     "late", "submitted")]
         writer.writerow(header + ["total", "max total", "pending", "percent", "flags"])
         for row in rows:
             cells = [row["student"], row["folder"], row["lms_id"]]
             for lesson in s.lessons:
                 c = row["lessons"][lesson]
                 cells += [c["status"], fmt(c["score"]), fmt(c["max"]), fmt(c["auto"]), fmt(c["manual"]),
-                          fmt(c["pending"])]
+                          fmt(c["pending"]), "late" if c.get("late") else "", c.get("submitted", "")]
             pct = None if row["pending"] else percent(row)  # never a final-looking percentage while marks are due
             writer.writerow(cells + [fmt(row["total"]), fmt(row["max_total"]), fmt(row["pending"]),
                                      "" if pct is None else f"{pct:.1f}", " | ".join(row["flags"])])
@@ -82,6 +83,14 @@ def _cell_text(c: dict) -> str:
     return text
 
 
+def late_mark(c: dict) -> str:
+    """``late`` beside a lesson's score in the report (HTML), with the submission time when the LMS gave one."""
+    if not c.get("late"):
+        return ""
+    when = c.get("submitted", "")
+    return ' <b class="late">late</b>' + (f" <small>(submitted {html.escape(when)})</small>" if when else "")
+
+
 def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Path:
     """``changes``: the lines of what this run changed (``insights.change_lines``: old and new scores, marks back
     to pending)."""
@@ -93,7 +102,7 @@ def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Pa
         for lesson in s.lessons:
             c = r["lessons"][lesson]
             link = feedback_page.page_link(s.out, r["student"], lesson)
-            text = esc(_cell_text(c))
+            text = esc(_cell_text(c)) + late_mark(c)
             style = ' class="error"' if c["status"] == outcome.GRADING_ERROR else ""
             cells.append(f'<td{style}><a href="{esc(link)}">{text}</a></td>' if link else f"<td{style}>{text}</td>")
         flags = "".join(f"<li>{esc(f)}</li>" for f in r["flags"])
@@ -116,7 +125,7 @@ def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Pa
                     "manual scores in and regenerates those students' feedback.</p>" if pending else "")
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Grading report</title>
 <style>body{{font-family:sans-serif}} table{{border-collapse:collapse}} td,th{{border:1px solid #999;padding:4px;
-vertical-align:top}} ul{{margin:0;padding-left:1.2em}} pre{{background:#f4f4f4;padding:8px}}
+vertical-align:top}} ul{{margin:0;padding-left:1.2em}} pre{{background:#f4f4f4;padding:8px}} .late{{color:#8a4b00}}
 .error{{color:#b00000;border-color:#b00000}} div.error{{border:2px solid #b00000;padding:4px 12px}}</style></head><body>
 <h1>Grading report</h1>
 {error_block}

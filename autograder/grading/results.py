@@ -2,15 +2,15 @@
 
 A row holds, per lesson of the term (``autograder/grading/term.py``), its status
 (``autograder/grading/outcome.py``), score, maximum, autograded, manual and pending points, the reason of a grading
-error, the LMS's id, late mark and time of the hand-in, then the student's total (None when any lesson's score is
-unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. A lesson the student has
-not handed in yet (and that is not closed) counts in neither the total nor its maximum. ``report`` writes
-the rows out.
+error and what the LMS said of the file handed in (``handed_in``), then the student's total (None when any lesson's
+score is unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. A lesson the
+student has not handed in yet (and that is not closed) counts in neither the total nor its maximum. ``report``
+writes the rows out.
 """
 
 from __future__ import annotations
 
-from autograder.grading import gradebook, intake, marks, outcome, state
+from autograder.grading import gradebook, intake, lms, marks, outcome, state
 from autograder.grading.settings import Settings
 
 
@@ -26,7 +26,7 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
 
     entry = roster.entries[student][lesson]
     cell = {"status": outcome.NOT_YET, "score": None, "max": maximum, "auto": None, "manual": None, "pending": 0.0,
-            "reason": "", "lms_id": entry.lms_id, "late": entry.late, "submitted": entry.submitted}
+            "reason": "", **handed_in(s, entry)}
     flags = []
     if entry.status == outcome.NOT_HANDED_IN:  # no score yet, never 0, until the lesson is closed
         cell.update(status=outcome.NOT_HANDED_IN)
@@ -64,6 +64,14 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
         flags.append(f"{lesson}: {fmt(got['pending'])} points of written answers awaiting the instructor "
                      f"({', '.join(got['pending_cells'])}; grade them in formgrader, then run again)")
     return cell, flags
+
+
+def handed_in(s: Settings, entry: intake.Entry) -> dict:
+    """What a lesson's cell says of the file handed in: ``lms_id``, the student's id in the LMS download it came
+    from (Moodle's participant id of that assignment, Canvas's user id; '' if none), ``late`` (the LMS marks it late,
+    or its time is after the lesson's ``--due``) and ``submitted`` (the LMS's time of it, ISO 8601, or '')."""
+    late = entry.late or lms.after_due(entry.submitted, s.due.get(entry.lesson, ""))
+    return {"lms_id": entry.lms_id, "late": late, "submitted": entry.submitted}
 
 
 def read_rows(s: Settings, roster: intake.Roster) -> list:

@@ -56,6 +56,10 @@ class Settings:
     class_decides_lessons: bool = False  # grade only those of ``lessons`` some student handed in (``make grade``)
     reuse_canary: bool = True  # a canary pass is reused while nothing it depends on changed (grading/canary.py)
     close: list = field(default_factory=list)  # lessons whose deadline passed: not handed in counts missing, 0
+    # none of these three decides a score: they say what the outputs show and how the LMS import files are filled
+    due: dict = field(default_factory=dict)  # {lesson: due date (``lms.parse_due``'s text)}: later work is late
+    canvas_assignments: dict = field(default_factory=dict)  # {lesson: Canvas assignment id} (``lms_export``)
+    lms: str = ""  # the LMS the class came from (``intake.Roster.lms``), for the import files without a template
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)

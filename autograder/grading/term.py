@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder import course
-from autograder.grading import findings, intake, outcome
+from autograder.grading import intake, outcome
 
 FILE = "term.json"
 HANDED_IN = "handed-in"
@@ -157,9 +157,6 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
             took = True
             new = {"status": entry.status, "note": entry.note, "lms_id": entry.lms_id, "late": entry.late,
                    "submitted": entry.submitted, "flags": list(entry.flags), "taken": _now(), "hash": ""}
-            if entry.path is not None and not new["submitted"]:
-                new["submitted"], flag = collected_time(entry.path.parent, lesson)
-                new["flags"] += flag
             old = term.entries.get(sid, {}).get(lesson)
             if old and old.get("submitted") and new["submitted"] and new["submitted"] < old["submitted"]:
                 notes.append(f"{sid} {lesson}: this download's copy was handed in at {new['submitted']}, before the "
@@ -191,24 +188,6 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
     if roster.lms:
         term.lms = roster.lms
     return notes
-
-
-def collected_time(folder: Path, lesson: str) -> tuple:
-    """(the time in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook, as ISO text, or '';
-    the flag of one that is ignored) of the notebook in ``folder`` (``<student>/<lesson>/``). A link is not
-    followed; a file that is not a time is ignored (nbgrader would fail on it) and flagged."""
-    if folder.name != lesson:
-        return "", []
-    try:
-        stamp = intake.read_regular(folder / "timestamp.txt", findings.MAX_TIMESTAMP_BYTES)
-        when = findings.submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
-    except FileNotFoundError:
-        return "", []
-    except (OSError, ValueError) as exc:
-        reason = f"over {findings.MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, intake.OverLimit) else \
-            str(exc) if isinstance(exc, ValueError) else f"not a file ({type(exc).__name__})"
-        return "", [f"timestamp.txt ignored ({reason}): graded without a submission time"]
-    return when.replace(tzinfo=timezone.utc).isoformat(), []
 
 
 def close(term: Term, lessons) -> None:

@@ -147,31 +147,116 @@ def test_each_layout_names_the_student_and_the_lms_id(name, is_dir, system, stud
     assert (download.files[0].student, download.files[0].lms_id) == (student, lms_id)
 
 
-def _row(student, folder, **lessons):
-    return {"student": student, "folder": folder, "lessons": {
-        lesson: {"status": status, "score": score, "max": 10.0} for lesson, (status, score) in lessons.items()}}
+def _handed_in(roster, folder, lesson) -> tuple:
+    sid = next(sid for sid, name in roster.folders.items() if name == folder)
+    e = roster.entries[sid][lesson]
+    return e.submitted, e.late, e.lms_id
+
+
+def test_late_marks_and_submission_times_are_kept(tmp_path):
+    """Canvas's _LATE_ marks the lesson late (its names carry no time); Blackboard's attempt time, Brightspace's date
+    and the exchange's timestamp are the submission time, of the copy graded; Moodle's participant id is kept per
+    lesson."""
+    canvas = intake.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
+    assert _handed_in(canvas, "doejane_777", "01_warmup") == ("", True, "777")
+    assert _handed_in(canvas, "doejane_777", "02_multi_head") == ("", False, "777")
+    assert _handed_in(canvas, "abcxyz_12345", "01_warmup") == ("", False, "12345")
+    board = intake.collect(_class(tmp_path / "b", ["Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
+                                                   "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb"]),
+                           LESSONS, tmp_path / "out")
+    assert _handed_in(board, "jdoe", "01_warmup") == ("2026-11-03T10:30:00", False, "jdoe")
+    space = intake.collect(_class(tmp_path / "d", ["151039-459402 - Jane Doe - Dec 3, 2026 1005 PM - 01_warmup.ipynb"]),
+                           LESSONS, tmp_path / "out")
+    assert _handed_in(space, "Jane Doe", "01_warmup")[0] == "2026-12-03T22:05:00"
+    exchange = intake.collect(_class(tmp_path / "x", [
+        "alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
+        "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb"]), LESSONS, tmp_path / "out")
+    assert _handed_in(exchange, "alice", "01_warmup")[0] == "2026-11-02T10:00:00+00:00"
+    moodle = intake.collect(_class(tmp_path / "m", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb",
+                                                    "Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
+                            LESSONS, tmp_path / "out")
+    assert [_handed_in(moodle, "Jane Doe", lesson)[2] for lesson in LESSONS] == ["4211", "5211"]
+
+
+def test_nbgrader_collect_keeps_its_timestamp(tmp_path):
+    root = _class(tmp_path / "course" / "submitted", ["alice/01_warmup/01_warmup.ipynb",
+                                                      "bob/01_warmup/01_warmup.ipynb"])
+    (root / "alice" / "01_warmup" / "timestamp.txt").write_text("2026-10-02 08:30:00.123456 UTC")
+    (root / "bob" / "01_warmup" / "timestamp.txt").write_text("not a time")
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.entries["alice"]["01_warmup"].submitted == "2026-10-02T08:30:00.123456+00:00"
+    assert roster.entries["bob"]["01_warmup"].submitted == ""
+    assert roster.entries["bob"]["01_warmup"].flags == [
+        "timestamp.txt ignored (not a date and time (ParserError)): graded without a submission time"]
+
+
+@pytest.mark.parametrize("when,due,late", [
+    ("2026-10-02T00:00:01+00:00", "2026-10-01T23:59Z", True),
+    ("2026-10-01T23:58:00+00:00", "2026-10-01T23:59Z", False),
+    ("2026-10-01T23:00:00", "2026-10-01", False),  # a date alone is the end of that day
+    ("2026-10-02T00:00:00", "2026-10-01", True),
+    ("2026-10-01T22:30:00+00:00", "2026-10-02T00:00+02:00", True),  # offsets compared as times
+    ("", "2026-10-01", False),  # no time: only the LMS's own mark says late
+])
+def test_a_due_date_marks_later_work_late(when, due, late):
+    from autograder.grading import results
+    from autograder.grading.settings import Settings
+
+    s = Settings(out="unused", lessons=LESSONS, due={"01_warmup": due})
+    entry = intake.Entry("alice", "01_warmup", submitted=when)
+    assert results.handed_in(s, entry) == {"lms_id": "", "late": late, "submitted": when}
+    assert results.handed_in(s, intake.Entry("alice", "01_warmup", late=True))["late"]  # Canvas's _LATE_ stays
+
+
+def _row(student, folder, lms_id, **lessons):
+    return {"student": student, "folder": folder, "lms_id": lms_id, "lessons": {
+        lesson: {"status": status, "score": score, "max": 10.0, "lms_id": pid, "late": False, "submitted": ""}
+        for lesson, (status, score, pid) in lessons.items()}}
 
 
 def test_an_import_file_never_holds_a_provisional_score(tmp_path):
     """Points pending, a grading error or a lesson not graded yet: the lesson is left empty, never a number an LMS
-    would take for final; missing work is a final 0."""
+    would take for final; missing work is a final 0. (Without the instructor's export: the files the rows alone
+    make; tests/unit/test_lms_import_files.py fills the exports.)"""
+    from dataclasses import replace
+
     from autograder.grading import lms_export, outcome
     from autograder.grading.settings import Settings
 
     s = Settings(out=str(tmp_path), lessons=["01_warmup", "05_exercises"])
-    rows = [_row("ngada_31", "ngada_31", **{"01_warmup": (outcome.GRADED, 9.0), "05_exercises": (outcome.PENDING, 17.0)}),
-            _row("okafo_42", "okafo_42", **{"01_warmup": (outcome.GRADING_ERROR, None),
-                                            "05_exercises": (outcome.MISSING, 0.0)}),
-            _row("ruiz_57", "ruiz_57", **{"01_warmup": (outcome.NOT_YET, None), "05_exercises": (outcome.GRADED, 26.0)})]
-    [canvas] = lms_export.write(s, rows, "canvas", {"ngada_31": "31", "okafo_42": "42", "ruiz_57": "57"})
-    with canvas.open(newline="") as fh:
+    rows = [_row("ngada_31", "ngada_31", "31", **{"01_warmup": (outcome.GRADED, 9.0, "31"),
+                                                  "05_exercises": (outcome.PENDING, 17.0, "31")}),
+            _row("okafo_42", "okafo_42", "42", **{"01_warmup": (outcome.GRADING_ERROR, None, "42"),
+                                                  "05_exercises": (outcome.MISSING, 0.0, "")}),
+            _row("ruiz_57", "ruiz_57", "57", **{"01_warmup": (outcome.NOT_YET, None, "57"),
+                                                "05_exercises": (outcome.GRADED, 26.0, "57")})]
+    notes = lms_export.write(replace(s, lms="canvas"), rows)
+    with (tmp_path / lms_export.FOLDER / "canvas.csv").open(newline="") as fh:
         _, _, *got = list(csv.reader(fh))
     assert {r[1]: r[5:] for r in got} == {"31": ["9", ""], "42": ["", "0"], "57": ["", "26"]}
-    moodle = lms_export.write(s, rows, "moodle", {"ngada_31": "4211", "okafo_42": "4212 4213", "ruiz_57": "4214"})
-    assert [p.name for p in moodle] == ["moodle-01_warmup.csv", "moodle-05_exercises.csv"]
-    with moodle[1].open(newline="") as fh:
+    assert any("without your gradebook export" in note for note in notes)
+    for row, moodle_ids in zip(rows, (("4211", "5211"), ("4212", ""), ("4213", "5214"))):
+        for lesson, pid in zip(("01_warmup", "05_exercises"), moodle_ids):
+            row["lessons"][lesson]["lms_id"] = pid  # Moodle: the participant id of that assignment's download
+    lms_export.write(replace(s, lms="moodle"), rows)
+    assert sorted(p.name for p in (tmp_path / lms_export.FOLDER).iterdir()) == [
+        "moodle-01_warmup.csv", "moodle-05_exercises.csv"]  # canvas.csv of the earlier call is gone
+    with (tmp_path / lms_export.FOLDER / "moodle-05_exercises.csv").open(newline="") as fh:
         header, *got = list(csv.reader(fh))
-    assert header == ["Identifier", "Full name", "Grade", "Maximum grade"]
-    # two participant ids: the student came from two assignments' downloads, so no row can be matched safely
-    assert got == [["Participant 4211", "ngada_31", "", "10"], ["", "okafo_42", "0", "10"],
-                   ["Participant 4214", "ruiz_57", "26", "10"]]
+    assert header == ["Identifier", "Full name", "Grade", "Maximum grade", "Last modified (grade)"]
+    # okafo_42 handed nothing in to that assignment: no participant id, so no row Moodle could match
+    assert got == [["Participant 5211", "ngada_31", "", "10", ""], ["Participant 5214", "ruiz_57", "26", "10", ""]]
+
+
+@pytest.mark.parametrize("option,value,says", [
+    ("--due", "01=next friday", "Invalid isoformat string"),
+    ("--due", "42=2026-10-01", "unknown lesson '42'"),
+    ("--canvas-assignments", "01=Warm-up", "the number in its address"),
+])
+def test_a_bad_due_date_or_canvas_assignment_stops_the_command_before_grading(tmp_path, capsys, option, value, says):
+    from autograder import grade
+
+    with pytest.raises(SystemExit) as stopped:
+        grade.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), option, value])
+    assert stopped.value.code == grade.EXIT_LAYOUT and says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

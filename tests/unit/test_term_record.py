@@ -109,17 +109,6 @@ def test_an_older_copy_graded_again_never_replaces_a_later_one(tmp_path):
     assert entry.path.read_bytes() == b"v2" and entry.late and entry.submitted == new[("ann", WARMUP)]
 
 
-def test_a_collected_timestamp_is_the_submission_time_and_a_bad_one_is_flagged(tmp_path):
-    folder = tmp_path / "ann" / WARMUP
-    folder.mkdir(parents=True)
-    (folder / "timestamp.txt").write_text("2026-01-01 10:00:00.000000 UTC")
-    assert term.collected_time(folder, WARMUP) == ("2026-01-01T10:00:00+00:00", [])
-    (folder / "timestamp.txt").write_text("yesterday")
-    when, flags = term.collected_time(folder, WARMUP)
-    assert when == "" and len(flags) == 1 and flags[0].startswith("timestamp.txt ignored")
-    assert term.collected_time(tmp_path / "ann", WARMUP) == ("", [])  # not nbgrader's layout: no timestamp read
-
-
 def test_an_unreadable_term_record_stops_the_run_with_what_to_do(tmp_path):
     (tmp_path / term.FILE).write_text("{not json")
     with pytest.raises(intake.LayoutError, match="restore it from a backup"):
