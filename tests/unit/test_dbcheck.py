@@ -126,3 +126,9 @@ def test_an_output_folder_that_is_a_file_and_a_gradebook_that_is_a_folder_are_re
 def test_a_writable_sqlite_workspace_passes_and_is_left_as_it_was(tmp_path):
     dbcheck.check(_settings(tmp_path / "fresh"))
     assert not (tmp_path / "fresh").exists()
+
+
+def test_the_tables_checked_are_nbgraders():
+    from nbgrader.api import Base
+
+    assert set(dbcheck.NBGRADER_TABLES) == {*Base.metadata.tables, "alembic_version"}
