@@ -22,8 +22,10 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
 This module is the command line and ``run``, which calls the steps in order; each step lives in
 ``autograder/grading/``:
 
-1. ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook);
-2. ``workspace``: refuse an unsafe machine (``preflight``), build the course folder and its sandboxed kernelspec;
+1. refuse, before anything is read, unpacked or written, a gradebook or ``OUT`` that cannot be used (``dbcheck``),
+   an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
+   ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook);
+2. ``workspace``: build the course folder and its sandboxed kernelspec;
 3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
    pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
@@ -47,11 +49,11 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import (canary, dburl, insights, intake, lms, lms_export, marks, pool, report, results,
-                                worker, workspace)
+from autograder.grading import (canary, dbcheck, dburl, insights, intake, lms, lms_export, marks, pool, report,
+                                results, term, worker, workspace)
 from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
-                                         EXIT_MARKS, EXIT_SETUP, Settings, SetupError)
+                                         EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings, SetupError)
 
 __all__ = ["Settings", "run", "main", "EXIT_LAYOUT", "EXIT_INTEGRITY", "EXIT_GRADING_ERROR", "EXIT_SETUP",
            "EXIT_CANARY", "EXIT_MARKS"]
@@ -76,13 +78,18 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if dburl.has_password(s.db_url):  # for the course's nbgrader_config.py, which holds no password
         os.environ[dburl.ENV] = s.db_url
     out = Path(s.out)
+    # what refuses the run comes before anything is read, unpacked or written: the gradebook (its database, or the
+    # SQLite file's folder) and OUT, this machine's sandbox, the Dask cluster
+    dbcheck.check(s)
+    workspace.preflight(s)
+    pool.preflight(s)
+    original = Path(submissions)
+    if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
+        raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     # a rebuild replaces the gradebook: its marks are read first, and the run stops here, before anything is
     # written, when they cannot be (marks.MarksUnreadable)
     carried = marks.before_rebuild(s) if workspace.course_changed(s) else None
     out.mkdir(parents=True, exist_ok=True)
-    original = Path(submissions)
-    if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
-        raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
     before = intake.tree_hashes(original)
     earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
     roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out), limits=s.notebook_limits)
@@ -91,8 +98,6 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "
             "LESSONS=... chooses others)")
     roster.keep_lessons(s.lessons)
-    workspace.preflight(s)
-    pool.preflight(s)
     intake.remember(out, roster)  # no later folder takes one of these ids
     now = copy.deepcopy(earlier)
     notes = term.take_in(out, now, roster, s.lessons, s.notebook_limits)
@@ -235,7 +240,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
-    except intake.LayoutError as exc:
+    except (intake.LayoutError, GradebookUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LAYOUT
     except SetupError as exc:

@@ -15,9 +15,9 @@ Grading on a Dask cluster (docs/grading.md, "Grading on a Dask cluster") needs:
   refuses, in one line per reason, a cluster with a worker that cannot grade this course;
 * the gradebook is PostgreSQL (``--db``): workers on other machines cannot share one SQLite file, so the command
   refuses SQLite with a scheduler (``preflight``);
-* workers that can isolate kernels as this machine does (``Settings.isolation``): root with bubblewrap for the
-  ``uid`` sandbox. A worker that cannot records each of its notebooks as a grading error that names the worker,
-  never a score (``_run_on_dask``);
+* workers that isolate kernels as this machine does (``Settings.isolation``): root with bubblewrap for the ``uid``
+  sandbox, ordinary users for an ordinary user's command. A worker whose sandbox is another one, weaker or stronger,
+  records each of its notebooks as a grading error that names the worker, never a score (``_run_on_dask``);
 * one thread per worker process (``dask worker ... --nthreads 1``): a grading worker keeps the notebook being
   graded in process-wide state, so tasks in one process take turns (``_ONE_AT_A_TIME``).
 
@@ -229,13 +229,29 @@ def _run_on_dask(method: str, s: Settings, environ: dict, cwd: str, *job):
             _become_worker(s, environ, cwd)
             _dask_run = (s, cwd)
             here = sandbox.isolation_level()
-            _unfit = None if here == s.isolation else (
-                f"the Dask worker on {socket.gethostname()} (pid {os.getpid()}) can isolate kernels only as "
-                f"{here!r}, not {s.isolation!r} as this run does: run the workers as root with "
-                "bubblewrap installed (apt-get install bubblewrap), or grade on this machine without --scheduler")
+            _unfit = None if here == s.isolation else _other_sandbox(here, s.isolation)
         if _unfit:
             return worker.grader_failed(s, *job, reason=_unfit)
         return _run_job(method, *job)
+
+
+SANDBOXES = ("none", "userns", "uid")  # weakest first (autograder/kernel/sandbox.py: isolation_level)
+
+
+def _other_sandbox(here: str, wanted: str) -> str:
+    """Why this Dask worker, whose kernels would run in the sandbox ``here``, grades nothing of a run graded in
+    ``wanted`` (weaker or stronger: a class is graded in one sandbox), and what to do."""
+    who = f"the Dask worker on {socket.gethostname()} (pid {os.getpid()})"
+    if SANDBOXES.index(here) < SANDBOXES.index(wanted):
+        fix = ("run the workers as root with bubblewrap installed (apt-get install bubblewrap)" if wanted == "uid" else
+               "install bubblewrap on the workers' machines (apt-get install bubblewrap)")
+        return (f"{who} can isolate kernels only as {here!r}, not {wanted!r} as this run does: {fix}, or grade on "
+                "this machine without --scheduler")
+    fix = ("run the workers as the command's user, or the command as root with bubblewrap" if here == "uid" else
+           "install bubblewrap where the command runs (apt-get install bubblewrap), or grade on this machine without "
+           "--scheduler")
+    return (f"{who} isolates kernels as {here!r}, not {wanted!r} as this run does (a class is graded in one "
+            f"sandbox): {fix}")
 
 
 class ClusterPool:

@@ -22,7 +22,9 @@ COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the forei
 EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY, EXIT_MARKS = 2, 3, 4, 5, 6, 7
 EXIT_HELP = """exit status:
   0  every notebook graded (written answers may still await manual grading: see the report)
-  2  the submissions' layout was not understood, or a bad option (the message says what to do)
+  2  the submissions' layout was not understood, a bad option, or a gradebook that cannot be used (the database
+     cannot be reached, is not UTF-8 or is read-only; OUT is not writable): nothing was graded, and the
+     message says what to do
   3  the original submissions changed during grading
   4  grading errors: the grader failed on some notebooks (not the learners); their scores are left empty and
      listed first in report.html; fix the cause and run the command again, which grades only those
@@ -36,6 +38,15 @@ EXIT_HELP = """exit status:
 
 class SetupError(RuntimeError):
     """This machine cannot grade safely as set up; the message says what to install or change."""
+
+
+class GradebookUnusable(RuntimeError):
+    """The gradebook (its database, or the folder of its SQLite file) cannot be used; ``grading/dbcheck.py`` raises
+    it, before anything is read or written, with one line that names the problem and the command that fixes it.
+    Exit status ``EXIT_LAYOUT``."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))  # one line, whatever a name in it holds
 
 
 @dataclass

@@ -192,6 +192,40 @@ def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):
     assert not (tmp_path / "out" / "state").exists()
 
 
+def _refused_dask_zip(tmp_path, db_url: str, scheduler: str) -> str:
+    """A zip of the class graded with --scheduler into an OUT that holds an earlier run's unpacked zip and records:
+    the run is refused (status 5), and OUT is exactly as it was (nothing unpacked, then left behind or removed)."""
+    import zipfile
+
+    from folder_state import snapshot
+
+    archive, out = tmp_path / "class.zip", tmp_path / "out"
+    tmp_path.mkdir(exist_ok=True)
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr(f"alice/{LESSON}.ipynb", notebooks.notebook_text(answers.fill(LESSON)))
+    notebooks.write_notebook(answers.student_notebook(LESSON), out / intake.UNZIPPED / "bob" / f"{LESSON}.ipynb")
+    (out / "state" / "bob").mkdir(parents=True)
+    (out / "state" / "bob" / f"{LESSON}.json").write_text('{"graded": true}\n')
+    before = snapshot(out)
+    env = {k: v for k, v in notebooks.nbgrader_env().items() if k != "MHA_GRADEBOOK_URL"}
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(archive), "--out", str(out), "--lessons",
+                           LESSON, "--scheduler", scheduler, "--quiet"], cwd=course.ROOT,
+                          env=env | ({"MHA_GRADEBOOK_URL": db_url} if db_url else {}), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == grade.EXIT_SETUP, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert snapshot(out) == before
+    return proc.stderr
+
+
+def test_a_refused_dask_run_with_a_zip_leaves_out_as_it_was(tmp_path, postgres_server):
+    """Refused for SQLite with a scheduler, and for a scheduler that does not answer: both before the zip is
+    unpacked into OUT/unzipped."""
+    assert "cannot share the SQLite gradebook" in _refused_dask_zip(tmp_path / "sqlite", "", "tcp://127.0.0.1:9")
+    assert "cannot reach the Dask scheduler" in _refused_dask_zip(
+        tmp_path / "gone", postgres_server.database("refused_zip"), f"tcp://127.0.0.1:{free_port()}")
+
+
 def test_an_unreachable_scheduler_is_a_setup_error(tmp_path, postgres_server):
     root = tmp_path / "class"
     notebooks.write_notebook(answers.fill(LESSON), root / "alice" / f"{LESSON}.ipynb")

@@ -35,16 +35,23 @@ class Server:
     def __init__(self, port: int, password: str):
         self.port, self.password = port, password
 
-    def database(self, name: str) -> str:
-        """The URL (with the password) of a new, empty database ``name``."""
+    def database(self, name: str, options: str = "") -> str:
+        """The URL (with the password) of a new, empty database ``name``; ``options``: the rest of its CREATE DATABASE
+        (e.g. ``ENCODING 'SQL_ASCII' TEMPLATE template0``)."""
+        self.execute(f'CREATE DATABASE "{name}" {options}')
+        return f"postgresql://grader:{self.password}@127.0.0.1:{self.port}/{name}"
+
+    def execute(self, statement: str) -> None:
+        """Run ``statement`` as the server's superuser (grader), outside a transaction."""
         import psycopg2
 
         conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="grader", password=self.password,
                                 dbname="postgres")
         conn.autocommit = True
-        conn.cursor().execute(f'CREATE DATABASE "{name}"')
-        conn.close()
-        return f"postgresql://grader:{self.password}@127.0.0.1:{self.port}/{name}"
+        try:
+            conn.cursor().execute(statement)
+        finally:
+            conn.close()
 
 
 def start():

@@ -60,3 +60,13 @@ def test_code_loaded_before_the_course_changed_is_refused(monkeypatch):
     """A worker that imported the course before it was updated still runs the old code, though its files are new."""
     monkeypatch.setattr(dask_entry, "LOADED", "0" * 16)
     assert dask_entry.unfit(ROOT, DIGEST).startswith("still runs the course's code as it was when the worker started")
+
+
+def test_a_worker_in_another_sandbox_says_which_and_what_to_do():
+    """Weaker or stronger than the run's, a worker's sandbox is another one (a class is graded in one sandbox): the
+    line names both, and the fix goes the right way."""
+    weaker = pool._other_sandbox("none", "uid")
+    assert "can isolate kernels only as 'none', not 'uid'" in weaker and "run the workers as root" in weaker
+    stronger = pool._other_sandbox("uid", "userns")
+    assert "isolates kernels as 'uid', not 'userns' as this run does" in stronger
+    assert "run the workers as the command's user, or the command as root with bubblewrap" in stronger
