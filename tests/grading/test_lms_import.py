@@ -38,9 +38,10 @@ def _maximum(lesson: str) -> float:
 
 
 def _export() -> bytes:
-    """The instructor's gradebook export: the three students, one Canvas has that the download has not, a score
-    Canvas already holds (ruiz's 3.00, to be replaced by the final 0 of a missing notebook)."""
-    students = [("Ngada, Chi", 31, "s31", "ngada@uni.example", "MHA 101", {}),
+    """The instructor's gradebook export: the three students, one Canvas has that the download has not, scores
+    Canvas already holds (ngada's 5.00, replaced by her final score and listed) (ruiz's 3.00: she has not handed lesson 01 in, so the grader has no score of hers to put
+    there, and the LMS's stays)."""
+    students = [("Ngada, Chi", 31, "s31", "ngada@uni.example", "MHA 101", {"7001": "5.00"}),
                 ("Okafor, Amaka", 42, "s42", "okafor@uni.example", "MHA 101", {"7002": "12.00"}),
                 ("Ruiz, Carla", 57, "s57", "ruiz@uni.example", "MHA 101, evening", {"7001": "3.00"}),
                 ("Lee, Min", 64, "s64", "lee@uni.example", "MHA 101", {"7001": "8.00"})]
@@ -103,8 +104,8 @@ def test_the_canvas_import_file_is_the_export_filled_from_grades_csv(run):
     read = lms_files.canvas_import(got.encode("utf-8"))
     grades = {g["lms id"]: g for g in _grades(run).values()}
     assert {sid: cells[WARMUP_COLUMN] for sid, cells in read["students"].items()} == {
-        "31": grades["31"][f"{LESSON} score"], "42": grades["42"][f"{LESSON} score"], "57": "0",
-        "64": "8.00"}  # lee: not in the download, as exported
+        "31": grades["31"][f"{LESSON} score"], "42": grades["42"][f"{LESSON} score"], "57": "3.00",
+        "64": "8.00"}  # ruiz: not handed in, lee: not in the download; both as exported
     assert read["points"][WARMUP_COLUMN] == f"{_maximum(LESSON):.2f}"
     # the header, the Points Possible row and every cell outside lesson 01's column, byte for byte
     old, new = export.split("\n"), got.split("\n")
@@ -114,4 +115,5 @@ def test_the_canvas_import_file_is_the_export_filled_from_grades_csv(run):
         assert a[:WARMUP_COLUMN] + a[WARMUP_COLUMN + 1:] == b[:WARMUP_COLUMN] + b[WARMUP_COLUMN + 1:]
         assert after.startswith(before.split(",", 2)[0] + ",")  # the quoted "<last>, <first>" as exported
     assert "01_warmup -> 'Lesson 1: Warm-up (7001)' (matched by name)" in run["out"]
-    assert "ruizcarla_57 01_warmup 3.00 -> 0" in run["out"]
+    assert f"ngada_31 01_warmup 5.00 -> {grades['31'][f'{LESSON} score']}" in run["out"]
+    assert "ruizcarla_57 01_warmup 3.00" not in run["out"]
