@@ -14,6 +14,10 @@ output folder, as docs/grading.md tells it:
 6. ``late01``: lesson 01's zip downloaded again after the deadline: okafor's late resubmission (Canvas's ``_LATE_``
    and ``-1``) graded, nobody else's; then ``closed``: ``--close 01`` counts ito's lesson 01 missing, 0, listed.
 
+Then the same round trip with Moodle: each assignment's download (participant ids of that assignment) into one OUT,
+the grading worksheets downloaded from both assignments put in ``OUT/lms-templates/``, lesson 05 marked, and both
+worksheets come back filled, as Moodle's upload reads them.
+
 At each step: grades.csv, the report, the feedback pages and Canvas's import file agree, and every earlier grade and
 mark is as it was.
 """
@@ -25,8 +29,10 @@ import html
 import subprocess
 import sys
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
+import lms_files
 import pytest
 from run_once import once
 
@@ -85,19 +91,25 @@ def _zip(base: Path, lesson: str, work: dict, name: str, late=(), copy="") -> Pa
 
 
 def _run(archive: Path, out: Path, *options) -> dict:
+    run = _run_any(archive, out, *options)
+    run["canvas"] = _table(out / lms_export.FOLDER / "canvas.csv")
+    return run
+
+
+def _table(path: Path) -> list:
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+def _run_any(archive: Path, out: Path, *options) -> dict:
     proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(archive), "--out", str(out), "--workers",
                            "2", "--timeout", "20", "--quiet", *options],
                           cwd=course.ROOT, env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=1200)
-
-    def table(path):
-        with path.open(newline="", encoding="utf-8") as fh:
-            return list(csv.reader(fh))
-
-    header, *rows = table(out / "grades.csv")
+    header, *rows = _table(out / "grades.csv")
     pages = {p.relative_to(out / "feedback").as_posix(): html.unescape(p.read_text())
              for p in (out / "feedback").glob("*/*.html")}
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr,
-            "rows": {r[0]: dict(zip(header, r)) for r in rows}, "canvas": table(out / lms_export.FOLDER / "canvas.csv"),
+            "rows": {r[0]: dict(zip(header, r)) for r in rows},
             "report": html.unescape((out / "report.html").read_text()), "pages": pages,
             "insights": html.unescape((out / "insights.html").read_text())}
 
@@ -265,3 +277,68 @@ def test_a_late_resubmission_is_graded_alone_and_closing_a_lesson_is_listed_stud
     assert "No notebook for 01_warmup" in closed["pages"][f"{_sid('ito')}/{WARMUP}.html"]
     assert closed["rows"][_sid("lee")][f"{EXERCISES} status"] == "not handed in"  # only lesson 01 was closed
     _kept(run, closed, (EXERCISES, TODAY))
+
+
+# ------------------------------------------------------------------ the same round trip with Moodle's downloads
+MOODLE = {"Chi Ngada": {WARMUP: 4101, EXERCISES: 5101}, "Amaka Okafor": {WARMUP: 4102, EXERCISES: 5102}}
+GRADED_AT = datetime(2026, 10, 20, 9, 15)  # Moodle's "Last modified (grade)" of the worksheets, kept as exported
+
+
+def _moodle_download(base: Path, lesson: str) -> Path:
+    """Moodle's "Download all submissions" of one assignment: a folder per participant, ids of that assignment."""
+    root = base / f"moodle-{lesson}"
+    for name, ids in MOODLE.items():
+        nb = answers.fill(lesson) if name == "Chi Ngada" else answers.fill(lesson, complete=False)
+        notebooks.write_notebook(nb, root / f"{name}_{ids[lesson]}_assignsubmission_file_" / f"{lesson}.ipynb")
+    return root
+
+
+def _worksheet(lesson: str) -> bytes:
+    return lms_files.moodle_worksheet(
+        [(ids[lesson], name, f"{name.split()[0].lower()}@uni.example", "Submitted for grading", None, True,
+          datetime(2026, 10, 1, 10, 30), GRADED_AT, "") for name, ids in MOODLE.items()], _points(lesson)[0] +
+        sum(_points(lesson)[1].values()))
+
+
+def _moodle_term(base: Path) -> dict:
+    out = base / "out"
+    first = _run_any(_moodle_download(base, WARMUP), out)
+    second = _run_any(_moodle_download(base, EXERCISES), out)
+    (out / lms_export.TEMPLATES).mkdir()
+    for lesson in (WARMUP, EXERCISES):  # the worksheets as the instructor downloads them from each assignment
+        (out / lms_export.TEMPLATES / f"Grades-MHA-{lesson}.csv").write_bytes(_worksheet(lesson))
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
+        for cell, top in _points(EXERCISES)[1].items():
+            for sub in gb.find_assignment(EXERCISES).submissions:
+                grade = gb.find_grade(cell, EXERCISES, EXERCISES, sub.student_id)
+                if grade.needs_manual_grade:
+                    grade.manual_score, grade.needs_manual_grade = float(top), False
+        gb.db.commit()
+    marked = _run_any(base / f"moodle-{EXERCISES}", out)
+    files = {p.name: p.read_bytes().decode("utf-8") for p in (out / lms_export.FOLDER).glob("*.csv")}
+    return {"first": first, "second": second, "marked": marked, "files": files}
+
+
+@pytest.fixture(scope="module")
+def moodle_term(tmp_path_factory):
+    return once(tmp_path_factory, "moodle-term", _moodle_term)
+
+
+def test_moodle_s_per_assignment_downloads_and_worksheets_round_trip(moodle_term):
+    first, second, marked = moodle_term["first"], moodle_term["second"], moodle_term["marked"]
+    for run in (first, second, marked):
+        assert run["rc"] == 0, run["out"][-3000:]
+    _kept(first, second, (WARMUP,))
+    _kept(first, marked, (WARMUP,))
+    assert "graded 0 notebooks" in marked["out"]
+    for lesson in (WARMUP, EXERCISES):
+        read = lms_files.moodle_import(moodle_term["files"][f"moodle-{lesson}.csv"].encode("utf-8"))
+        assert set(read) == {str(ids[lesson]) for ids in MOODLE.values()}  # each assignment's own participant ids
+        for name, ids in MOODLE.items():
+            row = marked["rows"][next(sid for sid, r in marked["rows"].items() if r["folder"] == name)]
+            assert row[f"{lesson} status"] == "graded"
+            got = read[str(ids[lesson])]
+            assert got["grade"] == float(row[f"{lesson} score"]), (lesson, name)
+            assert got["modified"] == lms_files.moodle_date(GRADED_AT)  # Moodle takes the row only if it is
