@@ -295,7 +295,7 @@ def _canvas_minimal(s: Settings, path: Path, lessons, rows: list) -> list:
                                for lesson in lessons)])
     unnamed = [lesson for lesson in lessons if lesson not in s.canvas_assignments]
     return [f"{FOLDER}/canvas.csv was written without your gradebook export: Canvas imports it, but "
-            + (f"{', '.join(unnamed)} become new assignments named so (Canvas finds an assignment by '<name> (<id>)'),"
+            + (f"{', '.join(unnamed)} would each be created as a new assignment named so (Canvas finds an assignment by '<name> (<id>)'),"
                " and " if unnamed else "")
             + "an empty cell (points awaiting you) may clear a score Canvas has. Export the gradebook "
             f"({CANVAS_EXPORT}) into {TEMPLATES}/ of this output folder and run again ({DOCS})"]

@@ -168,7 +168,7 @@ def test_without_an_export_canvas_gets_the_minimal_file_and_the_note_says_what_i
     assert {sid: (cells[5], cells[6]) for sid, cells in read["students"].items()} == {
         "31": ("9", ""), "42": ("7.5", "20"), "57": ("10", "0"), "77": ("6", "")}
     [note] = notes
-    assert "without your gradebook export" in note and f"{EXERCISES} become new assignments" in note
+    assert "without your gradebook export" in note and f"{EXERCISES} would each be created as a new assignment" in note
     assert "Export Entire Gradebook" in note and lms_export.TEMPLATES in note
 
 
