@@ -3,7 +3,7 @@
 nbgrader keeps a ``Grade`` per graded cell: ``auto_score`` (tests; ``None`` for a written answer), ``manual_score``
 (set in formgrader), ``extra_credit``, ``needs_manual_grade``; and a ``Comment`` per answer cell (``manual_comment``).
 A cell that needs a manual grade counts as *pending*: its points are shown as awaiting the instructor, not as 0,
-and percentages leave them out.
+and no percent is given while any is pending (``results.percent``).
 
 **A mark is never lost.** Before a notebook is graded again (a resubmission, or a rebuild after the hidden checks or
 the settings changed) its marks are taken (``before_regrade``): every manual score, extra credit and comment, with

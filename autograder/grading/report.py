@@ -31,7 +31,7 @@ def write_csv(s: Settings, rows: list) -> Path:
                 c = row["lessons"][lesson]
                 cells += [c["status"], fmt(c["score"]), fmt(c["max"]), fmt(c["auto"]), fmt(c["manual"]),
                           fmt(c["pending"]), "late" if c.get("late") else "", c.get("submitted", "")]
-            pct = None if row["pending"] else percent(row)  # never a final-looking percentage while marks are due
+            pct = percent(row)  # empty while marks are due: never a final-looking percentage
             writer.writerow(cells + [fmt(row["total"]), fmt(row["max_total"]), fmt(row["pending"]),
                                      "" if pct is None else f"{pct:.1f}", " | ".join(row["flags"])])
     return path
@@ -50,9 +50,11 @@ def write_student_ids(s: Settings, roster: intake.Roster) -> Path:
 def distribution(rows: list) -> list:
     """Lines of a text histogram of total scores in 10% bands (of the marked points), with mean/median/min/max."""
     known = [p for p in map(percent, rows) if p is not None]
-    unknown = len(rows) - len(known)
+    waiting = sum(1 for r in rows if r["pending"] and r["total"] is not None)
+    unknown = len(rows) - len(known) - waiting
     if not known:
-        return ["no student has a complete score" if rows else "no students"]
+        return ([f"no student has a complete score ({waiting} with written answers awaiting the instructor)"
+                 if waiting else "no student has a complete score"] if rows else ["no students"])
     bands = [0] * 10
     for p in known:
         bands[min(int(p // 10), 9)] += 1
@@ -62,9 +64,8 @@ def distribution(rows: list) -> list:
     lines.append(f"mean {statistics.mean(known):.1f}%, median {statistics.median(known):.1f}%, "
                  f"min {min(known):.1f}%, max {max(known):.1f}%, {len(rows)} students, "
                  f"{sum(1 for r in rows if r['flags'])} flagged"
-                 + (f", {unknown} left out (a grading error or a lesson not graded yet)" if unknown else ""))
-    if any(r["pending"] for r in rows):
-        lines.append("percentages leave out the written answers still awaiting the instructor")
+                 + (f", {unknown} left out (a grading error or a lesson not graded yet)" if unknown else "")
+                 + (f", {waiting} left out until their written answers are marked" if waiting else ""))
     return lines
 
 
@@ -109,7 +110,8 @@ def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Pa
         pct = percent(r)
         total = "unknown" if r["total"] is None else f"{fmt(r['total'])} / {fmt(r['max_total'])}"
         total += "" if pct is None else f" ({pct:.0f}%)"
-        total += f"<br>{fmt(r['pending'])} awaiting the instructor" if r["pending"] else ""
+        total += (f"<br>{fmt(r['pending'])} awaiting the instructor; percent when every answer is marked"
+                  if r["pending"] else "")
         name = esc(r["student"]) + ("" if r["folder"] == r["student"] else f"<br><small>{esc(r['folder'])}</small>")
         body.append(f"<tr><td>{name}</td>{''.join(cells)}<td>{total}</td><td><ul>{flags}</ul></td></tr>")
     errors = grading_errors(rows)

@@ -108,11 +108,12 @@ def fmt(x) -> str:
 
 
 def percent(row: dict):
-    """Total over the points that are marked (pending written answers left out); None if a score is unknown."""
-    marked = row["max_total"] - row["pending"]
-    if row["total"] is None or marked <= 0:
+    """The student's total as a percent of the maximum of the lessons counted, the one rule of every output: None
+    while any point awaits the instructor (a percent of the marked points would look final, and read as 100 % with
+    a written answer unmarked), or when a score is unknown."""
+    if row["total"] is None or row["pending"] or row["max_total"] <= 0:
         return None
-    return 100 * row["total"] / marked
+    return 100 * row["total"] / row["max_total"]
 
 
 # ------------------------------------------------------------ one submission in detail (the mutation harness, tests)

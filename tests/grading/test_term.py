@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import html
+import re
 import subprocess
 import sys
 import zipfile
@@ -168,6 +169,16 @@ def _canvas(run) -> dict:
     return {"max": dict(zip(lessons, points[5:])), **{r[1]: dict(zip(lessons, r[5:])) for r in rows}}
 
 
+def _text(page: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", page).split())
+
+
+def _report_total(run, student) -> str:
+    """The total cell of a student's row in report.html."""
+    row = re.search(rf"<tr><td>{_sid(student)}</td>(.*?)</tr>", run["report"], re.S).group(1)
+    return re.findall(r"<td>(.*?)</td>", row, re.S)[-2]
+
+
 def _kept(earlier, later, lessons) -> None:
     """Every (student, lesson) of ``lessons`` in ``earlier`` is the same in ``later``: score, status, page."""
     for sid, row in earlier["rows"].items():
@@ -228,6 +239,12 @@ def test_a_second_assignment_s_download_keeps_every_grade_and_page_of_the_first(
     ngada = run["rows"][_sid("ngada")]
     assert ngada[f"{EXERCISES} status"] == "pending manual" and ngada[f"{EXERCISES} pending"] == \
         f"{sum(written.values()):g}" and _score(run, "ngada", EXERCISES) == f"{auto05:g}"
+    page = run["pages"][f"{_sid('ngada')}/{EXERCISES}.html"]  # pending is never shown as 0, nor counted
+    for cell, top in written.items():
+        assert f"Written response {cell} (awaiting your instructor ({float(top):.1f} points))" in _text(page), cell
+    assert "Score: 0.0 / " not in page and f"{float(sum(written.values())):.1f} points awaiting your instructor" in page
+    assert f"{_sid('ngada')}</td>" in run["report"] and "percent when every answer is marked" in run["report"]
+    assert "%)" not in _report_total(run, "ngada")
 
 
 def test_marks_are_folded_in_without_grading_anything_and_each_is_told(term):
@@ -246,6 +263,13 @@ def test_marks_are_folded_in_without_grading_anything_and_each_is_told(term):
     same = run["rows"][_sid(ZERO_MARKS)][f"{EXERCISES} score"]
     assert same == week3["rows"][_sid(ZERO_MARKS)][f"{EXERCISES} score"]  # told although the score did not move
     assert "Not what W_O does." in run["pages"][f"{_sid('okafor')}/{EXERCISES}.html"]
+    _, written = _points(EXERCISES)
+    page = _text(run["pages"][f"{_sid('ngada')}/{EXERCISES}.html"])
+    assert "awaiting your instructor" not in page
+    for cell, top in written.items():
+        assert f"Written response {cell} (Score: {float(top):.1f} / {float(top):.1f})" in page, cell
+    total = float(run["rows"][_sid("ngada")]["total"]) / float(run["rows"][_sid("ngada")]["max total"])
+    assert f"({100 * total:.0f}%)" in _report_total(run, "ngada")
 
 
 def test_a_third_download_keeps_both_earlier_lessons_and_keeps_late_work_marked(term):

@@ -36,6 +36,7 @@ from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.strings import _convert_header_id
+from nbgrader.preprocessors import GetGrades
 from traitlets.config import Config
 
 from autograder.course import helper_cell
@@ -183,9 +184,31 @@ class FeedbackExporter(HTMLExporter):
         return page_safety.with_alt_text(page), resources
 
 
+class GetGradesAndPending(GetGrades):
+    """nbgrader's ``GetGrades`` (each graded cell's score and comment from the gradebook), which also marks each
+    written answer the instructor has not marked yet (``pending``) and sums their points for the page's title: an
+    unmarked answer is shown as awaiting the instructor, never as a score of 0."""
+
+    def preprocess(self, nb, resources):
+        nb, resources = super().preprocess(nb, resources)
+        resources["nbgrader"]["pending"] = sum(c.metadata.nbgrader.get("points") or 0 for c in nb.cells
+                                               if c.metadata.get("nbgrader", {}).get("pending"))
+        return nb, resources
+
+    def _get_score(self, cell, resources) -> None:
+        super()._get_score(cell, resources)
+        grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
+                                          self.assignment_id, self.student_id)
+        cell.metadata.nbgrader["pending"] = bool(grade.needs_manual_grade)
+
+
 def configure(c) -> None:
-    """Make nbgrader's generate_feedback write its pages with ``FeedbackExporter`` (``c``: an nbgrader config)."""
+    """Make nbgrader's generate_feedback write its pages with ``FeedbackExporter`` and read the grades with
+    ``GetGradesAndPending`` (``c``: an nbgrader config)."""
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
     c.GenerateFeedback.exporter_class = FeedbackExporter
+    c.GenerateFeedback.preprocessors = [GetGradesAndPending, CSSHTMLHeaderPreprocessor]
 
 
 def with_changes(page: str, before, after: float, reopened: list) -> str:
