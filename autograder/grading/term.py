@@ -13,6 +13,9 @@ it again without the download it came in:
     what intake said of it (``status``, ``note``), the LMS's id of the student in that assignment (``lms_id``),
     whether the LMS marked it late (``late``), when the LMS says it was handed in (``submitted``), its hash and when
     it was taken in;
+``OUT/handed-in/<student>/earlier/``
+    every hand-in a later one replaced (a resubmission, a malformed file or a link after a good notebook), with
+    its record: nothing OUT took is ever dropped;
 ``OUT/term.json``
     the term's lessons, the lessons closed (``--close``: their deadline passed, so a student who never handed one in
     counts ``missing``, 0), the LMS of the latest download, and each student's folder name, LMS id and the flags of
@@ -169,12 +172,12 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
                     data = intake.read_regular(entry.path, (limits or intake.NotebookLimits()).max_bytes)
                 except OSError:  # over the limit, or gone: the status intake gave stands, with no copy
                     data = None
-            if data is None:
-                target.unlink(missing_ok=True)
-            else:
+            if data is not None:
                 new["hash"] = hashlib.sha256(data).hexdigest()
                 if old and old.get("hash") == new["hash"]:
                     new["taken"] = old.get("taken", new["taken"])
+            _keep_earlier(target, old, new)
+            if data is not None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(target.name + ".tmp")
                 tmp.write_bytes(data)
@@ -188,6 +191,20 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
     if roster.lms:
         term.lms = roster.lms
     return notes
+
+
+def _keep_earlier(target: Path, old, new: dict) -> None:
+    """Move the copy a new hand-in replaces to ``earlier/`` beside it (``<lesson>-<taken>.ipynb`` and its record):
+    no hand-in OUT took is ever dropped, also when the new one is malformed or a link."""
+    if not old or not target.exists():
+        return
+    if old.get("hash") and new.get("hash") == old["hash"]:
+        return  # the same bytes again
+    stamp = str(old.get("taken", "")).replace(":", "").replace("+0000", "Z") or "unknown"
+    kept = target.parent / "earlier" / f"{target.stem}-{stamp}.ipynb"
+    kept.parent.mkdir(exist_ok=True)
+    os.replace(target, kept)
+    _write_json(kept.with_suffix(".json"), old)
 
 
 def close(term: Term, lessons) -> None:

@@ -84,15 +84,19 @@ def test_a_lesson_counts_missing_only_once_it_is_closed_and_the_students_are_lis
     assert _statuses(out, t)[("bob", WARMUP)] == "ok"  # handed in after the close: graded, not missing
 
 
-def test_a_refused_or_malformed_hand_in_replaces_the_earlier_one_and_a_missing_one_never_does(tmp_path):
+def test_a_refused_hand_in_replaces_the_earlier_one_which_is_kept_and_a_missing_one_never_does(tmp_path):
     out = tmp_path / "out"
     t = term.load(out)
     term.take_in(out, t, _download(tmp_path, "a", {"ann": {WARMUP: b"good"}}), [WARMUP])
     term.take_in(out, t, _download(tmp_path, "b", {"ann": {}}), [WARMUP])  # not in this download
     assert _statuses(out, t)[("ann", WARMUP)] == "ok"
+    term.take_in(out, t, _download(tmp_path, "a2", {"ann": {WARMUP: b"good"}}), [WARMUP])  # the same bytes again
+    assert not (term.folder(out) / "ann" / "earlier").exists()
     term.take_in(out, t, _download(tmp_path, "c", {"ann": {WARMUP: "refused"}}), [WARMUP])
     assert _statuses(out, t)[("ann", WARMUP)] == "refused"
     assert not (term.folder(out) / "ann" / f"{WARMUP}.ipynb").exists()
+    kept = list((term.folder(out) / "ann" / "earlier").glob("*.ipynb"))  # the replaced hand-in is never dropped
+    assert [p.read_bytes() for p in kept] == [b"good"] and kept[0].with_suffix(".json").exists()
 
 
 def test_an_older_copy_graded_again_never_replaces_a_later_one(tmp_path):
