@@ -221,7 +221,7 @@ def _canvas(s: Settings, path: Path, lessons, rows: list, templates: list) -> li
     note = (f"{FOLDER}/canvas.csv: your gradebook export {name} filled, every other cell as exported: "
             + ", ".join(f"{lesson} -> '{assignments[col][0]}' ({how[lesson]})" for lesson, col in columns.items())
             + f"; {tally['written']} scores written, {tally['same']} already in Canvas, {tally['not final']} left as "
-            "exported (points awaiting you, a grading error or not graded yet)")
+            "exported (not handed in yet, points awaiting you, a grading error or not graded yet)")
     note += f", {tally['EX']} excused in Canvas (left)" if tally["EX"] else ""
     note += f", {tally['N/A']} not assigned in Canvas (left)" if tally["N/A"] else ""
     note += f"; Canvas's score replaced: {', '.join(replaced[:10])}{', ...' if len(replaced) > 10 else ''}" \
@@ -389,7 +389,7 @@ def _moodle_filled(path: Path, lesson: str, rows: list, name: str, table) -> str
     path.write_bytes(table.filled(changes))
     text = (f"{FOLDER}/{path.name}: your grading worksheet {name} filled, every other cell (and 'Last modified "
             f"(grade)') as exported: {tally['written']} grades written, {tally['same']} already in Moodle, "
-            f"{tally['not final']} left as exported (points awaiting you, a grading error or not graded yet)")
+            f"{tally['not final']} left as exported (not handed in yet, points awaiting you, a grading error or not graded yet)")
     text += f", {tally['locked']} left: their grade cannot be changed in Moodle" if tally["locked"] else ""
     text += (f"; Moodle's grade replaced: {', '.join(replaced[:10])}{', ...' if len(replaced) > 10 else ''}"
              if replaced else "")
