@@ -78,7 +78,7 @@ grade: venv ## grade a download into the term: make grade SUBMISSIONS=path [OUT=
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [LESSONS=\"01 05\"] [CLOSE=\"01\"] [WORKERS=n] [DB=url] [SCHEDULER=tcp://host:8786] [DUE=\"01=2026-10-01T23:59\"] [CANVAS_ASSIGNMENTS=\"01=12345\"]" >&2; exit 2; }
 	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLOSE),--close $(CLOSE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DUE),--due $(DUE)) $(if $(CANVAS_ASSIGNMENTS),--canvas-assignments $(CANVAS_ASSIGNMENTS)) $(GRADE_ARGS)
 
-formgrader: venv ## grade the written answers in nbgrader's formgrader: make formgrader [OUT=grading]
+formgrader: venv ## mark the written answers (lessons 05 and 08) in nbgrader's formgrader: make formgrader [OUT=grading]
 	@test -f "$(GRADE_OUT)/course/nbgrader_config.py" || { echo "no grading course in $(GRADE_OUT)/course: run make grade SUBMISSIONS=... OUT=$(GRADE_OUT) first" >&2; exit 2; }
 	@if [ "$$(id -u)" = 0 ]; then echo "running as root: starting JupyterLab with --allow-root"; fi
 	cd "$(GRADE_OUT)/course" && env -u MPLBACKEND $(abspath $(BIN))/jupyter lab --ServerApp.root_dir=. \

@@ -11,7 +11,8 @@ then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each stu
 (``--workers``, default: one per core), and finally ``nbgrader export``. It leaves:
 
 * ``DIR/grades.csv``: student, folder, each lesson's status, score, maximum, autograded and manual points, points
-  awaiting the instructor; total, maximum, flags (for an LMS); ``DIR/student_ids.csv``: student id -> folder;
+  awaiting the instructor; total, maximum, pending points, percent (empty while any point awaits the instructor),
+  flags (for an LMS); ``DIR/student_ids.csv``: student id -> folder;
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);

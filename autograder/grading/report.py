@@ -48,7 +48,8 @@ def write_student_ids(s: Settings, roster: intake.Roster) -> Path:
 
 
 def distribution(rows: list) -> list:
-    """Lines of a text histogram of total scores in 10% bands (of the marked points), with mean/median/min/max."""
+    """Lines of a text histogram of total scores in 10% bands (``results.percent``: of the maximum), with
+    mean/median/min/max; a student with points awaiting the instructor, or a score unknown, is left out and counted."""
     known = [p for p in map(percent, rows) if p is not None]
     waiting = sum(1 for r in rows if r["pending"] and r["total"] is not None)
     unknown = len(rows) - len(known) - waiting

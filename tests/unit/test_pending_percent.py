@@ -47,3 +47,12 @@ def test_grades_csv_the_report_and_the_distribution_agree(tmp_path):
 def test_a_lesson_not_handed_in_is_shown_as_such():
     assert report._cell_text({**ROWS[0]["lessons"][LESSON], "status": "not handed in", "score": None}) == \
         "not handed in"
+
+
+def test_a_class_whose_every_student_awaits_marks_has_no_distribution_but_says_why():
+    waiting = [_row("a", 43.0, 54.0, 11.0, "pending manual"), _row("b", 30.0, 54.0, 2.0, "pending manual"),
+               _row("c", None, 54.0, 9.0, "grading error")]
+    assert [results.percent(r) for r in waiting] == [None, None, None]
+    assert report.distribution(waiting) == [
+        "no student has a complete score (2 with written answers awaiting the instructor)"]
+    assert report.distribution([]) == ["no students"]

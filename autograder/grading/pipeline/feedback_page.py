@@ -186,19 +186,23 @@ class FeedbackExporter(HTMLExporter):
 
 class GetGradesAndPending(GetGrades):
     """nbgrader's ``GetGrades`` (each graded cell's score and comment from the gradebook), which also marks each
-    written answer the instructor has not marked yet (``pending``) and sums their points for the page's title: an
-    unmarked answer is shown as awaiting the instructor, never as a score of 0."""
+    cell that awaits the instructor (``pending``: nbgrader's ``needs_manual_grade``, a written answer not marked yet
+    or whose mark went back to pending) and gives the page's title the points awaited and the score without them,
+    the score of ``marks.marks``: an unmarked answer is shown as awaiting the instructor, never as a score of 0, and
+    a mark that awaits the instructor again is not counted (nbgrader's own total still holds it)."""
 
     def preprocess(self, nb, resources):
         nb, resources = super().preprocess(nb, resources)
-        resources["nbgrader"]["pending"] = sum(c.metadata.nbgrader.get("points") or 0 for c in nb.cells
-                                               if c.metadata.get("nbgrader", {}).get("pending"))
+        waiting = [c.metadata.nbgrader for c in nb.cells if c.metadata.get("nbgrader", {}).get("pending")]
+        resources["nbgrader"]["pending"] = sum(meta.get("points") or 0 for meta in waiting)
+        resources["nbgrader"]["score"] -= sum(meta.get("score") or 0 for meta in waiting)
         return nb, resources
 
     def _get_score(self, cell, resources) -> None:
-        super()._get_score(cell, resources)
         grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
                                           self.assignment_id, self.student_id)
+        cell.metadata.nbgrader["score"] = grade.score
+        cell.metadata.nbgrader["points"] = grade.max_score
         cell.metadata.nbgrader["pending"] = bool(grade.needs_manual_grade)
 
 
