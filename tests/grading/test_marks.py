@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import html
+import re
 import shutil
 import subprocess
 import sys
@@ -140,6 +141,23 @@ def runs(tmp_path_factory):
     return once(tmp_path_factory, "manual-grading", _batch)
 
 
+def _score_line(page: str, cell: str) -> str:
+    """The text of the score line of the answer cell ``cell`` on a feedback page."""
+    found = re.search(rf'<a name="{cell}"></a>\s*<div class="panel-heading">(.*?)</div>', page, re.S)
+    assert found, cell
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", found.group(1))).split())
+
+
+def _title(page: str) -> str:
+    return html.unescape(re.search(r'<h1 class="page-title">(.*?)</h1>', page, re.S).group(1))
+
+
+def _report_total(report: str, student: str) -> str:
+    """The total cell of a student's row in report.html."""
+    row = re.search(rf"<tr><td>{student}</td>(.*?)</tr>", report, re.S).group(1)
+    return re.findall(r"<td>(.*?)</td>", row, re.S)[-2]
+
+
 def _digest(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -159,6 +177,14 @@ def test_written_answers_await_the_instructor_instead_of_scoring_zero(runs):
         assert _lesson(row, "status", "score", "max", "pending") == ("pending manual", f"{AUTO}", f"{TOP}",
                                                                       f"{PENDING}")
         assert row["percent"] == ""  # no final-looking percentage while points are pending
+        total = _report_total(first["report"], student)
+        assert "%" not in total.replace("percent when every answer is marked", "") and \
+            f"{PENDING:g} awaiting the instructor" in total
+        page = first["feedback"][f"{student} {LESSON}"]  # each unmarked answer awaits, never a score of 0
+        for cell, top in MANUAL_MAX.items():
+            assert _score_line(page, cell) == f"Student's answer awaiting your instructor ({top:.1f} points) (Top)"
+        assert _title(page) == f"{LESSON} (Score so far: {AUTO:.1f} / {TOP:.1f}; {PENDING:.1f} points awaiting " \
+                               "your instructor)"
     assert "awaiting the instructor" in first["report"] and "make formgrader" in first["report"]
 
 
@@ -181,6 +207,12 @@ def test_a_new_lesson_is_added_and_graded_while_the_marks_are_folded_in_without_
     change = f"alice {LESSON}: {AUTO} -> {AUTO + GIVEN:g}"
     assert change in added["stdout"] and change in added["report"]
     assert f"Your score changed from {AUTO} to {AUTO + GIVEN:g}" in page
+    for cell, given in MANUAL.items():  # once marked, the mark shows
+        assert _score_line(page, cell) == f"Student's answer Score: {given:.1f} / {MANUAL_MAX[cell]:.1f} (Top)"
+    assert "awaiting your instructor" not in page
+    assert _title(page) == f"{LESSON} (Score: {AUTO + GIVEN:.1f} / {TOP:.1f})"
+    percent = 100 * float(alice["total"]) / float(alice["max total"])
+    assert alice["percent"] == f"{percent:.1f}" and f"({percent:.0f}%)" in _report_total(added["report"], "alice")
     # bob's grades did not change: his page is the same file
     assert _digest(added["feedback"][f"bob {LESSON}"]) == _digest(first["feedback"][f"bob {LESSON}"])
     assert _lesson(added["rows"]["bob"], "pending") == (f"{PENDING}",)
@@ -241,6 +273,13 @@ def test_a_resubmission_keeps_the_marks_of_unchanged_answers_and_reopens_a_chang
     page = again["feedback"][f"alice {LESSON}"]
     assert f"Your score changed from {AUTO + GIVEN:g} to {AUTO + kept:g}" in page
     assert "Your instructor will mark these answers again: <code>explain_w_o</code>." in page
+    top = MANUAL_MAX["explain_w_o"]  # awaits again, its old mark (kept in the gradebook) counted nowhere
+    assert _score_line(page, "explain_w_o") == f"Student's answer awaiting your instructor ({top:.1f} points) (Top)"
+    assert _score_line(page, RESAVED) == \
+        f"Student's answer Score: {MANUAL[RESAVED]:.1f} / {MANUAL_MAX[RESAVED]:.1f} (Top)"
+    assert _title(page) == f"{LESSON} (Score so far: {AUTO + kept:.1f} / {TOP:.1f}; {top:.1f} points awaiting your " \
+                           "instructor)"
+    assert alice["percent"] == ""
 
 
 def test_a_run_that_cannot_carry_the_marks_over_refuses_before_changing_anything(runs):
