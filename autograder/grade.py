@@ -1,6 +1,7 @@
 """Grade a whole class in one command.
 
     python -m autograder.grade SUBMISSIONS [--out DIR] [--db URL] [--workers N] [--lessons 01_warmup ...]
+                               [--close 01 ...] [--due 01=2026-10-01T23:59 ...] [--canvas-assignments 01=7001 ...]
                                [--scheduler tcp://host:8786]
     make grade SUBMISSIONS=path
 
@@ -8,11 +9,14 @@
 (``autograder/grading/intake.py`` lists the layouts). The command builds a grading course in ``DIR/course`` from the
 lesson sources, copies every notebook into it (the originals are only read, and their hashes are checked at the end),
 then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each student, several students at a time
-(``--workers``, default: one per core), and finally ``nbgrader export``. It leaves:
+(``--workers``, default: one per core), and finally ``nbgrader export``. ``DIR`` is the term: each run takes in what
+its download holds (``DIR/handed-in/``, ``DIR/term.json``) and keeps every lesson, grade, mark and page of earlier
+runs (``autograder/grading/term.py``), and every output below covers every lesson graded into ``DIR`` so far. It
+leaves:
 
 * ``DIR/grades.csv``: student, folder, each lesson's status, score, maximum, autograded and manual points, points
-  awaiting the instructor; total, maximum, pending points, percent (empty while any point awaits the instructor),
-  flags (for an LMS); ``DIR/student_ids.csv``: student id -> folder;
+  awaiting the instructor, late, submission time; total, maximum, pending points, percent (empty while any point
+  awaits the instructor), flags (for an LMS); ``DIR/student_ids.csv``: student id -> folder;
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);
@@ -25,7 +29,8 @@ This module is the command line and ``run``, which calls the steps in order; eac
 
 1. refuse, before anything is read, unpacked or written, a gradebook or ``OUT`` that cannot be used (``dbcheck``),
    an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
-   ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook);
+   ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``: take its
+   hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
 2. ``workspace``: build the course folder and its sandboxed kernelspec;
 3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
@@ -33,7 +38,8 @@ This module is the command line and ``run``, which calls the steps in order; eac
    says what broke;
 5. ``pool``: grade it over ``--workers`` processes (or on a Dask cluster), each running ``worker``'s steps, then
    regenerate the feedback whose grades changed;
-6. ``results``, ``report`` and ``insights``: read the grades back and write the files above.
+6. ``results``, ``report``, ``lms_export`` and ``insights``: read the grades back and write the files above, and
+   tell what changed since the last run (``insights.changes``).
 
 ``Settings`` and the exit statuses are in ``autograder/grading/settings.py``.
 """
