@@ -7,6 +7,7 @@ graded batch and a real formgrader: tests/browser/test_formgrader_injection.py."
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from nbconvert.exporters import HTMLExporter
@@ -83,3 +84,46 @@ def test_the_feedback_exporter_keeps_its_own_filters():
 def test_a_served_page_without_its_own_markup_is_refused():
     with pytest.raises(ValueError, match="own markup"):
         page_safety.protect("<html><head></head><body><p>x</p></body></html>", own_markup="<nav>missing</nav>")
+
+
+PIXEL = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAFUok9dAAAAAElFTkSuQmCC")  # a 1x1 PNG
+
+
+def _answer_with_a_pasted_image_and_a_sized_output():
+    """A written answer with an image pasted into it (JupyterLab keeps it as the cell's attachment), and an image
+    output whose display metadata carries markup in its width, as a notebook's ``display(..., metadata=...)`` can."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    answer = nbformat.v4.new_markdown_cell("My sketch of the heads: ![heads](attachment:heads.png)")
+    answer.attachments = {"heads.png": {"image/png": PIXEL}}
+    answer.metadata.nbgrader = {"grade_id": "explain", "solution": True, "grade": True, "points": 1, "score": 1.0,
+                                "schema_version": 3}
+    plot = nbformat.v4.new_code_cell("show()")
+    plot.outputs = [nbformat.v4.new_output("display_data", data={"image/png": PIXEL}, metadata={
+        "image/png": {"width": "1 onerror=toggle_name(true);", "height": 5}})]
+    nb.cells = [answer, plot]
+    return nb
+
+
+def test_a_pasted_image_is_shown_and_an_images_size_is_only_a_number():
+    nb = _answer_with_a_pasted_image_and_a_sized_output()
+    formgrader = HTMLExporter(config=formgrader_config()).from_notebook_node(nb, resources=dict(RESOURCES))[0]
+    from test_feedback_pending import BOOTSTRAP_CSS
+
+    css = Path(__import__("nbgrader").__file__).parent / BOOTSTRAP_CSS  # where generate_feedback has it found
+    feedback = feedback_page.FeedbackExporter(config=Config({"HTMLExporter": {"extra_template_paths": [str(css)]}})) \
+        .from_notebook_node(nb, resources={"nbgrader": {"notebook": LESSON, "score": 1, "max_score": 1, "late_penalty": 0}})[0]
+    for page in (formgrader, feedback):
+        images = re.findall(r"<img\b[^>]*>", page)
+        assert f'src="data:image/png;base64,{PIXEL}"' in images[0] and 'alt="heads"' in images[0], images
+        assert re.search(r'\bheight="?5"?\s', images[1]) and "width" not in images[1], images
+        assert "onerror=toggle_name(true);" not in page and not any("onerror" in tag for tag in images)
+
+
+@pytest.mark.parametrize("value, shown", [(320, "320"), (12.5, "12.5"), ("240", "240"), ("1 onerror=x", None),
+                                          (True, None), (-4, None), ("50%", None), ([1], None), (None, None)])
+def test_display_sizes_are_numbers_or_nothing(value, shown):
+    output = {"metadata": {"image/png": {"width": value}}}
+    assert page_safety.output_metadata(output, "width", "image/png") == shown
+    assert page_safety.output_metadata({"metadata": {"alt": "a plot"}}, "alt") == "a plot"  # other keys as they are

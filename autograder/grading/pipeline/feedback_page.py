@@ -109,6 +109,17 @@ def markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool
     return MarkdownWithMath(renderer=renderer).render(source)
 
 
+def cell_markdown_html(context, source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
+    """A markdown cell with the images pasted into it (its attachments, as JupyterLab stores them) as ``data:``
+    images; a cell without any as ``markdown_html`` (remembered)."""
+    attachments = context.get("cell", {}).get("attachments", {}) or {}
+    if not attachments:  # the same text, the same page part
+        return markdown_html(source, anchor_link_text, exclude_anchor_links)
+    renderer = MathMLRenderer(escape=False, attachments=attachments, embed_images=False,
+                              anchor_link_text=anchor_link_text, exclude_anchor_links=exclude_anchor_links)
+    return MarkdownWithMath(renderer=renderer).render(source)
+
+
 class _CompiledTemplates(jinja2.BytecodeCache):
     """Compiled page templates kept in memory, shared by every page a process writes (nbgrader makes a new
     exporter, so a new jinja environment, for each notebook; jinja checks each template's source before reuse)."""
@@ -146,18 +157,13 @@ class FeedbackExporter(HTMLExporter):
 
     @pass_context  # the filter reads the cell's attachments from the template context
     def markdown2html(self, context, source):
-        attachments = context.get("cell", {}).get("attachments", {})
-        if not attachments:  # the same text, the same page part
-            return markdown_html(source, self.anchor_link_text, bool(self.exclude_anchor_links))
-        renderer = MathMLRenderer(escape=False, attachments=attachments, embed_images=False,
-                                  anchor_link_text=self.anchor_link_text,
-                                  exclude_anchor_links=self.exclude_anchor_links)
-        return MarkdownWithMath(renderer=renderer).render(source)
+        return cell_markdown_html(context, source, self.anchor_link_text, bool(self.exclude_anchor_links))
 
     def default_filters(self):
         yield from super().default_filters()
         yield "clean_html", page_safety.clean  # registered last, so it replaces nbconvert's
         yield "markdown2html", self.markdown2html
+        yield "get_metadata", page_safety.output_metadata
 
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = copy.deepcopy(nb)

@@ -13,11 +13,16 @@ that exporter, through its configurable settings alone, to:
   script stands in for the part of it nbgrader's scripts call;
 * ``sanitize_html``, so every output goes through ``clean_html``, here ``page_safety.clean`` (JavaScript outputs
   and widgets are left out);
-* ``markdown2html``: ``markdown_html`` below, markdown with maths as MathML (the feedback pages' renderer), then
-  ``page_safety.clean``: a written answer's markup is shown as text, its maths still rendered.
+* ``markdown2html``: ``markdown_html`` below, markdown with maths as MathML (the feedback pages' renderer) and a
+  written answer's pasted images (its attachments), then ``page_safety.clean``: a written answer's markup is shown as
+  text, its maths still rendered;
+* ``get_metadata``: ``page_safety.output_metadata``: an image's width and height only as numbers (nbconvert writes
+  them unquoted into the tag: a string there could add an attribute, a handler formgrader's policy allows).
 """
 
 from __future__ import annotations
+
+from jinja2 import pass_context
 
 from autograder.grading.pipeline import feedback_page, page_safety
 
@@ -25,13 +30,16 @@ TEMPLATE_NAME = "mha_formgrade"
 FILTERS = {
     "markdown2html": f"{__name__}.markdown_html",
     "clean_html": f"{page_safety.__name__}.clean",
+    "get_metadata": f"{page_safety.__name__}.output_metadata",
     "mha_formgrader_page": f"{__name__}.page",
 }
 
 
-def markdown_html(source: str) -> str:
-    """A markdown cell or output as the formgrader shows it: maths as MathML, then sanitised."""
-    return page_safety.clean(feedback_page.markdown_html(source, "¶", False))
+@pass_context  # a written answer's pasted images are its cell's attachments, read from the template's context
+def markdown_html(context, source: str) -> str:
+    """A markdown cell or output as the formgrader shows it: maths as MathML, pasted images shown, then
+    sanitised."""
+    return page_safety.clean(feedback_page.cell_markdown_html(context, source, "¶", False))
 
 
 def page(html: str, own_markup: str) -> str:

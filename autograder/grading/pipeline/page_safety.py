@@ -112,6 +112,22 @@ def too_much_markup(text: str) -> bool:
     return False
 
 
+def output_metadata(output, key, mimetype=None):
+    """nbconvert's ``get_metadata`` filter for the pages: an image's ``width`` and ``height`` only as a number
+    (nbconvert writes them unquoted into the ``<img>`` tag, so any other text there would add attributes to it),
+    None for anything else there; other keys as nbconvert reads them."""
+    from nbconvert.filters.metadata import get_metadata
+
+    value = get_metadata(output, key, mimetype)
+    if key not in ("width", "height"):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 100_000:
+        return f"{value:g}"
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,5}(?:\.[0-9]{1,3})?", value.strip()):
+        return value.strip()
+    return None
+
+
 def clean(fragment) -> str:
     """``fragment`` (HTML a learner may control) with only harmless tags and attributes; the rest shown as text."""
     text = fragment.decode() if isinstance(fragment, bytes) else str(fragment)
