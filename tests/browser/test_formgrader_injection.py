@@ -82,6 +82,8 @@ def test_formgrader_shows_a_hostile_submission_inert(browser, batch, tmp_path, n
 
         answer = page.locator(".nbgrader_cell", has_text=ANSWER_TEXT)
         assert answer.count() == 1 and answer.is_visible()
+        assert answer.locator("img[alt='sketch']").is_visible()  # the pasted image: the page is whole
+        assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0  # no width became a handler
         assert answer.locator("math").count() >= 3 and answer.locator("math").first.is_visible()
         maths = page_maths.read(page)
         assert page_maths.problems(maths) == [] and len(maths["maths"]) > 50  # the lesson's own formulas too

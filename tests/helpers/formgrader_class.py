@@ -1,8 +1,9 @@
 """One hostile lesson-05 submission, for formgrader's page of a submission
 (``autograder/grading/pipeline/formgrader_page.py``): ``eve`` wrote her first written answer with maths and
-injected markup (a script, an ``<img onerror>``, an ``<svg onload>``, a ``javascript:`` link), and added a code cell
-whose outputs carry more (``text/html`` with a script and an ``onerror``, ``application/javascript``, an SVG with
-``onload``) and a formula (``text/latex``), and which writes an HTML page beside the notebook. Every injection, if it
+injected markup (a script, an ``<img onerror>``, an ``<svg onload>``, a ``javascript:`` link) and pasted an image into
+it, and added a code cell whose outputs carry more (``text/html`` with a script and an ``onerror``,
+``application/javascript``, an SVG with ``onload``, an image that cannot load whose width is formgrader's own
+``toggle_name`` handler) and a formula (``text/latex``), and which writes an HTML page beside the notebook. Every injection, if it
 ever runs, adds its name to ``window.mhaInjected``, opens a dialog and writes a file through the Jupyter server's
 ``/api/contents``.
 
@@ -29,6 +30,9 @@ ANSWER = "explain_reshape"  # a written answer (3 points) the instructor marks
 ANSWER_TEXT = "My answer: head h holds the columns"
 OUTPUT_TEXT = "my outputs end here"
 MATH_OUTPUT = r"\frac{QK^\top}{\sqrt{d_k}}"  # a formula the cell displays (IPython's Math: text/latex)
+SKETCH = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAFUok9dAAAAAElFTkSuQmCC")  # 1x1 PNG, pasted
+UNSHOWABLE = "bm90IGFuIGltYWdl"  # base64 of "not an image": its <img> fails to load, so an onerror would fire
+SIZED = {"image/png": {"width": "1 onerror=toggle_name(true);"}}  # formgrader's own handler, as an attribute
 
 
 def payload(kind: str) -> str:
@@ -67,14 +71,17 @@ def output_cell_source() -> str:
     page = f"<script>{payload('file_beside')}</script>"
     beside = ("try:  # a page of her own beside the notebook, for formgrader to serve\n"
               f"    open('injected.html', 'w').write({page!r})\nexcept OSError:\n    pass\n")
-    return (f"from IPython.display import HTML, SVG, Javascript, Math, display\n{shown}{beside}"
-            f"print({OUTPUT_TEXT!r})\n")
+    sized = f"display(Image(data=base64.b64decode({UNSHOWABLE!r}), format='png'), metadata={SIZED!r})\n"
+    return (f"import base64\nfrom IPython.display import HTML, SVG, Image, Javascript, Math, display\n{shown}{sized}"
+            f"{beside}print({OUTPUT_TEXT!r})\n")
 
 
 def hostile_notebook():
-    """Lesson 05 with the model answers but the hostile written answer and output cell."""
-    nb = answers.fill(LESSON, {ANSWER: written_answer()})
+    """Lesson 05 with the model answers but the hostile written answer (with an image pasted into it, kept as its
+    attachment) and output cell."""
+    nb = answers.fill(LESSON, {ANSWER: written_answer() + "\n\n![sketch](attachment:sketch.png)"})
     at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == ANSWER)
+    nb.cells[at].attachments = {"sketch.png": {"image/png": SKETCH}}
     cell = nbformat.v4.new_code_cell(output_cell_source())
     cell["id"] = "eve-outputs"
     nb.cells.insert(at + 1, cell)
@@ -88,6 +95,7 @@ def with_outputs(nb):
     formatter = DisplayFormatter()
     outputs = [nbformat.v4.new_output("display_data", data=formatter.format(kind(data))[0])
                for _, data, kind in _displayed()]
+    outputs.append(nbformat.v4.new_output("display_data", data={"image/png": UNSHOWABLE}, metadata=SIZED))
     outputs.append(nbformat.v4.new_output("stream", name="stdout", text=OUTPUT_TEXT + "\n"))
     for cell in nb.cells:
         if cell.get("id") == "eve-outputs":
