@@ -35,6 +35,9 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
         flags.append(f"{lesson}: handed in late" + (f" ({entry.submitted})" if entry.submitted else ""))
     if entry.status != "ok":
         flags.append(f"{lesson}: {entry.status}: {entry.note}")
+    if entry.status == outcome.GRADING_ERROR:  # the term's copy is gone (``term.roster``): never a score
+        cell.update(status=outcome.GRADING_ERROR, reason=entry.note)
+        return cell, [f"{lesson}: grading error (not the learner's; score left empty): {entry.note}"]
     if not entry.gradable:  # the learner's: no notebook, or not a notebook
         cell.update(status=entry.status, score=0.0, auto=0.0)
         return cell, flags

@@ -170,8 +170,12 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
             if entry.path is not None and entry.status != "refused":
                 try:
                     data = intake.read_regular(entry.path, (limits or intake.NotebookLimits()).max_bytes)
-                except OSError:  # over the limit, or gone: the status intake gave stands, with no copy
+                except OSError as exc:  # it grew or vanished since intake read it: the learner's file, no copy
                     data = None
+                    if entry.gradable:
+                        new["status"], new["note"] = "malformed", (
+                            f"{intake.display(entry.path.name)} changed or vanished while it was read "
+                            f"({type(exc).__name__}); submit it again")
             if data is not None:
                 new["hash"] = hashlib.sha256(data).hexdigest()
                 if old and old.get("hash") == new["hash"]:
@@ -230,8 +234,9 @@ def roster(out, term: Term, download: intake.Roster) -> intake.Roster:
             if kept:
                 copy = folder(out) / sid / f"{lesson}.ipynb"
                 entry = intake.Entry(sid, lesson, copy if copy.exists() else None, kept["status"], kept["note"])
-                if entry.gradable and entry.path is None:
-                    entry.status, entry.note = "malformed", "its copy in the grading folder is gone; hand it in again"
+                if entry.gradable and entry.path is None:  # OUT lost it: the grader's failure, never the learner's 0
+                    entry.status, entry.note = outcome.GRADING_ERROR, (
+                        f"its copy {copy} is gone: restore it from a backup, or grade the download it came in again")
             elif lesson in term.closed:
                 entry = intake.Entry(sid, lesson, None, "missing",
                                      f"no {lesson}.ipynb was handed in before the lesson was closed")

@@ -221,7 +221,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
         for lesson, entry in entries.items():
             dest = s.course_root / "submitted" / student / lesson / f"{lesson}.ipynb"
             if not entry.gradable:
-                if dest.exists():
+                if dest.exists() and entry.status in ("malformed", "refused", "missing"):  # a later hand-in's
                     dest.unlink()
                 continue
             try:  # read once: the hash, the flags and the graded copy are of the same bytes

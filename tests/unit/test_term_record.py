@@ -133,3 +133,27 @@ def test_an_out_of_an_earlier_version_becomes_the_term_with_nothing_to_grade_aga
     assert t.lessons == [WARMUP] and t.students["ann"] == {"folder": "Ann A", "lms_id": "123", "flags": []}
     assert json.loads(record.read_text())["hash"] == hashlib.sha256(b"the graded copy").hexdigest()
     assert _statuses(out, term.load(out)) == {("ann", WARMUP): "ok"}  # written down: read the same way again
+
+
+def test_a_copy_the_grading_folder_lost_is_a_grading_error_never_a_score(tmp_path):
+    from autograder.grading import results
+    from autograder.grading.settings import Settings
+
+    out = tmp_path / "out"
+    t = term.load(out)
+    term.take_in(out, t, _download(tmp_path, "a", {"ann": {WARMUP: b"good"}}), [WARMUP])
+    (term.folder(out) / "ann" / f"{WARMUP}.ipynb").unlink()  # OUT lost it, not the learner
+    whole = term.roster(out, t, intake.Roster(root=out))
+    assert whole.entries["ann"][WARMUP].status == outcome.GRADING_ERROR
+    cell, flags = results._lesson_result(None, Settings(out=str(out), lessons=[WARMUP]), whole, "ann", WARMUP, 8.0)
+    assert (cell["status"], cell["score"]) == (outcome.GRADING_ERROR, None) and "restore it" in cell["reason"]
+    assert results.grading_errors([{"student": "ann", "lessons": {WARMUP: cell}}])  # exit 4, listed first
+
+
+def test_a_file_that_vanishes_before_it_is_copied_is_the_learners_malformed_hand_in(tmp_path):
+    out = tmp_path / "out"
+    t = term.load(out)
+    roster = _download(tmp_path, "a", {"ann": {WARMUP: b"good"}})
+    roster.entries["ann"][WARMUP].path.unlink()
+    term.take_in(out, t, roster, [WARMUP])
+    assert _statuses(out, t)[("ann", WARMUP)] == "malformed"

@@ -272,7 +272,7 @@ def write_notices(out: Path, roster) -> list:
     written = []
     for student, entries in roster.entries.items():
         for lesson, entry in entries.items():
-            if not entry.gradable and entry.status != "not handed in":  # outcome.NOT_HANDED_IN: no page yet
+            if entry.status in ("missing", "malformed", "refused"):  # not handed in yet, or a grading error: no notice
                 written.append(write_notice(page_path(out, student, lesson), lesson,
                                             entry.status, entry.note))
     return written
