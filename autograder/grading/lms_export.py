@@ -135,6 +135,19 @@ def _points(score: float, comma: bool) -> str:
     return text.replace(".", ",") if comma else text
 
 
+def _fill(changes: dict, at: tuple, old: str, score: float, comma: bool, tally: dict, replaced: list,
+          who: str) -> None:
+    """Write ``score`` into the cell ``at`` of an export unless it holds that score already; count it, and list a
+    score it replaces (``who old -> new``)."""
+    if _same(old, score):
+        tally["same"] += 1
+        return
+    changes[at] = _points(score, comma)
+    tally["written"] += 1
+    if old:
+        replaced.append(f"{who} {old} -> {changes[at]}")
+
+
 def _same(old: str, score: float) -> bool:
     """The LMS already holds this score (both LMSs export at most 2 decimals)."""
     value = _number(old)
@@ -206,13 +219,8 @@ def _canvas(s: Settings, path: Path, lessons, rows: list, templates: list) -> li
                 tally["not final"] += cell is not None
             elif old.upper() in ("EX", "N/A"):
                 tally[old.upper()] += 1
-            elif _same(old, score):
-                tally["same"] += 1
             else:
-                changes[(r, col)] = _points(score, comma)
-                tally["written"] += 1
-                if old:
-                    replaced.append(f"{row['student']} {lesson} {old} -> {changes[(r, col)]}")
+                _fill(changes, (r, col), old, score, comma, tally, replaced, f"{row['student']} {lesson}")
     path.write_bytes(table.filled(changes))
     absent = sorted(row["student"] for cid, row in by_id.items() if cid not in seen and any(
         final_score(row["lessons"][lesson]) is not None for lesson in columns if lesson in row["lessons"]))
@@ -371,14 +379,7 @@ def _moodle_filled(path: Path, lesson: str, rows: list, name: str, table) -> str
         if locked is not None and table.value(r, locked).strip().lower() == "no":
             tally["locked"] += 1
             continue
-        old = table.value(r, grade).strip()
-        if _same(old, score):
-            tally["same"] += 1
-        else:
-            changes[(r, grade)] = _points(score, comma)
-            tally["written"] += 1
-            if old:
-                replaced.append(f"{row['student']} {old} -> {changes[(r, grade)]}")
+        _fill(changes, (r, grade), table.value(r, grade).strip(), score, comma, tally, replaced, row["student"])
         if cell.get("late"):
             if feedback is None:
                 late_without_column += 1
