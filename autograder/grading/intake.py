@@ -626,6 +626,33 @@ def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
     return {lesson: Entry(sid, lesson, None, "refused", note) for lesson in lessons}
 
 
+def _notebook_names(folder: Path) -> set:
+    """The names of the notebooks at the top of a folder of the download (what it hands in)."""
+    try:
+        return {e.name for e in os.scandir(folder) if e.name.lower().endswith(".ipynb")}
+    except OSError:
+        return set()
+
+
+def _owners(root: Path, folders: dict) -> dict:
+    """{folder at the top of the class: the name of the user owning it on this machine (its uid when no account
+    has it)}, for the LMS layouts whose names a student writes (nbgrader's exchange)."""
+    import pwd
+
+    owners = {}
+    for name, why in folders.items():
+        if why is None:
+            try:
+                uid = (root / name).stat(follow_symlinks=False).st_uid
+            except OSError:
+                continue
+            try:
+                owners[name] = pwd.getpwuid(uid).pw_name
+            except KeyError:
+                owners[name] = str(uid)
+    return owners
+
+
 def _top_level(root: Path) -> tuple:
     """({name: None for a folder, or what a refused entry is}, names of the files and hidden folders) at the top
     of the class: neither is a student."""
@@ -650,9 +677,11 @@ def _top_level(root: Path) -> tuple:
 
 
 def collect(submissions, lessons, workdir: Path, known: dict | None = None,
-            limits: NotebookLimits | None = None) -> Roster:
+            limits: NotebookLimits | None = None, held: set = frozenset()) -> Roster:
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
-    of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold."""
+    of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold;
+    ``held``: {(folder name, LMS id)} of the term's hand-ins, so a student keeps their folder when another takes
+    their name (``lms.participants_apart``)."""
     submissions = Path(submissions)
     help_text = layout_help(lessons)
     if not submissions.exists():
@@ -664,26 +693,31 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None,
         shutil.rmtree(target, ignore_errors=True)
         skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
         try:
-            return _collect(target, lessons, known, limits, skipped, archive=True)
+            return _collect(target, lessons, known, limits, skipped, archive=True, held=held)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)  # a refused class leaves nothing behind
             raise
-    return _collect(submissions, lessons, known, limits, {}, archive=False)
+    return _collect(submissions, lessons, known, limits, {}, archive=False, held=held)
 
 
-def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archive: bool) -> Roster:
+def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archive: bool,
+             held: set = frozenset()) -> Roster:
     help_text = layout_help(lessons)
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
     download = lms.recognise({**{name: True for name, why in students.items() if why is None},
-                              **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}})
+                              **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}},
+                             owners=None if archive else _owners(root, students))
     origins = {}
     if download:
+        lms.participants_apart(download, {f.entry: {f.name} if f.name else _notebook_names(root / f.entry)
+                                          for f in download.files}, held)
         students, roster.lms_ids, origins = _download_students(root, download, students, skipped)
         roster.lms = download.system
         roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
                             f"{len(roster.lms_ids) or len(download.students())} students")
+        roster.notes.extend(download.notes)
         files = [f"{display(name)} ({why})" for name, why in sorted(download.ignored.items())]
     else:
         students = {name: why or _folder_files(root / name, skipped) for name, why in students.items()}
@@ -693,7 +727,8 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
                             + ", ".join(files[:8]) + (", ..." if len(files) > 8 else "")
                             + ("" if download else "); each student's work must be in a folder of its own"))
     ids, id_flags = assign_ids(students, known)
-    for extra in (_look_alike_flags(ids), _not_utf8_flags(ids)):
+    lms_flags = {ids[name]: flags for name, flags in (download.flags if download else {}).items() if name in ids}
+    for extra in (lms_flags, _look_alike_flags(ids), _not_utf8_flags(ids)):
         for sid, flags in extra.items():
             id_flags.setdefault(sid, []).extend(flags)
     for name, found in students.items():

@@ -77,6 +77,8 @@ class Download:
     system: str
     files: list  # [File]: what is graded
     ignored: dict = field(default_factory=dict)  # {entry: why it is not graded}
+    flags: dict = field(default_factory=dict)  # {student: [flags]}: who the LMS's names leave in doubt
+    notes: list = field(default_factory=list)  # about the download as a whole
 
     def students(self) -> dict:
         """{student: [File]}"""
@@ -154,9 +156,11 @@ def _aware(when: datetime) -> datetime:
 FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}
 
 
-def recognise(entries: dict) -> Download | None:
+def recognise(entries: dict, owners: dict | None = None, now: datetime | None = None) -> Download | None:
     """The LMS download ``entries`` ({name at the top of the class folder: is it a folder}) is, or None when the
-    names follow no layout: a folder of per-student folders is then the class, as before.
+    names follow no layout: a folder of per-student folders is then the class, as before. ``owners``: {name: the
+    user owning that entry on this machine}, read for nbgrader's exchange (None: not known, e.g. from a zip);
+    ``now``: what a submission time in the future is judged against.
 
     A layout is taken only when every notebook and folder at the top follows it, so no one student's folder name
     decides how the class is read; other files (an ``index.html``, Blackboard's receipts) are noted and not graded.
@@ -171,8 +175,89 @@ def recognise(entries: dict) -> Download | None:
         if None in parsed:
             continue
         ignored = {name: "not a notebook" for name in entries if name not in relevant}
-        return Download(system, _latest(parsed, ignored), ignored)
+        download = Download(system, [], ignored)
+        if system == "nbgrader-exchange":
+            _exchange_owners(parsed, owners, download)
+            _no_future(parsed, now or datetime.now(timezone.utc), download.flags)
+        download.files = _latest(parsed, ignored)
+        if system == "brightspace":
+            _repeated_names(parsed, download)
+        return download
     return None
+
+
+def participants_apart(download: Download, contents: dict, held: set = frozenset()) -> None:
+    """Moodle: two participant ids under one full name that hand in the same file (so, in one assignment's
+    download) are two students: each becomes ``<name> (participant <id>)``, flagged, except the one whose id the
+    term already holds under that name (``held``: {(name, participant id)}), who stays the student graded before.
+    ``contents``: {entry: the names of the files it holds}. Ids under one name with files apart are one student's
+    in several assignments (each assignment gives its own participant ids), as before."""
+    if download.system != "moodle":
+        return
+    by_name = {}
+    for f in download.files:
+        by_name.setdefault(f.student, {}).setdefault(f.lms_id, set()).update(contents.get(f.entry, ()))
+    for f in download.files:
+        ids = by_name[f.student]
+        names = [n for pid, files in ids.items() if pid != f.lms_id for n in files]
+        if len(ids) < 2 or not ids[f.lms_id] & set(names):
+            continue
+        others = ", ".join(sorted(pid for pid in ids if pid != f.lms_id))
+        name = f.student
+        if (name, f.lms_id) not in held:
+            f.student = f"{name} (participant {f.lms_id})"
+        download.flags[f.student] = [
+            f"Moodle lists another participant under the same name '{name}' (participant {others}) who handed in "
+            "the same assignment: graded apart by participant id; the name alone cannot tell whose other lessons "
+            "are whose, so check which student is whom"]
+
+
+def _exchange_owners(files: list, owners: dict | None, download: Download) -> None:
+    """nbgrader's exchange: a folder owned by another user than the one it names is that user's hand-in."""
+    known = {f.entry: (owners or {}).get(f.entry) for f in files}
+    if len({o for o in known.values() if o is not None}) < 2:
+        download.notes.append("the exchange's folders all have one owner here (a copy, or a zip), so who wrote "
+                              "each cannot be checked: each is graded as the student its name says")
+        return
+    for f in files:
+        owner = known[f.entry]
+        if owner is not None and owner != f.student:
+            named = f.student
+            f.student = f"{named} (handed in by {owner})"
+            download.flags.setdefault(f.student, []).append(
+                f"the exchange folder '{f.entry}' names {named} but belongs to the user {owner}: graded apart as "
+                f"{owner}'s hand-in and never in place of {named}'s; check who wrote it")
+            download.flags.setdefault(named, []).append(
+                f"the user {owner} put a folder under this student's name into the exchange ('{f.entry}'): "
+                "graded apart, it replaced nothing")
+
+
+def _no_future(files: list, now: datetime, flags: dict, skew_s: int = 300) -> None:
+    """A submission time after ``now`` (beyond a clock skew) is none: flagged, it orders before every honest one
+    and records no time, so it never wins over an honest copy, now or in a later run."""
+    for f in files:
+        if not f.submitted:
+            continue
+        when = _aware(datetime.fromisoformat(f.submitted))
+        if (when - now).total_seconds() > skew_s:
+            flags.setdefault(f.student, []).append(
+                f"'{f.entry}' claims a submission time in the future ({f.submitted}); graded as handed in at an "
+                "unknown time, so any honest copy comes first")
+            f.when, f.submitted = "", ""
+
+
+def _repeated_names(files: list, download: Download) -> None:
+    """Brightspace: several submissions under one full name, which its names cannot tell apart, flagged."""
+    times = {}
+    for f in files:
+        times.setdefault(f.student, set()).add(f.entry.split(" - ", 1)[0])
+    for student, subs in times.items():
+        if len(subs) > 1:
+            download.flags.setdefault(student, []).append(
+                f"Brightspace's download holds {len(subs)} submissions under the name '{student}' (submission "
+                f"{', '.join(sorted(subs))}); its names carry no student id, so they were taken as one student's "
+                "resubmissions and the latest graded: if two students share this name, grade each one's download "
+                "apart (the earlier files are listed in the report)")
 
 
 def _latest(files: list, ignored: dict) -> list:

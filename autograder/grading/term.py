@@ -131,6 +131,12 @@ def _from_earlier_version(out: Path) -> Term:
     return term
 
 
+def held_ids(term: Term) -> set:
+    """{(student's folder name, LMS id)} of every hand-in the term holds: who a name and an id were before."""
+    return {(term.students.get(sid, {}).get("folder", sid), entry.get("lms_id", ""))
+            for sid, lessons in term.entries.items() for entry in lessons.values() if entry.get("lms_id")}
+
+
 def _write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
