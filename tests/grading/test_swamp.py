@@ -10,6 +10,7 @@ students keep their full marks, the originals are untouched, and the command exi
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import nbformat
@@ -91,6 +92,14 @@ def _class(root: Path) -> dict:
     with big.open("wb") as fh:
         fh.truncate(LIMITS.max_bytes + 1)
     expected["too_big"] = ("malformed", 0.0, "notebook over 20 MB:")
+    # 6 million empty objects in one cell's metadata (18 MB, within the byte limit): parsed, they cost the grader's
+    # process 10 GB and a worker 17.6 GB, and the run 670 s; counted in the bytes, the notebook is never parsed
+    empties = json.loads(nbformat.writes(answers.fill(LESSON)))
+    empties["cells"][0]["metadata"]["settings"] = "PAYLOAD"
+    text = json.dumps(empties).replace('"PAYLOAD"', "[" + ",".join(["{}"] * 6_000_000) + "]")
+    (root / "empty_objects").mkdir()
+    (root / "empty_objects" / f"{LESSON}.ipynb").write_text(text)
+    expected["empty_objects"] = ("malformed", 0.0, "notebook over 100,000 JSON objects and arrays")
     return expected
 
 
@@ -122,7 +131,7 @@ def test_the_run_ends_normally_and_grades_everyone(batch):
 
 
 @pytest.mark.parametrize("student", ["honest_a", "honest_b", "deep_expression", "odd_metadata", "many_cells",
-                                     "cell_output", "all_output", "too_big", "unscanned", "loud"])
+                                     "cell_output", "all_output", "too_big", "unscanned", "loud", "empty_objects"])
 def test_each_notebook_is_its_own_outcome(batch, student):
     row, (status, score, flag) = batch["rows"][student], batch["expected"][student]
     assert (row[f"{LESSON} status"], float(row[f"{LESSON} score"])) == (status, score), row
