@@ -142,16 +142,19 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
 
 
 def output_size(content) -> int:
-    """The characters of an output message's content: every string and key in it, however nested (metadata too)."""
+    """The characters an output message's content takes as JSON, about: every string with its quotes, every key
+    with its quotes, colon and comma, every container's brackets and every element's comma, however nested
+    (metadata too), so empty containers count as well (``[[]] * N`` is 3N, not 0)."""
     size, todo = 0, [content]
     while todo:
         item = todo.pop()
         if isinstance(item, str):
-            size += len(item)
+            size += len(item) + 2
         elif isinstance(item, dict):
-            size += sum(len(str(key)) for key in item)
+            size += 2 + sum(len(str(key)) + 4 for key in item)
             todo.extend(item.values())
         elif isinstance(item, (list, tuple)):
+            size += 2 + len(item)
             todo.extend(item)
         else:
             size += 8
