@@ -70,6 +70,62 @@ def test_memory_shared_after_fork_counts_once(tmp_path):
     assert (code, events) == (0, set())
 
 
+MEMFD_HOLDER = r"""
+import os, sys, time
+mb, seconds, mapped = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "mapped"
+fd = os.memfd_create("hoard")
+block = b"x" * (1 << 20)
+for _ in range(mb):
+    os.write(fd, block)  # memory no process maps: no resident size shows it
+twin = os.dup(fd)  # two descriptors, one file
+if mapped:
+    import mmap
+    view = mmap.mmap(fd, mb << 20)
+    sum(view[::4096])  # every page mapped and touched as well: resident too
+time.sleep(seconds)
+"""
+
+
+def _hold_memfd(tmp_path, mb: int, seconds: float, limit_mb: int, mapped=False):
+    events = tmp_path / watchdog.EVENTS
+    argv = [sys.executable, "-c", MEMFD_HOLDER, str(mb), str(seconds), "mapped" if mapped else "-"]
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = watchdog.run(lambda: os.execv(argv[0], argv), memory_bytes=limit_mb << 20, max_procs=64,
+                                events=str(events))
+        finally:
+            os._exit(code)
+    start = time.monotonic()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), time.monotonic() - start, watchdog.read_events(str(events))
+
+
+def test_memory_held_in_a_memfd_counts_and_past_the_limit_is_stopped(tmp_path):
+    """400 MB written into a memfd and never mapped, against a 300 MB limit: killed and noted long before the 20 s
+    it meant to hold it; 100 MB in one (two descriptors) is within the limit and runs to its end."""
+    (tmp_path / "over").mkdir()
+    (tmp_path / "within").mkdir()
+    code, seconds, events = _hold_memfd(tmp_path / "over", 400, 20, limit_mb=300)
+    assert events == {watchdog.MEMORY} and code == 128 + 9 and seconds < 10, (code, seconds, events)
+    code, _, events = _hold_memfd(tmp_path / "within", 100, 1, limit_mb=300, mapped=True)
+    assert (code, events) == (0, set())
+
+
+def test_a_memfd_is_counted_once_however_many_descriptors_hold_it():
+    fd = os.memfd_create("counted")
+    try:
+        os.write(fd, b"y" * (8 << 20))
+        twin = os.dup(fd)
+        try:
+            assert 8 << 20 <= watchdog.held_in_files([os.getpid()]) < 9 << 20
+        finally:
+            os.close(twin)
+    finally:
+        os.close(fd)
+
+
 def test_reaching_the_process_limit_is_noted_without_stopping_anyone(tmp_path):
     code, _, events, _ = _watch(tmp_path, 6, 1, 1, limit_mb=1000, max_procs=5)
     assert (code, events) == (0, {watchdog.PROCESSES})
