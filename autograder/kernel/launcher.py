@@ -133,6 +133,7 @@ def _start_inside(args, kernel_args) -> None:
         os.setuid(uid)
         if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
             raise SystemExit("could not drop privileges")
+        one_cpu.refuse()  # no keyring (and no changing CPUs) for the notebook's uid
     _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args, refusals=refusals),
                  dict(os.environ))
 

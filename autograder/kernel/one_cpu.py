@@ -11,7 +11,8 @@ anything it starts may change its CPUs again: ``sched_setaffinity`` fails with `
 of another architecture (a 32-bit call on a 64-bit machine), which a kernel has no use for. However many processes a
 notebook starts, together they run on one CPU, and grading the class beside them goes on.
 
-The filter is a classic BPF program of five or six instructions, written here (``_filter``) for the two
+The same filter refuses the kernel keyring's calls, on every kernel (root's too, ``refuse``). It is a classic BPF
+program of under a dozen instructions, written here (``_filter``) for the two
 architectures the course is graded on (x86-64 and arm64); on another, ``hold`` pins without the filter and
 ``can_hold`` says so, so that the report does not claim the bound.
 """
@@ -25,8 +26,9 @@ import platform
 import socket
 
 # Linux's constants: <linux/audit.h>, <asm/unistd.h>, <linux/seccomp.h>, <linux/filter.h>, <linux/prctl.h>
-_ARCHES = {"x86_64": (0xC000003E, 203, 0x40000000),  # (AUDIT_ARCH, __NR_sched_setaffinity, x32 call bit or 0)
-           "aarch64": (0xC00000B7, 122, 0)}
+# (AUDIT_ARCH, the calls refused: sched_setaffinity, add_key, request_key, keyctl; the x32 call bit or 0)
+_ARCHES = {"x86_64": (0xC000003E, (203, 248, 249, 250), 0x40000000),
+           "aarch64": (0xC00000B7, (122, 217, 218, 219), 0)}
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _NR_OFFSET, _ARCH_OFFSET = 0, 4  # of struct seccomp_data
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -60,20 +62,20 @@ def claim(uid: int | None = None) -> tuple:
     return cpus[os.getpid() % len(cpus)], None
 
 
-def _filter(arch: int, setaffinity: int, foreign_bit: int) -> list:
-    """The seccomp program: another architecture's calls, ``sched_setaffinity`` (and, on x86-64, every x32 call)
+def _filter(arch: int, refused: tuple, foreign_bit: int) -> list:
+    """The seccomp program: another architecture's calls, the ``refused`` ones (and, on x86-64, every x32 call)
     fail with EPERM; everything else is allowed."""
     deny = (_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)
     program = [(_LD_W_ABS, 0, 0, _ARCH_OFFSET),
                (_JEQ_K, 0, 0, arch),  # jf: to deny, filled in below
-               (_LD_W_ABS, 0, 0, _NR_OFFSET),
-               (_JEQ_K, 0, 0, setaffinity)]  # jt: to deny, filled in below
+               (_LD_W_ABS, 0, 0, _NR_OFFSET)]
+    program += [(_JEQ_K, 0, 0, nr) for nr in refused]  # jt: to deny, filled in below
     if foreign_bit:
         program.append((_JGE_K, 0, 0, foreign_bit))  # jt: to deny
     program += [(_RET_K, 0, 0, _RET_ALLOW), deny]
     last = len(program) - 1
     for i, (code, jt, jf, k) in enumerate(program):
-        if code == _JEQ_K and k == arch:
+        if code == _JEQ_K and i == 1:
             program[i] = (code, 0, last - i - 1, k)
         elif code in (_JEQ_K, _JGE_K):
             program[i] = (code, last - i - 1, 0, k)
@@ -82,8 +84,17 @@ def _filter(arch: int, setaffinity: int, foreign_bit: int) -> list:
 
 def hold(cpu: int) -> None:
     """Pin this process to ``cpu`` and, where ``can_hold``, forbid it and all it starts to change that (no new
-    privileges, then the seccomp filter). Raises OSError when the machine refuses."""
+    privileges, then the seccomp filter, ``refuse``). Raises OSError when the machine refuses."""
     os.sched_setaffinity(0, {cpu})
+    refuse()
+
+
+def refuse() -> None:
+    """Where ``can_hold``: no new privileges, then the seccomp filter, for this process and all it starts:
+    ``sched_setaffinity`` fails, and so do the kernel keyring's calls (``add_key``, ``request_key``, ``keyctl``):
+    keyrings belong to a uid, not to a namespace, so a key a kernel made would outlive it under its uid (Docker's
+    default profile refuses them for the same reason; nothing a lesson runs uses them). Raises OSError when the
+    machine refuses."""
     if not can_hold():
         return
     program = _filter(*_ARCHES[platform.machine()])

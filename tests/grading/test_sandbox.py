@@ -174,6 +174,30 @@ print("FORKS", len(children), "CPU_RATIO", round(cpu / (time.time() - started), 
 """
 
 
+KEYS = r"""
+import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+ADD_KEY = {"x86_64": 248, "aarch64": 217}[platform.machine()]
+KEY_SPEC_USER_KEYRING = -4  # the uid's own keyring: it outlives every process of the uid
+made, errors = 0, set()
+for i in range(20):
+    key = libc.syscall(ADD_KEY, b"user", f"hoard-{i}".encode(), b"x" * 1000, 1000, KEY_SPEC_USER_KEYRING)
+    if key >= 0:
+        made += 1
+    else:
+        errors.add(os.strerror(ctypes.get_errno()).replace(" ", "_"))
+print("KEYS", made, *sorted(errors))
+"""
+
+
+def _key_users() -> set:
+    """The uids the kernel keeps keys or keyrings for (``/proc/key-users``: '<uid>: ...')."""
+    try:
+        return {int(line.split(":")[0]) for line in Path("/proc/key-users").read_text().splitlines() if line.strip()}
+    except OSError:
+        return set()
+
+
 class _Counter(http.server.BaseHTTPRequestHandler):
     hits = 0
 
@@ -213,7 +237,7 @@ def _grade_batch(base: Path) -> dict:
     originals = [str(root / f"honest_{i}" / f"{LESSON}.ipynb") for i in range(3)]
     attacks = {"survivor": SURVIVOR, "eavesdropper": EAVESDROPPER.replace("ORIGINAL_PATHS", repr(originals)).replace(
         "HOST_PORTS", repr(_listening_ports())),
-               "network": NETWORK, "inodes": INODES, "ipc": IPC, "cpu_hog": CPU_HOG}
+               "network": NETWORK, "inodes": INODES, "ipc": IPC, "cpu_hog": CPU_HOG, "keys": KEYS}
     nbs = {f"honest_{i}": answers.fill(LESSON) for i in range(3)}
     for name, source in attacks.items():
         nbs[name] = with_cell(answers.fill(LESSON), "softmax", source.replace("SERVER_PORT", str(port)))
@@ -233,10 +257,11 @@ def _grade_batch(base: Path) -> dict:
                                 if o.get("output_type") == "stream")
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
+    keys = sorted(uid for uid in _key_users() if uid in range(uids.BASE, uids.BASE + uids.SPAN))
     groups = execute.stale_sandbox_uids()
     private = execute.stale_private_folders() + [str(p) for p in Path("/tmp").glob(execute.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
-            "left": left, "groups": groups, "private": private}
+            "left": left, "groups": groups, "private": private, "keys": keys}
 
 
 def _uid(pid):
@@ -297,6 +322,13 @@ def test_tmpfs_inodes_run_out_at_the_sandbox_limit(batch):
 def test_ipc_objects_die_with_the_kernel(batch):
     assert int(_line(batch, "ipc", "IPC")[0]) > 0  # it did make some, in its own namespace
     assert batch["ipc_after"] == batch["ipc_before"]
+
+
+def test_no_kernel_keeps_a_key_of_its_uid_after_it_ends(batch):
+    """The kernel keyring is not namespaced: a key added to a sandbox uid's keyring outlived its kernel (an hour
+    later, in /proc/key-users). The kernel's calls to the keyring are refused, so none is made."""
+    assert _line(batch, "keys", "KEYS") == ["0", "Operation_not_permitted"]
+    assert batch["keys"] == []
 
 
 def test_busy_processes_share_one_core_and_are_capped(batch):

@@ -30,6 +30,9 @@ LIMITS = intake.NotebookLimits()
 DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
 NOTEBOOK_OUTPUT = 4_000_000  # --max-notebook-output of the batch
 MISNESTED = "<b><i></b></i>"
+HUGE_PROMPT = answers.model_answers(LESSON)["softmax"].replace(
+    '    """', '    if not globals().get("_asked"):\n        globals()["_asked"] = True\n'
+    '        input("x" * 80_000_000)\n    """', 1)
 EMPTY_DISPLAYS = ("from IPython.display import display\nfor _ in range(40):\n"
                   "    display({'text/plain': ''}, raw=True, metadata={'settings': [[]] * 1_000_000})")
 OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source  # loses softmax_stable, 1 point (test_hostile.py)
@@ -91,6 +94,11 @@ def _class(root: Path) -> dict:
     # a 110 MB graded notebook): counted as their JSON, the first is over the cell's cap and none is kept
     nbs["empty_displays"] = with_cell(answers.fill(LESSON), "softmax", EMPTY_DISPLAYS)
     expected["empty_displays"] = ("graded", FULL, "output truncated: printed more than the per-cell output limit")
+    # a softmax that first sends an 80 MB prompt up the stdin channel, the hidden tests' channel, while its test
+    # runs (three 300 MB prompts once took the grader's process to 1 GB): dropped before the grader reads it, the
+    # kernel waits until the cell's time limit, and only that cell is lost
+    nbs["huge_prompt"] = answers.fill(LESSON, {"softmax": HUGE_PROMPT})
+    expected["huge_prompt"] = ("graded", FULL - 2, "timeout")
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     big = root / "too_big" / f"{LESSON}.ipynb"  # past the byte limit: never read, whatever it holds
@@ -139,7 +147,7 @@ def test_the_run_ends_normally_and_grades_everyone(batch):
 
 @pytest.mark.parametrize("student", ["honest_a", "honest_b", "deep_expression", "odd_metadata", "many_cells",
                                      "cell_output", "all_output", "too_big", "unscanned", "loud", "empty_objects",
-                                     "empty_displays"])
+                                     "empty_displays", "huge_prompt"])
 def test_each_notebook_is_its_own_outcome(batch, student):
     row, (status, score, flag) = batch["rows"][student], batch["expected"][student]
     assert (row[f"{LESSON} status"], float(row[f"{LESSON} score"])) == (status, score), row
@@ -149,8 +157,8 @@ def test_each_notebook_is_its_own_outcome(batch, student):
 
 
 def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
-    assert batch["staged"] == ["deep_expression", "empty_displays", "honest_a", "honest_b", "loud", "odd_metadata",
-                               "unscanned"]
+    assert batch["staged"] == ["deep_expression", "empty_displays", "honest_a", "honest_b", "huge_prompt", "loud",
+                               "odd_metadata", "unscanned"]
 
 
 def test_output_past_the_limits_is_cut_and_the_graded_notebook_stays_bounded(batch):

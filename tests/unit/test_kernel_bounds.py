@@ -289,3 +289,46 @@ def test_only_private_folders_of_graders_that_are_gone_are_stale(tmp_path, monke
     (tmp_path / "mha-kernel-oldstyle").mkdir()  # a name without a grader's pid: never taken for stale
     assert execute.stale_private_folders() == [str(folders["gone"])]
     assert execute.private_folder_prefix() == f"mha-kernel-{os.getpid()}-"
+
+
+KEYRING_CALLS = {"x86_64": {"add_key": 248, "request_key": 249, "keyctl": 250},
+                 "aarch64": {"add_key": 217, "request_key": 218, "keyctl": 219}}
+
+
+@pytest.mark.skipif(not one_cpu.can_hold(), reason="the filter is written for x86-64 and arm64")
+def test_the_kernels_filter_refuses_the_keyring_to_it_and_all_it_starts():
+    """Keyrings belong to a uid, not a namespace: a key a kernel added outlived it. Under the filter every keyring
+    call fails with EPERM, in the process and in a child it forks, while ordinary calls go on."""
+    import ctypes
+    import platform
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        one_cpu.refuse()
+        libc = ctypes.CDLL(None, use_errno=True)
+        child = os.fork()
+        results = []
+        for name, nr in KEYRING_CALLS[platform.machine()].items():
+            code = libc.syscall(nr, b"user", b"k", b"x", 1, -4) if name == "add_key" else libc.syscall(nr, 0, 0, 0, 0)
+            results.append(f"{name}:{code}:{ctypes.get_errno()}")
+        if child == 0:
+            os.write(write, (" ".join(results) + "\n").encode())
+            os._exit(0)
+        os.waitpid(child, 0)
+        os.write(write, (" ".join(results) + f" ppid:{os.getppid() > 0}\n").encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as fh:
+        lines = fh.read().split("\n")[:2]
+    import errno
+
+    for line in lines:
+        for word in line.split():
+            if word.startswith("ppid"):
+                assert word == "ppid:True"
+                continue
+            name, code, err = word.split(":")
+            assert (code, int(err)) == ("-1", errno.EPERM), line
