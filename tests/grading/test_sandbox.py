@@ -245,6 +245,7 @@ def _grade_batch(base: Path) -> dict:
         notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
         os.chmod(root / student / f"{LESSON}.ipynb", 0o644)  # readable by anyone, as a usual umask leaves it
     ipc_before = _ipc_objects()
+    keys_before = _key_users()  # a machine may keep keys of an earlier grader's uids (a run before this bound)
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=20, memory_mb=2048)
     grade.run(root, settings, progress=False, log=lambda *a: None)
     server.shutdown()
@@ -257,7 +258,7 @@ def _grade_batch(base: Path) -> dict:
                                 if o.get("output_type") == "stream")
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
-    keys = sorted(uid for uid in _key_users() if uid in range(uids.BASE, uids.BASE + uids.SPAN))
+    keys = sorted(uid for uid in _key_users() - keys_before if uid in range(uids.BASE, uids.BASE + uids.SPAN))
     groups = execute.stale_sandbox_uids()
     private = execute.stale_private_folders() + [str(p) for p in Path("/tmp").glob(execute.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
