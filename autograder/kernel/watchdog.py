@@ -9,7 +9,7 @@ of every process below it, each page once (``Pss``, read only when the cheap sum
 a page shared after ``fork`` in every process, is past the limit), and the memory of every file in memory (a
 ``memfd``, a file of a tmpfs, deleted or not) that they hold open, each file once, whether or not it is mapped:
 such a file's pages need not be mapped by anyone, and then no process's resident memory shows them (``held``;
-the pages of such a file that are also mapped are then taken out of ``Pss``, so no page counts twice). Past the
+the pages of such a file that are also mapped are then left out of ``Pss``, so no page counts twice). Past the
 limit it kills them all and writes
 ``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
 limit, or the kernel says on its pipe that a process or thread was refused it (``sandbox.refusals_line``; the watch
@@ -74,19 +74,6 @@ def usage(pids) -> tuple:
     return resident, tasks
 
 
-def proportional(pids) -> int:
-    """The bytes ``pids`` hold together, a page shared by n of them counted 1/n in each (``Pss``: exact, and about
-    0.4 ms a process to read)."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) << 10
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total
-
-
 def held(pids, kinds: dict | None = None) -> dict:
     """{(device major, minor, inode): bytes} of the files in memory that ``pids`` hold open, each file once (a
     ``memfd``, a file of a tmpfs, deleted or not: their pages are memory whether or not a process maps them).
@@ -121,22 +108,29 @@ def _file_system(path: str) -> int:
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
 
 
-def mapped(pids, files) -> int:
-    """The bytes of ``files`` ((major, minor, inode) as ``held`` names them) that ``pids`` map, a page shared by n of
-    them counted 1/n in each (``Pss``, as ``proportional`` counts it): what ``held`` counts already."""
+def proportional(pids, files=frozenset()) -> int:
+    """The bytes ``pids`` hold together, a page shared by n of them counted 1/n in each (``Pss``: exact, and about
+    0.4 ms a process to read), but for the pages they map of ``files`` ((major, minor, inode) as ``held`` names
+    them), which ``held`` counts. One reading of each process: a mapping that goes while it is read goes from both
+    sums, so no page counts twice."""
     total = 0
     for pid in pids:
         try:
+            if not files:
+                with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                    total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) << 10
+                continue
             with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as fh:
-                inside = False
+                counted, own = True, 0
                 for line in fh:
                     head = line.split(None, 5)
                     if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
                         major, minor = (int(n, 16) for n in head[3].split(":"))
-                        inside = (major, minor, int(head[4])) in files
-                    elif inside and line.startswith("Pss:"):
-                        total += int(line.split()[1]) << 10
-        except (OSError, ValueError):
+                        counted = (major, minor, int(head[4])) not in files
+                    elif counted and line.startswith("Pss:"):
+                        own += int(line.split()[1]) << 10
+            total += own
+        except (OSError, StopIteration, ValueError):
             continue
     return total
 
@@ -219,7 +213,7 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int 
         files = held(pids, kinds)
         in_files = sum(files.values())
         over = (resident + in_files > memory_bytes  # cheap, and never less than the exact sum below
-                and proportional(pids) + in_files - (mapped(pids, files) if files else 0) > memory_bytes)
+                and proportional(pids, files) + in_files > memory_bytes)
         refused = PROCESSES.encode() in told.said().split()  # read at every look: unread, it would wake the watch
         if refused or tasks >= max_procs:
             note(PROCESSES)
