@@ -253,9 +253,9 @@ def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation:
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
     if isolation == "userns":  # the IPC namespace is the launcher's own, with limits (``private_ipc``)
-        # --as-pid-1: no init of bubblewrap's inside; the launcher is pid 1 and sets the limits, the CPU and the
-        # filter before it becomes the kernel, so no process of the kernel's uid there is unbounded (bubblewrap's
-        # init once was: the kernel attached to it with ptrace and forked and spun from it)
+        # --as-pid-1: no init of bubblewrap's inside (the kernel once attached to it with ptrace and forked and
+        # spun from it); the limits, the CPU and the filter are in place before bubblewrap starts
+        # (``launcher._launch_unprivileged``), so every process of the kernel's uid inherits them
         cmd += ["--unshare-user", "--cap-drop", "ALL", "--as-pid-1"]
     else:
         cmd += ["--unshare-ipc"]
