@@ -14,7 +14,7 @@ import pytest
 from cost import fastest
 
 from autograder import course
-from autograder.grading.pipeline import feedback_page, formgrader_page, page_safety
+from autograder.grading.pipeline import feedback_page, formgrader_page, linear_markdown, page_safety
 
 COSTLY = {
     "nested": lambda n: "<div>" * (1_000 * n),  # every tag open at once
@@ -40,11 +40,33 @@ def test_a_lessons_own_markdown_is_still_rendered():
     assert page_safety.clean(richest).count("<") > page_safety.MAX_TAGS // 10
 
 
+def test_the_linear_maths_parsers_render_every_lesson_s_markdown_as_nbconvert_does():
+    """``linear_markdown``'s parsers change how long maths takes to find, not what is found: every markdown cell of
+    every lesson, and maths of each kind nbconvert reads, renders to the same HTML as with nbconvert's own parsers."""
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
+
+    from autograder.grading.pipeline.feedback_page import MathMLRenderer
+
+    cells = ["".join(cell["source"]) for path in sorted(course.LESSONS.glob("*.ipynb"))
+             for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "markdown"]
+    cells += ["$$a$$ and $$b$$ on one line, then $x$", "\\\\[x^2\\\\] and \\\\(y\\\\)",
+              "\\begin{align}a &= b\\\\ c &= d\\end{align}", "text\n\n\\begin{equation*}\ne\n\\end{equation*}\nafter",
+              "$$\na\n$$\n\npara *em* $b$"]
+
+    def render(source, **parsers):
+        return MarkdownWithMath(renderer=MathMLRenderer(escape=False), **parsers).render(source)
+
+    differ = [c for c in cells if render(c) != render(c, **linear_markdown.parsers())]
+    assert len(cells) > 100 and differ == [], differ[:3]
+
+
 # every page transform student text passes through, fed text built to make a pattern start again and again
 SHAPES = {"font face": "@font-face{", "style attribute": ' style="', "coloured span": '<span style="color: rgb(1,1,1); ',
           "open tag": "<", "emphasis": "*a", "underscore": "_a", "bracket": "[", "backtick": "`", "dollar": "$",
           "link": "[](", "comment": "<!--", "entity": "&#", "href": '<a href="', "maths": "\\(", "display maths": "$$x",
-          "handler": ' onclick="', "url": "url(", "end of head": "</head>", "script": "<script>", "blockquote": "> "}
+          "handler": ' onclick="', "url": "url(", "end of head": "</head>", "script": "<script>", "blockquote": "> ",
+          "environment": "\\begin{x}", "display latex": "\\\\[", "inline latex": "\\\\(", "maths pieces": "$$a$$",
+          "image": "<img "}
 
 
 def _feedback_page(text: str) -> str:
@@ -73,8 +95,9 @@ def _sized(transform, unit: str) -> int:
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_page_transform_costs_time_linear_in_the_text(transform, shape):
     """One 380 KB markdown cell of ``@font-face{`` once took 80 s to grade and blocked formgrader's server for 75 s
-    (a pattern over the whole page, started again at every ``@font-face``): 8 times the text must cost about 8
-    times the time, not 64."""
+    (a pattern over the whole page, started again at every ``@font-face``); 144 KB of ``\\begin{x}`` took 24 s
+    (nbconvert's maths patterns, each searching to the end of the text): 8 times the text must cost about 8 times
+    the time, not 64."""
     unit = SHAPES[shape]
     n = _sized(transform, unit)
     small = fastest(transform, unit * n, runs=2)[1]

@@ -40,7 +40,7 @@ from nbgrader.preprocessors import GetGrades
 from traitlets.config import Config
 
 from autograder.course import helper_cell
-from autograder.grading.pipeline import learner_errors, page_safety
+from autograder.grading.pipeline import learner_errors, linear_markdown, page_safety
 
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
@@ -106,7 +106,7 @@ class RememberedHighlight(Highlight2HTML):
 def markdown_html(source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
     renderer = MathMLRenderer(escape=False, attachments={}, embed_images=False, anchor_link_text=anchor_link_text,
                               exclude_anchor_links=exclude_anchor_links)
-    return MarkdownWithMath(renderer=renderer).render(source)
+    return MarkdownWithMath(renderer=renderer, **linear_markdown.parsers()).render(source)
 
 
 def cell_markdown_html(context, source: str, anchor_link_text: str, exclude_anchor_links: bool) -> str:
@@ -117,7 +117,7 @@ def cell_markdown_html(context, source: str, anchor_link_text: str, exclude_anch
         return markdown_html(source, anchor_link_text, exclude_anchor_links)
     renderer = MathMLRenderer(escape=False, attachments=attachments, embed_images=False,
                               anchor_link_text=anchor_link_text, exclude_anchor_links=exclude_anchor_links)
-    return MarkdownWithMath(renderer=renderer).render(source)
+    return MarkdownWithMath(renderer=renderer, **linear_markdown.parsers()).render(source)
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):

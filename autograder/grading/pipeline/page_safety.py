@@ -151,7 +151,7 @@ def math_html(tex: str, display: bool = False) -> str:
         return f'<code class="tex">{escaped}</code>'
 
 
-_IMG_WITHOUT_ALT = re.compile(r"<img(?![^>]*\salt=)", re.I)
+_IMG_WITHOUT_ALT = re.compile(r"<img(?![^<>]*\salt=)", re.I)  # a look that stops at the next tag: linear
 
 
 def with_alt_text(page: str) -> str:
@@ -215,8 +215,8 @@ def protect(page: str, *, own_markup: str | None = None) -> str:
     """``page`` with its Content-Security-Policy as the first element of ``<head>``.
 
     Only the styles in ``<head>`` (the page's own, written before any learner content) are allowed. Font faces
-    loaded from files (bootstrap's icon font) are dropped: the policy would refuse them, with a console error; so
-    are ``style`` attributes, whose colours become classes (``_colours_as_classes``).
+    loaded from files (bootstrap's icon font, in ``<head>``) are dropped: the policy would refuse them, with a console
+    error; so are ``style`` attributes, whose colours become classes (``_colours_as_classes``).
 
     ``own_markup``: a page the Jupyter server serves with scripts of its own (see the module's note); it must occur
     in the page's ``<body>``. Its scripts and those of ``<head>`` get the page's nonce, its event handlers their hashes,
