@@ -597,14 +597,15 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     entry.submitted = when.replace(tzinfo=timezone.utc).isoformat()
 
 
-def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict) -> tuple:
+def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict, lessons,
+                       earlier: dict) -> tuple:
     """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}, {student: {name
-    relative to the student: the ``lms.File`` it came from}}) of an LMS's download: each student's flat files under
-    the names the learner gave them, each folder's files as they are (nbgrader's exchange: under the assignment's
-    name). A link or special file at the top stays refused."""
-    students, ids, origins = {}, {}, {}
-    for student, group in download.students().items():
-        files, came_from = students.setdefault(student, {}), origins.setdefault(student, {})
+    relative to the student: the ``lms.File`` it came from}}, {student: flags}) of an LMS's download: each student's
+    flat files under the names the learner gave them, each folder's files as they are (nbgrader's exchange: under
+    the assignment's name). A link or special file at the top stays refused. ``earlier``: ``term.lms_ids``."""
+    found = {}
+    for who, group in download.students().items():
+        files, came_from = {}, {}
         for f in group:
             if f.name:
                 added = {PurePosixPath(f.name): (root / f.entry, None)}
@@ -613,11 +614,65 @@ def _download_students(root: Path, download: "lms.Download", top: dict, skipped:
                                       PurePosixPath())
             files.update(added)
             came_from.update(dict.fromkeys(added, f))
-        found = dict.fromkeys(f.lms_id for f in group if f.lms_id)
-        if found:
-            ids[student] = " ".join(found)
+        found[who] = (group, files, came_from)
+    names = _graded_as(download.system, {who: (group, files) for who, (group, files, _) in found.items()}, lessons,
+                       earlier)
+    students, ids, origins, flags = {}, {}, {}, {}
+    for who, (group, files, came_from) in found.items():
+        name, said = names[who]
+        students[name], origins[name] = files, came_from
+        flags[name] = said + [flag for f in group for flag in f.flags]
+        given = dict.fromkeys(f.lms_id for f in group if f.lms_id)
+        if given:
+            ids[name] = " ".join(given)
     students.update({name: why for name, why in top.items() if why})
-    return students, ids, origins
+    return students, ids, origins, flags
+
+
+def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
+    """{(full name, id): (the name the student is graded under, flags)} for an LMS that names students by full name
+    and gives each an id (``lms.NAMED_BY_ID``): the full name, unless the id is another student's by it: two ids of
+    one name in this download, or a name whose earlier hand-in of a lesson this one also holds came with another id
+    (Moodle's participant ids belong to one assignment; Brightspace's user ids to the whole course). Then the student
+    is ``<full name>_<id>``, flagged. An id graded before keeps the name it was graded under, so a later download
+    sends every id to the same student."""
+    what = lms.NAMED_BY_ID.get(system)
+    if not what:
+        return {who: (who[0], []) for who in groups}
+    by_id = {pid: name for name, given in earlier.items() for pid in given.values() if pid}
+    keys = {}
+    for student, key in groups:
+        keys.setdefault(student, []).append(key)
+    names, used = {}, set()
+    for (student, key), (_, files) in sorted(groups.items()):
+        flags, shared = [], sorted(keys[student], key=lambda k: (len(k), k))
+        if len(shared) > 1:
+            flags.append(f"{len(shared)} {lms.TITLES[system]} {what}s share the name '{display(student)}' ({what} "
+                         f"ids {', '.join(shared)}); graded apart by {what} id: check which is whom")
+        handed = {lesson for lesson in lessons if _find(lesson, files, set())[0] is not None}
+        before = earlier.get(student, {})
+        others = sorted({pid for lesson, pid in before.items()
+                         if pid and pid != key and (system == "brightspace" or lesson in handed)})
+        if others and len(shared) == 1 and key not in by_id:
+            flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms.TITLES[system]}; "
+                         f"{what} {key} of the same name is graded apart by {what} id: check which is whom")
+        name = by_id.get(key) or (f"{student}_{key}" if len(shared) > 1 or others else student)
+        while name in used:  # a full name that itself ends like ``_<id>``: never two students in one folder
+            name = f"{name}_{key}"
+        used.add(name)
+        names[(student, key)] = (name, flags)
+    return names
+
+
+def _owner(path: Path) -> str:
+    """The user name owning ``path`` (never followed), as ``nbgrader collect``'s ``check_owner`` reads it."""
+    import pwd
+
+    uid = os.lstat(path).st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
@@ -650,9 +705,10 @@ def _top_level(root: Path) -> tuple:
 
 
 def collect(submissions, lessons, workdir: Path, known: dict | None = None,
-            limits: NotebookLimits | None = None) -> Roster:
+            limits: NotebookLimits | None = None, earlier: dict | None = None) -> Roster:
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
-    of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold."""
+    of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold;
+    ``earlier``: the LMS ids each student's lessons were handed in under in earlier runs (``term.lms_ids``)."""
     submissions = Path(submissions)
     help_text = layout_help(lessons)
     if not submissions.exists():
@@ -664,26 +720,29 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None,
         shutil.rmtree(target, ignore_errors=True)
         skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
         try:
-            return _collect(target, lessons, known, limits, skipped, archive=True)
+            return _collect(target, lessons, known, limits, skipped, earlier or {}, archive=True)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)  # a refused class leaves nothing behind
             raise
-    return _collect(submissions, lessons, known, limits, {}, archive=False)
+    return _collect(submissions, lessons, known, limits, {}, earlier or {}, archive=False)
 
 
-def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archive: bool) -> Roster:
+def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: dict, *, archive: bool) -> Roster:
     help_text = layout_help(lessons)
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
     download = lms.recognise({**{name: True for name, why in students.items() if why is None},
-                              **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}})
-    origins = {}
+                              **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}},
+                             owner=None if archive else lambda entry: _owner(root / entry))
+    origins, lms_flags = {}, {}
     if download:
-        students, roster.lms_ids, origins = _download_students(root, download, students, skipped)
+        students, roster.lms_ids, origins, lms_flags = _download_students(root, download, students, skipped,
+                                                                          lessons, earlier)
         roster.lms = download.system
         roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
-                            f"{len(roster.lms_ids) or len(download.students())} students")
+                            f"{len(download.students())} students")
+        roster.notes.extend(download.notes)
         files = [f"{display(name)} ({why})" for name, why in sorted(download.ignored.items())]
     else:
         students = {name: why or _folder_files(root / name, skipped) for name, why in students.items()}
@@ -705,7 +764,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
             roster.entries[sid] = _linked_student(sid, root / name, lessons, found)
             continue
         roster.entries[sid], flags = _student_entries(sid, found, lessons, limits, origins.get(name))
-        roster.flags[sid] = id_flags.get(sid, []) + flags
+        roster.flags[sid] = id_flags.get(sid, []) + lms_flags.get(name, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))
     if not any(e.status != "missing" for es in roster.entries.values() for e in es.values()):

@@ -12,17 +12,25 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
 ``moodle``
     per-student folders ``<Full Name>_<participant id>_assignsubmission_file[_]``, or, downloaded without
     folders, flat files ``<Full Name>_<participant id>_assignsubmission_file_<file>``. The participant id belongs
-    to one assignment: the student is the full name, the id is kept per lesson (Moodle's grading worksheet is
-    matched on ``Participant <id>``).
+    to one assignment (Moodle's grading worksheet is matched on ``Participant <id>``): within a download each
+    participant id is a student of its own; across assignments the full name links them (``intake`` keeps a
+    participant whose full name another participant shares, or whose name was graded for another participant of
+    the same assignment, apart, flagged).
 ``blackboard``
     flat files ``<assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>`` (and a ``.txt`` receipt per
     attempt): the student is the username; of several attempts the latest is graded and the others noted.
 ``brightspace``
-    flat files or folders ``<submission id>-<file id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
-    student is the full name, the latest submission of a file is graded.
+    flat files or folders ``<submission id>-<user id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
+    student is the user id with the full name (two users of one name are kept apart like Moodle's participants),
+    the latest submission of a file of that user is graded.
 ``nbgrader-exchange``
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
-    (student, assignment) is graded.
+    (student, assignment) is graded. Anyone can write such a folder into ``inbound/``, so the folder's owner (its
+    uid's user name, as ``nbgrader collect``'s ``check_owner`` reads it) is who handed it in: a folder whose owner
+    is not the student it names is flagged and graded as the owner's, never as that student's. The owners tell
+    nothing when no folder is owned by the student it names (a zip, a copied folder): then the names decide, and
+    the report says so once. A timestamp more than ``CLOCK_SKEW`` in the future is flagged, kept without a time
+    and never wins over a copy with an honest one.
 
 Blackboard's attempt time, Brightspace's date and the exchange's timestamp are kept as the submission time
 (``File.submitted``, ISO 8601: the LMS's local time as it writes it, the exchange's in UTC); ``after_due`` says
@@ -36,16 +44,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 CANVAS = re.compile(r"(?P<name>[a-z0-9]+)(?P<late>_late)?_(?P<id>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.IGNORECASE)
 CANVAS_COPY = re.compile(r"(?P<stem>.+)-\d+(?P<ext>\.ipynb)$", re.IGNORECASE)  # Canvas's name of a resubmitted file
 MOODLE = re.compile(r"(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)(?:_(?P<file>.*))?", re.DOTALL)
 BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<name>[^_]+)_attempt_(?P<when>\d{4}(?:-\d{2}){5})(?:_(?P<file>.+))?",
                         re.DOTALL)
-BRIGHTSPACE = re.compile(r"(?P<sub>\d+)-(?P<fid>\d+) - (?P<name>.+?) ?- (?P<when>[A-Z][a-z]{2} \d{1,2}, \d{4} "
+BRIGHTSPACE = re.compile(r"(?P<sub>\d+)-(?P<uid>\d+) - (?P<name>.+?) ?- (?P<when>[A-Z][a-z]{2} \d{1,2}, \d{4} "
                          r"\d{3,4} [AP]M)(?: - (?P<file>.+))?", re.DOTALL)
 EXCHANGE = re.compile(r"(?P<name>[^+]+)\+(?P<assignment>[^+]+)\+(?P<when>[^+]+)(?:\+[^+]*)?")
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this machine's clock an exchange timestamp may honestly be
+NAMED_BY_ID = {"moodle": "participant", "brightspace": "user"}  # LMSs whose students come as full name and id
 SYSTEMS = ("canvas", "moodle", "blackboard", "brightspace", "nbgrader-exchange")
 TITLES = {"canvas": "Canvas", "moodle": "Moodle", "blackboard": "Blackboard", "brightspace": "Brightspace",
           "nbgrader-exchange": "nbgrader's exchange"}
@@ -68,6 +78,8 @@ class File:
     lesson: str = ""  # nbgrader's exchange: the assignment the folder holds
     submitted: str = ""  # when it was handed in, ISO 8601, if the LMS says ('' when it does not: Canvas, Moodle)
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``)
+    key: str = ""  # who it is within the download, with ``student``: Moodle's participant id, Brightspace's user id
+    flags: list = field(default_factory=list)  # what the report must say about whose it is or when it came
 
 
 @dataclass
@@ -78,11 +90,13 @@ class Download:
     files: list  # [File]: what is graded
     ignored: dict = field(default_factory=dict)  # {entry: why it is not graded}
 
+    notes: list = field(default_factory=list)  # what the report says about the download as a whole
+
     def students(self) -> dict:
-        """{student: [File]}"""
+        """{(student, key): [File]}: one group per student the LMS names, by its id where it gives one."""
         grouped = {}
         for f in self.files:
-            grouped.setdefault(f.student, []).append(f)
+            grouped.setdefault((f.student, f.key), []).append(f)
         return grouped
 
 
@@ -94,16 +108,26 @@ def _parse(system: str, entry: str, is_dir: bool):
         return File(entry, m["name"].lower() + "_" + m["id"], m["id"], copy["stem"] + copy["ext"] if copy else name,
                     m["sub"], late=bool(m["late"]))
     if system == "moodle" and (m := MOODLE.fullmatch(entry)) and (is_dir or m["file"]):
-        return File(entry, m["name"], m["id"], "" if is_dir else m["file"])
+        return File(entry, m["name"], m["id"], "" if is_dir else m["file"], key=m["id"])
     if system == "blackboard" and (m := BLACKBOARD.fullmatch(entry)):
         return File(entry, m["name"], m["name"], "" if is_dir else (m["file"] or ""), m["when"],
                     submitted=_local_iso(m["when"], "%Y-%m-%d-%H-%M-%S"))
     if system == "brightspace" and (m := BRIGHTSPACE.fullmatch(entry)) and (is_dir or m["file"]):
         when = _local_iso(m["when"], "%b %d, %Y %I%M %p")
-        return File(entry, m["name"].strip(), "", "" if is_dir else m["file"], when or m["when"], submitted=when)
+        return File(entry, m["name"].strip(), m["uid"], "" if is_dir else m["file"], when or m["when"],
+                    submitted=when, key=m["uid"])
     if system == "nbgrader-exchange" and is_dir and (m := EXCHANGE.fullmatch(entry)):
-        return File(entry, m["name"], "", "", m["when"], m["assignment"], submitted=utc_iso(m["when"]))
+        f = File(entry, m["name"], "", "", m["when"], m["assignment"], submitted=utc_iso(m["when"]))
+        if f.submitted and datetime.fromisoformat(f.submitted) > datetime.now(timezone.utc) + CLOCK_SKEW:
+            f.flags.append(f"the exchange folder '{_shown(entry)}' is dated {f.submitted}, in the future: kept "
+                           "without a submission time; an earlier copy with an honest time is graded before it")
+            f.submitted, f.when = "", ""  # sorts before every honest time, so it never wins over one
+        return f
     return None
+
+
+def _shown(name: str) -> str:
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
 
 
 def _local_iso(text: str, form: str) -> str:
@@ -154,9 +178,10 @@ def _aware(when: datetime) -> datetime:
 FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}
 
 
-def recognise(entries: dict) -> Download | None:
+def recognise(entries: dict, owner=None) -> Download | None:
     """The LMS download ``entries`` ({name at the top of the class folder: is it a folder}) is, or None when the
-    names follow no layout: a folder of per-student folders is then the class, as before.
+    names follow no layout: a folder of per-student folders is then the class, as before. ``owner``: the user name
+    owning an entry (nbgrader's exchange), or None where owners tell nothing (a zip).
 
     A layout is taken only when every notebook and folder at the top follows it, so no one student's folder name
     decides how the class is read; other files (an ``index.html``, Blackboard's receipts) are noted and not graded.
@@ -171,17 +196,38 @@ def recognise(entries: dict) -> Download | None:
         if None in parsed:
             continue
         ignored = {name: "not a notebook" for name in entries if name not in relevant}
-        return Download(system, _latest(parsed, ignored), ignored)
+        notes = _by_owner(parsed, owner) if system == "nbgrader-exchange" else []
+        return Download(system, _latest(parsed, ignored), ignored, notes)
     return None
+
+
+def _by_owner(files: list, owner) -> list:
+    """Each exchange folder given to the user who owns it, where owners tell who handed a folder in (at least one
+    folder is owned by the student it names); returns the report's notes."""
+    owners = {f.entry: owner(f.entry) for f in files} if owner else {}
+    if not any(owners.get(f.entry) == f.student for f in files):
+        return ["the exchange folders' owners do not say who handed each in (a zip, or a copied folder): each is "
+                "taken as the student its name says; grade the exchange's own inbound/ folder to have them checked"]
+    notes = []
+    for f in files:
+        named, by = f.student, owners[f.entry]
+        if by != named:
+            f.student = by
+            said = (f"the exchange folder '{_shown(f.entry)}' names the student '{_shown(named)}' but belongs to the "
+                    f"user '{_shown(by)}': graded as {_shown(by)}'s, never as {_shown(named)}'s")
+            f.flags.append(said)
+            notes.append(said)
+    return notes
 
 
 def _latest(files: list, ignored: dict) -> list:
     """The latest copy of each (student, file or lesson); the older ones go to ``ignored``."""
     best = {}
     for f in sorted(files, key=lambda f: f.when):
-        key = (f.student, f.name or f.lesson or f.entry)
+        key = (f.student, f.key, f.name or f.lesson or f.entry)
         if key in best:
             ignored[best[key].entry] = f"an earlier copy of {f.entry}: the later one is graded"
+            f.flags[:0] = best[key].flags  # what was said of the copy not graded still reaches the report
         best[key] = f
     return list(best.values())
 

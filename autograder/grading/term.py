@@ -211,6 +211,17 @@ def _keep_earlier(target: Path, old, new: dict) -> None:
     _write_json(kept.with_suffix(".json"), old)
 
 
+def lms_ids(term: Term, known: dict) -> dict:
+    """{student's name (``known``: ``intake.known_ids``): {lesson: the LMS id it was handed in under}}, for
+    ``intake.collect``: a later download sends each LMS id to the student it was graded as."""
+    ids = {}
+    for sid, lessons in term.entries.items():
+        given = {lesson: str(entry.get("lms_id", "")) for lesson, entry in lessons.items() if entry.get("lms_id")}
+        if given:
+            ids.setdefault(known.get(sid, term.students.get(sid, {}).get("folder", sid)), {}).update(given)
+    return ids
+
+
 def close(term: Term, lessons) -> None:
     """The deadline of ``lessons`` passed: from now on a student who never handed one in counts ``missing``, 0."""
     for lesson in lessons:

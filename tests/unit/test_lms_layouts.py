@@ -172,10 +172,13 @@ def test_late_marks_and_submission_times_are_kept(tmp_path):
         "alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
         "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb"]), LESSONS, tmp_path / "out")
     assert _handed_in(exchange, "alice", "01_warmup")[0] == "2026-11-02T10:00:00+00:00"
-    moodle = intake.collect(_class(tmp_path / "m", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb",
-                                                    "Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
-                            LESSONS, tmp_path / "out")
-    assert [_handed_in(moodle, "Jane Doe", lesson)[2] for lesson in LESSONS] == ["4211", "5211"]
+    first = intake.collect(_class(tmp_path / "m1", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb"]),
+                           LESSONS, tmp_path / "out")
+    second = intake.collect(_class(tmp_path / "m2", ["Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
+                            LESSONS, tmp_path / "out", earlier={"Jane Doe": {"01_warmup": "4211"}})
+    assert _handed_in(first, "Jane Doe", "01_warmup")[2] == "4211"  # each assignment's download: its own ids,
+    assert _handed_in(second, "Jane Doe", "02_multi_head")[2] == "5211"  # one student across assignments
+    assert list(second.flags.values()) == [[]]
 
 
 def test_nbgrader_collect_keeps_its_timestamp(tmp_path):

@@ -1,0 +1,151 @@
+"""A student is who the LMS says, by its id, never by a name: Moodle's participant id, Brightspace's user id, the
+owner of an nbgrader exchange folder. Two students of one full name are both kept, apart and flagged; a folder
+written into the exchange in another student's name is its owner's; a timestamp in the future never wins; a later
+download sends each id to the student it was graded as. Intake only (no kernel): the grading pipeline is
+``tests/grading/test_identity.py``."""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+import pytest
+
+from autograder.grading import intake
+
+LESSONS = ["01_warmup", "02_multi_head"]
+NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+
+
+def _class(root: Path, files) -> Path:
+    for rel in files:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(NOTEBOOK)
+    return root
+
+
+def _who(roster) -> dict:
+    """{student's folder: (LMS ids, {lesson: file graded}, flags)}"""
+    return {roster.folders[sid]: (roster.lms_ids.get(sid, ""),
+                                  {lesson: e.path.name for lesson, e in es.items() if e.path},
+                                  roster.flags.get(sid, []))
+            for sid, es in roster.entries.items()}
+
+
+RENAMED = ["Jane Doe_111_assignsubmission_file_/01_warmup.ipynb",  # the victim
+           "Jane Doe_333_assignsubmission_file_/01_warmup.ipynb",  # renamed herself to the victim's full name
+           "Ivan Petrov_222_assignsubmission_file_/01_warmup.ipynb"]
+
+
+def test_two_moodle_participants_of_one_full_name_are_two_students_both_flagged(tmp_path):
+    got = _who(intake.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out"))
+    assert set(got) == {"Jane Doe_111", "Jane Doe_333", "Ivan Petrov"}
+    for pid in ("111", "333"):
+        ids, lessons, flags = got[f"Jane Doe_{pid}"]
+        assert ids == pid and lessons == {"01_warmup": "01_warmup.ipynb"}
+        assert flags == ["2 Moodle participants share the name 'Jane Doe' (participant ids 111, 333); graded apart "
+                         "by participant id: check which is whom"]
+    assert got["Ivan Petrov"] == ("222", {"01_warmup": "01_warmup.ipynb"}, [])
+
+
+def test_a_later_moodle_download_sends_each_participant_to_the_student_it_was_graded_as(tmp_path):
+    """The victim was graded as 'Jane Doe' (participant 111) before the impostor renamed herself: she stays 'Jane
+    Doe'; the impostor gets a student of her own, the same in every later download of the assignment."""
+    earlier = {"Jane Doe": {"01_warmup": "111"}, "Ivan Petrov": {"01_warmup": "222"}}
+    got = _who(intake.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out", earlier=earlier))
+    assert {name: ids for name, (ids, _, _) in got.items()} == {"Jane Doe": "111", "Jane Doe_333": "333",
+                                                                "Ivan Petrov": "222"}
+    earlier["Jane Doe_333"] = {"01_warmup": "333"}
+    again = _who(intake.collect(_class(tmp_path / "m2", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    assert list(again) == ["Jane Doe_333"]  # alone in a download, she is still not the victim
+
+
+def test_a_moodle_participant_whose_name_was_graded_for_another_participant_is_kept_apart(tmp_path):
+    """The same assignment (lesson 01) came in under participant 111 as 'Jane Doe'; now only participant 333 of
+    that name hands lesson 01 in: kept apart and flagged. Another assignment (lesson 02, ids of its own) under the
+    same name is the same student."""
+    earlier = {"Jane Doe": {"01_warmup": "111"}}
+    got = _who(intake.collect(_class(tmp_path / "m", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    assert got == {"Jane Doe_333": ("333", {"01_warmup": "01_warmup.ipynb"}, [
+        "'Jane Doe' was graded as participant 111 of Moodle; participant 333 of the same name is graded apart by "
+        "participant id: check which is whom"])}
+    other = _who(intake.collect(_class(tmp_path / "m2", ["Jane Doe_555_assignsubmission_file_/02_multi_head.ipynb"]),
+                                LESSONS, tmp_path / "out", earlier=earlier))
+    assert other == {"Jane Doe": ("555", {"02_multi_head": "02_multi_head.ipynb"}, [])}
+
+
+def test_moodle_flat_files_of_one_full_name_never_replace_each_other(tmp_path):
+    got = _who(intake.collect(_class(tmp_path / "m", [
+        "Jane Doe_111_assignsubmission_file_01_warmup.ipynb", "Jane Doe_333_assignsubmission_file_01_warmup.ipynb"]),
+        LESSONS, tmp_path / "out"))
+    assert {name: lessons for name, (_, lessons, _) in got.items()} == {
+        "Jane Doe_111": {"01_warmup": "Jane Doe_111_assignsubmission_file_01_warmup.ipynb"},
+        "Jane Doe_333": {"01_warmup": "Jane Doe_333_assignsubmission_file_01_warmup.ipynb"}}
+
+
+SPACE = ["151039-459402 - Jane Doe - Dec 3, 2026 1005 AM - 01_warmup.ipynb",  # the victim, user 459402
+         "151050-459409 - Jane Doe - Dec 3, 2026 1130 AM - 01_warmup.ipynb",  # later, another user of that name
+         "151041-459402 - Jane Doe - Dec 2, 2026 0905 AM - 01_warmup.ipynb"]  # the victim's earlier copy
+
+
+def test_a_later_brightspace_file_of_another_user_of_the_same_name_replaces_nothing(tmp_path):
+    roster = intake.collect(_class(tmp_path / "d", SPACE), LESSONS, tmp_path / "out")
+    got = _who(roster)
+    assert {name: (ids, lessons) for name, (ids, lessons, _) in got.items()} == {
+        "Jane Doe_459402": ("459402", {"01_warmup": SPACE[0]}),  # her own latest copy, not the other user's
+        "Jane Doe_459409": ("459409", {"01_warmup": SPACE[1]})}
+    assert all("2 Brightspace users share the name 'Jane Doe' (user ids 459402, 459409)" in flags[0]
+               for _, _, flags in got.values())
+    assert any(SPACE[2] in note and "earlier copy" in note for note in roster.notes)
+    # a later download: each user id goes to the student it was graded as, the name alone moves nothing
+    earlier = {"Jane Doe_459402": {"01_warmup": "459402"}, "Jane Doe_459409": {"01_warmup": "459409"}}
+    again = _who(intake.collect(_class(tmp_path / "d2", SPACE[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    assert list(again) == ["Jane Doe_459409"]
+
+
+def _own(path: Path, user: str) -> None:
+    entry = pwd.getpwnam(user)
+    for p in [path, *path.rglob("*")]:
+        os.lchown(p, entry.pw_uid, entry.pw_gid)
+
+
+# system users stand for students: the exchange's folders must be owned by users this machine knows
+ALICE, BOB, EVE = "daemon", "bin", "games"
+STAMP, FUTURE = "2026-11-02 10:00:00.000000 UTC", "2099-01-01 00:00:00.000000 UTC"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders to other users needs root")
+def test_an_exchange_folder_in_another_student_s_name_is_graded_as_its_owner_s(tmp_path):
+    root = _class(tmp_path / "inbound", [f"{ALICE}+01_warmup+{STAMP}+aa/01_warmup.ipynb",
+                                         f"{BOB}+01_warmup+{STAMP}+bb/01_warmup.ipynb",
+                                         f"{ALICE}+01_warmup+{FUTURE}+ee/01_warmup.ipynb"])
+    for folder, user in ((f"{ALICE}+01_warmup+{STAMP}+aa", ALICE), (f"{BOB}+01_warmup+{STAMP}+bb", BOB),
+                         (f"{ALICE}+01_warmup+{FUTURE}+ee", EVE)):
+        _own(root / folder, user)
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.entries[ALICE]["01_warmup"].path.parent.name.endswith("+aa")  # alice's own work, graded as hers
+    assert roster.entries[EVE]["01_warmup"].path.parent.name.endswith("+ee")  # the spoof is eve's, kept apart
+    assert roster.flags[ALICE] == [] and roster.flags[BOB] == []
+    said = (f"the exchange folder '{ALICE}+01_warmup+{FUTURE}+ee' names the student '{ALICE}' but belongs to the "
+            f"user '{EVE}': graded as {EVE}'s, never as {ALICE}'s")
+    assert said in roster.flags[EVE] and said in roster.notes
+    assert any("in the future" in flag for flag in roster.flags[EVE])
+    assert roster.entries[EVE]["01_warmup"].submitted == ""  # kept without the time it claims
+
+
+def test_a_future_exchange_timestamp_never_wins_over_an_honest_earlier_one(tmp_path):
+    """Owners tell nothing here (one user wrote every folder, as in a copy): the names decide, said once; the copy
+    dated 2099 is flagged and the honest one is graded."""
+    root = _class(tmp_path / "inbound", [f"alice+01_warmup+{STAMP}+aa/01_warmup.ipynb",
+                                         f"alice+01_warmup+{FUTURE}+ee/01_warmup.ipynb",
+                                         f"bob+01_warmup+{STAMP}+bb/01_warmup.ipynb"])
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.entries["alice"]["01_warmup"].path.parent.name.endswith("+aa")
+    assert roster.entries["alice"]["01_warmup"].submitted == "2026-11-02T10:00:00+00:00"
+    assert roster.flags["alice"] == [
+        f"the exchange folder 'alice+01_warmup+{FUTURE}+ee' is dated 2099-01-01T00:00:00+00:00, in the future: kept "
+        "without a submission time; an earlier copy with an honest time is graded before it"]
+    assert roster.flags["bob"] == []
+    assert sum("owners do not say who handed each in" in note for note in roster.notes) == 1
