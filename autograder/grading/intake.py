@@ -665,10 +665,14 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
 
 
 def _owner(path: Path) -> str:
-    """The user name owning ``path`` (never followed), as ``nbgrader collect``'s ``check_owner`` reads it."""
+    """The user name owning ``path`` (never followed), as ``nbgrader collect``'s ``check_owner`` reads it; '' when
+    the owner tells nothing: a folder of the grading user or of root was copied or unpacked there, not written by
+    a student (who cannot give a folder to either)."""
     import pwd
 
     uid = os.lstat(path).st_uid
+    if uid in (0, os.geteuid()):
+        return ""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

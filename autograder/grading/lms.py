@@ -22,7 +22,9 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
 ``brightspace``
     flat files or folders ``<submission id>-<user id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
     student is the user id with the full name (two users of one name are kept apart like Moodle's participants),
-    the latest submission of a file of that user is graded.
+    the latest submission of a file of that user is graded. Where every file carries the same second number while
+    several names do, it is not a user's, and the download gives no user id: the full name is the student, and a
+    name with several submissions of one file is flagged (``_user_ids_or_names``).
 ``nbgrader-exchange``
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
     (student, assignment) is graded. Anyone can write such a folder into ``inbound/``, so the folder's owner (its
@@ -197,27 +199,56 @@ def recognise(entries: dict, owner=None) -> Download | None:
             continue
         ignored = {name: "not a notebook" for name in entries if name not in relevant}
         notes = _by_owner(parsed, owner) if system == "nbgrader-exchange" else []
+        if system == "brightspace":
+            _user_ids_or_names(parsed)
         return Download(system, _latest(parsed, ignored), ignored, notes)
     return None
 
 
 def _by_owner(files: list, owner) -> list:
     """Each exchange folder given to the user who owns it, where owners tell who handed a folder in (at least one
-    folder is owned by the student it names); returns the report's notes."""
+    folder is owned by the student it names); returns the report's notes. ``owner`` gives '' for a folder whose
+    owner tells nothing (the grading user's or root's: copied or unpacked there), which is taken as the student it
+    names."""
     owners = {f.entry: owner(f.entry) for f in files} if owner else {}
     if not any(owners.get(f.entry) == f.student for f in files):
         return ["the exchange folders' owners do not say who handed each in (a zip, or a copied folder): each is "
                 "taken as the student its name says; grade the exchange's own inbound/ folder to have them checked"]
-    notes = []
+    notes, unknown = [], [f for f in files if not owners[f.entry]]
     for f in files:
         named, by = f.student, owners[f.entry]
-        if by != named:
+        if by and by != named:
             f.student = by
             said = (f"the exchange folder '{_shown(f.entry)}' names the student '{_shown(named)}' but belongs to the "
                     f"user '{_shown(by)}': graded as {_shown(by)}'s, never as {_shown(named)}'s")
             f.flags.append(said)
             notes.append(said)
+    if unknown:
+        notes.append(f"{len(unknown)} of {len(files)} exchange folders belong to the grading user or root (copied or "
+                     "unpacked there), so their owners do not say who handed them in: each is taken as the student "
+                     "its name says")
     return notes
+
+
+def _user_ids_or_names(files: list) -> None:
+    """Brightspace: the second number of its names is taken as the user's id only where it tells users apart. When
+    every file of a download carries the same one while several full names do (a number of the assignment or the
+    course, not of a user), the download gives no user id: the full name is the student, and a name that came
+    under several submissions of one file is flagged (``_latest`` grades the latest), since a resubmission and
+    another user of the same name then look alike."""
+    if len({f.key for f in files}) > 1 or len({f.student for f in files}) < 2:
+        return
+    submissions = {}
+    for f in files:
+        f.key = f.lms_id = ""
+        submissions.setdefault((f.student, f.name or f.entry), set()).add(f.entry.split("-", 1)[0])
+    for f in files:
+        subs = submissions[(f.student, f.name or f.entry)]
+        if len(subs) > 1:
+            f.flags.append(f"Brightspace's download names '{_shown(f.student)}' in {len(subs)} submissions of "
+                           f"{_shown(f.name) if f.name else 'this work'} ({', '.join(sorted(subs))}) and gives no user "
+                           "id (every file carries the same second number): the latest is graded; check in "
+                           "Brightspace that they are one user")
 
 
 def _latest(files: list, ignored: dict) -> list:
@@ -227,7 +258,8 @@ def _latest(files: list, ignored: dict) -> list:
         key = (f.student, f.key, f.name or f.lesson or f.entry)
         if key in best:
             ignored[best[key].entry] = f"an earlier copy of {f.entry}: the later one is graded"
-            f.flags[:0] = best[key].flags  # what was said of the copy not graded still reaches the report
+            f.flags[:0] = [flag for flag in best[key].flags if flag not in f.flags]  # what was said of the copy not
+            # graded still reaches the report, once
         best[key] = f
     return list(best.values())
 

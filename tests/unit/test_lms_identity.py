@@ -149,3 +149,43 @@ def test_a_future_exchange_timestamp_never_wins_over_an_honest_earlier_one(tmp_p
         "without a submission time; an earlier copy with an honest time is graded before it"]
     assert roster.flags["bob"] == []
     assert sum("owners do not say who handed each in" in note for note in roster.notes) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders to other users needs root")
+def test_exchange_folders_of_the_grading_user_are_taken_by_their_names_never_as_its_own(tmp_path):
+    """An inbound/ where one student wrote her own folder, the instructor copied another student's folder in and
+    submitted a test of their own (both the grading user's, here root's): the owners say nothing of those two, so
+    each is the student its name says (never the grading user's); a folder a student wrote in another's name is
+    still its owner's."""
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    root = _class(tmp_path / "inbound", [f"{me}+01_warmup+{STAMP}+aa/01_warmup.ipynb",
+                                         f"{ALICE}+01_warmup+{STAMP}+bb/01_warmup.ipynb",
+                                         f"{BOB}+01_warmup+{STAMP}+cc/01_warmup.ipynb",
+                                         f"{BOB}+02_multi_head+{STAMP}+dd/02_multi_head.ipynb"])
+    _own(root / f"{ALICE}+01_warmup+{STAMP}+bb", ALICE)
+    _own(root / f"{BOB}+02_multi_head+{STAMP}+dd", EVE)
+    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    assert roster.entries[ALICE]["01_warmup"].path.parent.name.endswith("+bb")
+    assert roster.entries[BOB]["01_warmup"].path.parent.name.endswith("+cc")
+    assert roster.entries[me]["01_warmup"].path.parent.name.endswith("+aa")
+    assert roster.entries[EVE]["02_multi_head"].path.parent.name.endswith("+dd")  # written by eve in bob's name
+    assert roster.entries[BOB]["02_multi_head"].status == "missing"
+    assert sum("2 of 4 exchange folders belong to the grading user or root" in note for note in roster.notes) == 1
+
+
+SAME_SECOND = ["151039-4411 - Jane Doe - Dec 3, 2026 1005 AM - 01_warmup.ipynb",
+               "151050-4411 - Jane Doe - Dec 3, 2026 1130 AM - 01_warmup.ipynb",
+               "151060-4411 - Ivan Petrov - Dec 3, 2026 1140 AM - 01_warmup.ipynb"]
+
+
+def test_a_brightspace_download_whose_second_number_is_everyone_s_gives_no_user_id(tmp_path):
+    """Every file carries the same second number (the assignment's or the course's, not a user's): the full name is
+    the student, nobody is split, and a name under two submissions of one file is flagged, its latest graded."""
+    got = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out"))
+    assert {name: (ids, lessons) for name, (ids, lessons, _) in got.items()} == {
+        "Jane Doe": ("", {"01_warmup": SAME_SECOND[1]}), "Ivan Petrov": ("", {"01_warmup": SAME_SECOND[2]})}
+    assert got["Jane Doe"][2] == [
+        "Brightspace's download names 'Jane Doe' in 2 submissions of 01_warmup.ipynb (151039, 151050) and gives no "
+        "user id (every file carries the same second number): the latest is graded; check in Brightspace that they "
+        "are one user"]
+    assert got["Ivan Petrov"][2] == []
