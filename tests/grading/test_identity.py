@@ -1,0 +1,181 @@
+"""A student is who the LMS says, by its id, never by a name: real downloads as Moodle, Brightspace and nbgrader's
+exchange name them, through ``python -m autograder.grade`` (what ``make grade`` runs), each class with an honest
+student whose grade must not move.
+
+1. Moodle, lesson 01, two downloads of the assignment into one OUT: Chi Ngada (participant 4101, model answers) and
+   Amaka Okafor (4102, model answers too); then participant 4103 renames herself to "Chi Ngada" and hands in an
+   untouched notebook. Chi keeps her student and her grade, the impostor is a student of her own (``Chi
+   Ngada_4103``), both flagged; Moodle's worksheet gets each grade on its own participant.
+2. Brightspace, lesson 01: a later file of another user of the same full name replaces nothing.
+3. nbgrader's exchange, lesson 05, two runs: daemon and bin (system users stand for students, the exchange's folders
+   are theirs) hand in; daemon's written answers are marked; then the user games writes
+   ``daemon+05_exercises+2099-...`` with daemon's written answers copied and a broken function. It is graded as
+   games's, flagged, with no mark of daemon's; daemon keeps her submission, her marks and her grade.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import pwd
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import lms_files
+import pytest
+from run_once import once
+
+from autograder import course
+from autograder.course import answers, notebooks
+from autograder.grading import lms_export
+from autograder.grading.settings import COURSE_ID
+
+pytestmark = [pytest.mark.grading, pytest.mark.slow]
+WARMUP, EXERCISES = "01_warmup", "05_exercises"
+
+
+def _grade(root: Path, out: Path, lesson: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "autograder.grade", str(root), "--out", str(out), "--lessons",
+                           lesson, "--workers", "2", "--timeout", "20", "--quiet"], cwd=course.ROOT,
+                          env=notebooks.nbgrader_env(), capture_output=True, text=True, timeout=1200)
+    with (out / "grades.csv").open(newline="", encoding="utf-8") as fh:
+        rows = {r["folder"]: r for r in csv.DictReader(fh)}
+    return {"rc": proc.returncode, "out": proc.stdout + proc.stderr, "rows": rows}
+
+
+# ------------------------------------------------------------------------------------------------ Moodle
+MOODLE = {4101: "Chi Ngada", 4102: "Amaka Okafor", 4103: "Chi Ngada"}  # 4103 renamed herself to Chi's name
+
+
+def _moodle(base: Path, participants) -> Path:
+    root = base / f"moodle-{len(participants)}"
+    for pid in participants:
+        nb = answers.fill(WARMUP, complete=pid != 4103)
+        notebooks.write_notebook(nb, root / f"{MOODLE[pid]}_{pid}_assignsubmission_file_" / f"{WARMUP}.ipynb")
+    return root
+
+
+def _moodle_class(base: Path) -> dict:
+    out = base / "out"
+    first = _grade(_moodle(base, (4101, 4102)), out, WARMUP)
+    (out / lms_export.TEMPLATES).mkdir()
+    (out / lms_export.TEMPLATES / "Grades-MHA-warm-up.csv").write_bytes(lms_files.moodle_worksheet(
+        [(pid, name, f"{pid}@uni.example", "Submitted for grading", None, True, datetime(2026, 10, 1, 10, 30),
+          datetime(2026, 10, 2, 9, 0), "") for pid, name in MOODLE.items()], 8.0))
+    renamed = _grade(_moodle(base, (4101, 4102, 4103)), out, WARMUP)
+    worksheet = (out / lms_export.FOLDER / f"moodle-{WARMUP}.csv").read_bytes().decode("utf-8")
+    return {"first": first, "renamed": renamed, "worksheet": worksheet}
+
+
+@pytest.fixture(scope="module")
+def moodle(tmp_path_factory):
+    return once(tmp_path_factory, "identity-moodle", _moodle_class)
+
+
+def test_a_moodle_participant_renamed_to_another_s_full_name_is_graded_apart_and_flagged(moodle):
+    first, renamed = moodle["first"], moodle["renamed"]
+    for run in (first, renamed):
+        assert run["rc"] == 0, run["out"][-3000:]
+    assert set(first["rows"]) == {"Chi Ngada", "Amaka Okafor"}
+    assert set(renamed["rows"]) == {"Chi Ngada", "Amaka Okafor", "Chi Ngada_4103"}
+    chi, amaka, impostor = (renamed["rows"][n] for n in ("Chi Ngada", "Amaka Okafor", "Chi Ngada_4103"))
+    assert first["rows"]["Chi Ngada"][f"{WARMUP} score"] == chi[f"{WARMUP} score"] == chi[f"{WARMUP} max"]
+    assert (chi["student"], chi["lms id"]) == (first["rows"]["Chi Ngada"]["student"], "4101")  # the same student
+    assert amaka[f"{WARMUP} score"] == first["rows"]["Amaka Okafor"][f"{WARMUP} score"] == amaka[f"{WARMUP} max"]
+    assert amaka["flags"] == ""
+    assert impostor["lms id"] == "4103" and float(impostor[f"{WARMUP} score"]) < float(chi[f"{WARMUP} score"])
+    said = ("2 Moodle participants share the name 'Chi Ngada' (participant ids 4101, 4103); graded apart by "
+            "participant id: check which is whom")
+    assert said in chi["flags"] and said in impostor["flags"]
+    read = lms_files.moodle_import(moodle["worksheet"].encode("utf-8"))
+    assert {pid: r["grade"] for pid, r in read.items()} == {
+        "4101": float(chi[f"{WARMUP} score"]), "4102": float(amaka[f"{WARMUP} score"]),
+        "4103": float(impostor[f"{WARMUP} score"])}
+
+
+# ------------------------------------------------------------------------------------------------ Brightspace
+SPACE = {"151039-459402 - Jane Doe - Dec 3, 2026 1005 AM - 01_warmup.ipynb": answers.fill,  # the victim
+         "151050-459409 - Jane Doe - Dec 3, 2026 1130 AM - 01_warmup.ipynb": None,  # later, another user
+         "151041-459403 - Ivan Petrov - Dec 3, 2026 0905 AM - 01_warmup.ipynb": answers.fill}
+
+
+def _brightspace_class(base: Path) -> dict:
+    root = base / "brightspace"
+    for name, fill in SPACE.items():
+        notebooks.write_notebook(fill(WARMUP) if fill else answers.fill(WARMUP, complete=False), root / name)
+    return _grade(root, base / "out", WARMUP)
+
+
+def test_a_later_brightspace_file_of_another_user_of_the_same_name_replaces_nothing(tmp_path_factory):
+    run = once(tmp_path_factory, "identity-brightspace", _brightspace_class)
+    assert run["rc"] == 0, run["out"][-3000:]
+    rows = run["rows"]
+    assert set(rows) == {"Jane Doe_459402", "Jane Doe_459409", "Ivan Petrov"}
+    victim, other, ivan = rows["Jane Doe_459402"], rows["Jane Doe_459409"], rows["Ivan Petrov"]
+    assert victim[f"{WARMUP} score"] == victim[f"{WARMUP} max"] == ivan[f"{WARMUP} score"]
+    assert float(other[f"{WARMUP} score"]) < float(victim[f"{WARMUP} score"])
+    assert "2 Brightspace users share the name 'Jane Doe' (user ids 459402, 459409)" in victim["flags"]
+    assert "2 Brightspace users share the name 'Jane Doe' (user ids 459402, 459409)" in other["flags"]
+    assert ivan["flags"] == "" and ivan["lms id"] == "459403"
+
+
+# ------------------------------------------------------------------------------------------------ the exchange
+ALICE, BOB, EVE = "daemon", "bin", "games"
+MANUAL = {"explain_reshape": 3.0, "explain_w_o": 2.0, "explain_scale": 2.0, "symptom_masked_attention": 1.0,
+          "symptom_attention_layer": 1.0}
+BROKEN = {"merge_heads": "def merge_heads(x):\n    return x\n"}
+
+
+def _hand_in(inbound: Path, student: str, stamp: str, nb, owner: str) -> None:
+    folder = inbound / f"{student}+{EXERCISES}+{stamp}+{owner}"
+    notebooks.write_notebook(nb, folder / f"{EXERCISES}.ipynb")
+    user = pwd.getpwnam(owner)
+    for p in (folder, folder / f"{EXERCISES}.ipynb"):
+        os.lchown(p, user.pw_uid, user.pw_gid)
+
+
+def _marks(out: Path) -> dict:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
+        return {s.student_id: {g.name: g.manual_score for g in gb.find_submission_notebook(
+            EXERCISES, EXERCISES, s.student_id).grades if g.name in MANUAL}
+            for s in gb.find_assignment(EXERCISES).submissions}
+
+
+def _exchange_class(base: Path) -> dict:
+    inbound, out = base / "inbound", base / "out"
+    _hand_in(inbound, ALICE, "2026-11-02 10:00:00.000000 UTC", answers.fill(EXERCISES), ALICE)
+    _hand_in(inbound, BOB, "2026-11-02 11:00:00.000000 UTC", answers.fill(EXERCISES), BOB)
+    first = _grade(inbound, out, EXERCISES)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:  # as formgrader saves marks
+        for cell, points in MANUAL.items():
+            grade = gb.find_grade(cell, EXERCISES, EXERCISES, ALICE)
+            grade.manual_score, grade.needs_manual_grade = points, False
+        gb.db.commit()
+    marked = _marks(out)
+    _hand_in(inbound, ALICE, "2099-01-01 00:00:00.000000 UTC", answers.fill(EXERCISES, BROKEN), EVE)
+    spoofed = _grade(inbound, out, EXERCISES)
+    return {"first": first, "marked": marked, "spoofed": spoofed, "after": _marks(out)}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="folders owned by other users need root to make")
+def test_an_exchange_folder_in_another_student_s_name_is_its_owner_s_and_takes_no_mark(tmp_path_factory):
+    runs = once(tmp_path_factory, "identity-exchange", _exchange_class)
+    first, spoofed = runs["first"], runs["spoofed"]
+    for run in (first, spoofed):
+        assert run["rc"] == 0, run["out"][-3000:]
+    alice, bob, eve = (spoofed["rows"][s] for s in (ALICE, BOB, EVE))
+    assert alice[f"{EXERCISES} status"] == "graded" and alice[f"{EXERCISES} score"] == alice[f"{EXERCISES} max"]
+    assert bob[f"{EXERCISES} score"] == first["rows"][BOB][f"{EXERCISES} score"]  # the honest one, unmoved
+    assert bob[f"{EXERCISES} status"] == first["rows"][BOB][f"{EXERCISES} status"] == "pending manual"
+    assert runs["after"][ALICE] == runs["marked"][ALICE] == MANUAL  # her marks stay on her own submission
+    assert runs["after"][EVE] == dict.fromkeys(MANUAL)  # the copied answers carry no mark of hers
+    assert eve[f"{EXERCISES} status"] == "pending manual"
+    assert (f"the exchange folder '{ALICE}+{EXERCISES}+2099-01-01 00:00:00.000000 UTC+{EVE}' names the student "
+            f"'{ALICE}' but belongs to the user '{EVE}': graded as {EVE}'s, never as {ALICE}'s") in eve["flags"]
+    assert "in the future" in eve["flags"] and alice["flags"] == "" and bob["flags"] == first["rows"][BOB]["flags"]
