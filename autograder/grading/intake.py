@@ -95,6 +95,7 @@ class Entry:
     status: str = "ok"  # ok | misnamed | missing | malformed | refused (| not handed in: ``term.roster``)
     note: str = ""
     lms_id: str = ""  # the student's id in the LMS download this notebook came from (Moodle: of that assignment)
+    by: str = ""  # who the download says handed it in ('' when it cannot say): marks follow it (``marks.for_hand_in``)
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``); a due date (``--due``) is applied in ``results``
     submitted: str = ""  # when it was handed in (ISO 8601), as the LMS, the exchange or nbgrader's timestamp.txt says
     flags: list = field(default_factory=list)  # about the hand-in itself (a timestamp.txt that was ignored)
@@ -579,6 +580,7 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook (``<lesson>/timestamp.txt``)."""
     if origin is not None:
         entry.submitted, entry.late, entry.lms_id = origin.submitted, origin.late, origin.lms_id
+        entry.by = origin.by or origin.lms_id
         return
     if path is None or PurePosixPath(rel).parent.name != entry.lesson:
         return

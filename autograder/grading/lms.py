@@ -82,6 +82,7 @@ class File:
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``)
     key: str = ""  # who it is within the download, with ``student``: Moodle's participant id, Brightspace's user id
     flags: list = field(default_factory=list)  # what the report must say about whose it is or when it came
+    by: str = ""  # who handed it in, where the download says more than ``lms_id`` (an exchange folder's owner)
 
 
 @dataclass
@@ -217,6 +218,7 @@ def _by_owner(files: list, owner) -> list:
     notes, unknown = [], [f for f in files if not owners[f.entry]]
     for f in files:
         named, by = f.student, owners[f.entry]
+        f.by = f"user {by}" if by else ""
         if by and by != named:
             f.student = by
             said = (f"the exchange folder '{_shown(f.entry)}' names the student '{_shown(named)}' but belongs to the "
@@ -241,6 +243,7 @@ def _user_ids_or_names(files: list) -> None:
     submissions = {}
     for f in files:
         f.key = f.lms_id = ""
+        f.by = "submission " + f.entry.split("-", 1)[0]  # all it says of who: marks never follow a name alone
         submissions.setdefault((f.student, f.name or f.entry), set()).add(f.entry.split("-", 1)[0])
     for f in files:
         subs = submissions[(f.student, f.name or f.entry)]

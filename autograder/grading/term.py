@@ -159,7 +159,8 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
                 continue
             took = True
             new = {"status": entry.status, "note": entry.note, "lms_id": entry.lms_id, "late": entry.late,
-                   "submitted": entry.submitted, "flags": list(entry.flags), "taken": _now(), "hash": ""}
+                   "submitted": entry.submitted, "flags": list(entry.flags), "taken": _now(), "hash": "",
+                   "by": entry.by}
             old = term.entries.get(sid, {}).get(lesson)
             if old and old.get("submitted") and new["submitted"] and new["submitted"] < old["submitted"]:
                 notes.append(f"{sid} {lesson}: this download's copy was handed in at {new['submitted']}, before the "
@@ -256,6 +257,7 @@ def roster(out, term: Term, download: intake.Roster) -> intake.Roster:
             entry.lms_id = (kept or {}).get("lms_id", "")
             entry.late = bool((kept or {}).get("late"))
             entry.submitted = (kept or {}).get("submitted", "")
+            entry.by = (kept or {}).get("by", "")
             entry.flags = list((kept or {}).get("flags", []))
             whole.entries[sid][lesson] = entry
     return whole
