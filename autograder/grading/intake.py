@@ -740,7 +740,8 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: 
     students, files = _top_level(root)
     download = lms.recognise({**{name: True for name, why in students.items() if why is None},
                               **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}},
-                             owner=None if archive else lambda entry: _owner(root / entry))
+                             owner=None if archive else lambda entry: _owner(root / entry),
+                             ids={pid for given in earlier.values() for pid in given.values()})
     origins, lms_flags = {}, {}
     if download:
         students, roster.lms_ids, origins, lms_flags = _download_students(root, download, students, skipped,

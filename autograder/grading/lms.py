@@ -22,9 +22,10 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
 ``brightspace``
     flat files or folders ``<submission id>-<user id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
     student is the user id with the full name (two users of one name are kept apart like Moodle's participants),
-    the latest submission of a file of that user is graded. Where every file carries the same second number while
-    several names do, it is not a user's, and the download gives no user id: the full name is the student, and a
-    name with several submissions of one file is flagged (``_user_ids_or_names``).
+    the latest submission of a file of that user is graded. Where every file carries the same second number (the
+    assignment's or the course's when several names share it; in one student's files nothing tells), the download
+    gives no user id: the full name is the student, and a name with several submissions of one file is flagged
+    (``_user_ids_or_names``).
 ``nbgrader-exchange``
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
     (student, assignment) is graded. Anyone can write such a folder into ``inbound/``, so the folder's owner (its
@@ -181,10 +182,11 @@ def _aware(when: datetime) -> datetime:
 FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}
 
 
-def recognise(entries: dict, owner=None) -> Download | None:
+def recognise(entries: dict, owner=None, ids=frozenset()) -> Download | None:
     """The LMS download ``entries`` ({name at the top of the class folder: is it a folder}) is, or None when the
     names follow no layout: a folder of per-student folders is then the class, as before. ``owner``: the user name
-    owning an entry (nbgrader's exchange), or None where owners tell nothing (a zip).
+    owning an entry (nbgrader's exchange), or None where owners tell nothing (a zip); ``ids``: the LMS ids the
+    term graded users under (Brightspace: a number known as a user's stays one in a download of one student).
 
     A layout is taken only when every notebook and folder at the top follows it, so no one student's folder name
     decides how the class is read; other files (an ``index.html``, Blackboard's receipts) are noted and not graded.
@@ -201,7 +203,7 @@ def recognise(entries: dict, owner=None) -> Download | None:
         ignored = {name: "not a notebook" for name in entries if name not in relevant}
         notes = _by_owner(parsed, owner) if system == "nbgrader-exchange" else []
         if system == "brightspace":
-            _user_ids_or_names(parsed)
+            _user_ids_or_names(parsed, ids)
         return Download(system, _latest(parsed, ignored), ignored, notes)
     return None
 
@@ -232,13 +234,15 @@ def _by_owner(files: list, owner) -> list:
     return notes
 
 
-def _user_ids_or_names(files: list) -> None:
-    """Brightspace: the second number of its names is taken as the user's id only where it tells users apart. When
-    every file of a download carries the same one while several full names do (a number of the assignment or the
-    course, not of a user), the download gives no user id: the full name is the student, and a name that came
-    under several submissions of one file is flagged (``_latest`` grades the latest), since a resubmission and
-    another user of the same name then look alike."""
-    if len({f.key for f in files}) > 1 or len({f.student for f in files}) < 2:
+def _user_ids_or_names(files: list, ids) -> None:
+    """Brightspace: the second number of its names is taken as the user's id only where it tells files apart. When
+    every file of a download carries the same one (for several full names a number of the assignment or the
+    course, not of a user; for one, nothing to tell, unless ``ids`` knows it as a user's), the download gives no
+    user id: the full name is the student,
+    and a name that came under several submissions of one file is flagged (``_latest`` grades the latest), since a
+    resubmission and another user of the same name then look alike."""
+    keys = {f.key for f in files}
+    if len(keys) > 1 or keys <= set(ids):  # it tells users apart here, or did in an earlier download
         return
     submissions = {}
     for f in files:

@@ -11,6 +11,9 @@ student whose grade must not move.
    are theirs) hand in; daemon's written answers are marked; then the user games writes
    ``daemon+05_exercises+2099-...`` with daemon's written answers copied and a broken function. It is graded as
    games's, flagged, with no mark of daemon's; daemon keeps her submission, her marks and her grade.
+4. Brightspace without user ids (every file carries the same second number), lesson 05, two runs: Jane Doe's
+   written answers are marked; a later submission under her name with those answers copied and a function broken
+   is graded as the latest, flagged, and gets none of her marks or comments; Ivan Petrov's grade does not move.
 """
 
 from __future__ import annotations
@@ -179,3 +182,57 @@ def test_an_exchange_folder_in_another_student_s_name_is_its_owner_s_and_takes_n
     assert (f"the exchange folder '{ALICE}+{EXERCISES}+2099-01-01 00:00:00.000000 UTC+{EVE}' names the student "
             f"'{ALICE}' but belongs to the user '{EVE}': graded as {EVE}'s, never as {ALICE}'s") in eve["flags"]
     assert "in the future" in eve["flags"] and alice["flags"] == "" and bob["flags"] == first["rows"][BOB]["flags"]
+
+
+# ------------------------------------------------------------------------------------------------ Brightspace, no id
+def _space_file(root: Path, sub: int, name: str, when: str, nb) -> None:
+    notebooks.write_notebook(nb, root / f"{sub}-7701 - {name} - {when} - {EXERCISES}.ipynb")
+
+
+def _nameonly_class(base: Path) -> dict:
+    """Every file carries the same second number, so the download gives no user id: a later submission under Jane
+    Doe's name, her written answers copied and a function broken, replaces hers as the latest, flagged; her marks are
+    not given to it."""
+    root, out = base / "brightspace", base / "out"
+    _space_file(root, 151039, "Jane Doe", "Dec 3, 2026 1005 AM", answers.fill(EXERCISES))
+    _space_file(root, 151041, "Ivan Petrov", "Dec 3, 2026 0905 AM", answers.fill(EXERCISES))
+    first = _grade(root, out, EXERCISES)
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
+        sid = next(s.student_id for s in gb.find_assignment(EXERCISES).submissions if s.student_id.startswith("jane"))
+        for cell, points in MANUAL.items():
+            grade = gb.find_grade(cell, EXERCISES, EXERCISES, sid)
+            grade.manual_score, grade.needs_manual_grade = points, False
+        gb.find_comment("explain_w_o", EXERCISES, EXERCISES, sid).manual_comment = "Exactly why W_O is needed."
+        gb.db.commit()
+    marked = _marks(out)
+    _space_file(root, 151050, "Jane Doe", "Dec 4, 2026 1130 AM", answers.fill(EXERCISES, BROKEN))
+    again = _grade(root, out, EXERCISES)
+    with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
+        comment = gb.find_comment("explain_w_o", EXERCISES, EXERCISES, sid).manual_comment
+    pages = {p.parent.name: p.read_text(encoding="utf-8") for p in (out / "feedback").glob(f"*/{EXERCISES}.html")}
+    return {"first": first, "marked": marked, "again": again, "after": _marks(out), "sid": sid, "comment": comment,
+            "pages": pages, "earlier": sorted(p.name for p in (out / "handed-in" / sid / "earlier").glob("*.ipynb"))}
+
+
+def test_where_brightspace_gives_no_user_id_a_later_submission_under_the_same_name_takes_no_mark(tmp_path_factory):
+    runs = once(tmp_path_factory, "identity-brightspace-no-id", _nameonly_class)
+    first, again, sid = runs["first"], runs["again"], runs["sid"]
+    for run in (first, again):
+        assert run["rc"] == 0, run["out"][-3000:]
+    assert set(first["rows"]) == set(again["rows"]) == {"Jane Doe", "Ivan Petrov"}  # nobody split, nobody merged
+    jane, ivan = again["rows"]["Jane Doe"], again["rows"]["Ivan Petrov"]
+    assert runs["marked"][sid] == MANUAL
+    assert runs["after"][sid] == dict.fromkeys(MANUAL) and runs["comment"] is None  # no mark, no comment moved
+    assert jane[f"{EXERCISES} status"] == "pending manual"
+    assert float(jane[f"{EXERCISES} score"]) < float(first["rows"]["Jane Doe"][f"{EXERCISES} score"])  # the broken one
+    assert ("Brightspace's download names 'Jane Doe' in 2 submissions of 05_exercises.ipynb (151039, 151050) and "
+            "gives no user id") in jane["flags"]
+    assert "explain_reshape: someone other than the one whose hand-in you marked handed this notebook in (your " \
+           "mark, 3 of 3, was for that hand-in and is not given to this one" in jane["flags"]
+    assert "Exactly why W_O is needed." not in runs["pages"][sid]
+    assert len(runs["earlier"]) == 1  # her marked hand-in is kept in OUT
+    for col in ("status", "score", "pending"):
+        assert ivan[f"{EXERCISES} {col}"] == first["rows"]["Ivan Petrov"][f"{EXERCISES} {col}"]
+    assert ivan["flags"] == first["rows"]["Ivan Petrov"]["flags"]
