@@ -189,3 +189,13 @@ def test_a_brightspace_download_whose_second_number_is_everyone_s_gives_no_user_
         "user id (every file carries the same second number): the latest is graded; check in Brightspace that they "
         "are one user"]
     assert got["Ivan Petrov"][2] == []
+
+
+def test_one_student_s_brightspace_download_gives_no_user_id_unless_an_earlier_one_knew_it(tmp_path):
+    """In one student's files nothing tells whether the second number is a user's: the name decides, unless the
+    term graded a user under that number (then it is the same student, as above)."""
+    alone = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND[:1]), LESSONS, tmp_path / "out"))
+    assert {name: ids for name, (ids, _, _) in alone.items()} == {"Jane Doe": ""}
+    known = _who(intake.collect(_class(tmp_path / "d2", SAME_SECOND[:1]), LESSONS, tmp_path / "out",
+                                earlier={"Jane Doe": {"01_warmup": "4411"}}))
+    assert {name: ids for name, (ids, _, _) in known.items()} == {"Jane Doe": "4411"}
