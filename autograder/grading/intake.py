@@ -623,7 +623,7 @@ def _download_students(root: Path, download: "lms.Download", top: dict, skipped:
     for who, (group, files, came_from) in found.items():
         name, said = names[who]
         students[name], origins[name] = files, came_from
-        flags[name] = said + [flag for f in group for flag in f.flags]
+        flags[name] = said + list(dict.fromkeys(flag for f in group for flag in f.flags))  # each said once
         given = dict.fromkeys(f.lms_id for f in group if f.lms_id)
         if given:
             ids[name] = " ".join(given)

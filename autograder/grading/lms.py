@@ -238,9 +238,9 @@ def _user_ids_or_names(files: list, ids) -> None:
     """Brightspace: the second number of its names is taken as the user's id only where it tells files apart. When
     every file of a download carries the same one (for several full names a number of the assignment or the
     course, not of a user; for one, nothing to tell, unless ``ids`` knows it as a user's), the download gives no
-    user id: the full name is the student,
-    and a name that came under several submissions of one file is flagged (``_latest`` grades the latest), since a
-    resubmission and another user of the same name then look alike."""
+    user id: the full name is the student, and a name that came under several submissions of one file (or, in
+    folders, several submissions) is flagged, the latest graded, since a resubmission and another user of the same
+    name then look alike."""
     keys = {f.key for f in files}
     if len(keys) > 1 or keys <= set(ids):  # it tells users apart here, or did in an earlier download
         return
@@ -248,9 +248,9 @@ def _user_ids_or_names(files: list, ids) -> None:
     for f in files:
         f.key = f.lms_id = ""
         f.by = "submission " + f.entry.split("-", 1)[0]  # all it says of who: marks never follow a name alone
-        submissions.setdefault((f.student, f.name or f.entry), set()).add(f.entry.split("-", 1)[0])
+        submissions.setdefault((f.student, f.name), set()).add(f.entry.split("-", 1)[0])
     for f in files:
-        subs = submissions[(f.student, f.name or f.entry)]
+        subs = submissions[(f.student, f.name)]
         if len(subs) > 1:
             f.flags.append(f"Brightspace's download names '{_shown(f.student)}' in {len(subs)} submissions of "
                            f"{_shown(f.name) if f.name else 'this work'} ({', '.join(sorted(subs))}) and gives no user "

@@ -199,3 +199,15 @@ def test_one_student_s_brightspace_download_gives_no_user_id_unless_an_earlier_o
     known = _who(intake.collect(_class(tmp_path / "d2", SAME_SECOND[:1]), LESSONS, tmp_path / "out",
                                 earlier={"Jane Doe": {"01_warmup": "4411"}}))
     assert {name: ids for name, (ids, _, _) in known.items()} == {"Jane Doe": "4411"}
+
+
+def test_brightspace_folders_without_user_ids_flag_a_name_with_two_submissions_and_grade_the_latest(tmp_path):
+    got = _who(intake.collect(_class(tmp_path / "d", [
+        "151039-4411 - Jane Doe - Dec 3, 2026 1005 AM/01_warmup.ipynb",
+        "151050-4411 - Jane Doe - Dec 3, 2026 1130 AM/01_warmup.ipynb",
+        "151060-4411 - Ivan Petrov - Dec 3, 2026 1140 AM/01_warmup.ipynb"]), LESSONS, tmp_path / "out"))
+    roster_jane = got["Jane Doe"]
+    assert roster_jane[2] == ["Brightspace's download names 'Jane Doe' in 2 submissions of this work (151039, 151050) "
+                              "and gives no user id (every file carries the same second number): the latest is "
+                              "graded; check in Brightspace that they are one user"]
+    assert got["Ivan Petrov"][2] == []
