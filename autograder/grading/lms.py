@@ -30,7 +30,8 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
     (student, assignment) is graded. Anyone can write such a folder into ``inbound/``, so the folder's owner (its
     uid's user name, as ``nbgrader collect``'s ``check_owner`` reads it) is who handed it in: a folder whose owner
-    is not the student it names is flagged and graded as the owner's, never as that student's. The owners tell
+    is not the student it names is flagged and graded apart, as ``<owner> (as <student>)``: it replaces neither that
+    student's work nor the owner's own. The owners tell
     nothing when no folder is owned by the student it names (a zip, a copied folder): then the names decide, and
     the report says so once. A timestamp more than ``CLOCK_SKEW`` in the future is flagged, kept without a time
     and never wins over a copy with an honest one.
@@ -221,10 +222,11 @@ def _by_owner(files: list, owner) -> list:
     for f in files:
         named, by = f.student, owners[f.entry]
         f.by = f"user {by}" if by else ""
-        if by and by != named:
-            f.student = by
+        if by and by != named:  # apart from both: it replaces neither the named student's work nor the owner's own
+            f.student = f"{by} (as {named})"
             said = (f"the exchange folder '{_shown(f.entry)}' names the student '{_shown(named)}' but belongs to the "
-                    f"user '{_shown(by)}': graded as {_shown(by)}'s, never as {_shown(named)}'s")
+                    f"user '{_shown(by)}': graded apart as '{_shown(f.student)}', never as {_shown(named)}'s work "
+                    f"nor in place of {_shown(by)}'s own")
             f.flags.append(said)
             notes.append(said)
     if unknown:

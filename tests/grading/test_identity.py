@@ -9,8 +9,8 @@ student whose grade must not move.
 2. Brightspace, lesson 01: a later file of another user of the same full name replaces nothing.
 3. nbgrader's exchange, lesson 05, two runs: daemon and bin (system users stand for students, the exchange's folders
    are theirs) hand in; daemon's written answers are marked; then the user games writes
-   ``daemon+05_exercises+2099-...`` with daemon's written answers copied and a broken function. It is graded as
-   games's, flagged, with no mark of daemon's; daemon keeps her submission, her marks and her grade.
+   ``daemon+05_exercises+2099-...`` with daemon's written answers copied and a broken function. It is graded apart
+   (``games (as daemon)``), flagged, with no mark of daemon's; daemon keeps her submission, her marks and her grade.
 4. Brightspace without user ids (every file carries the same second number), lesson 05, two runs: Jane Doe's
    written answers are marked; a later submission under her name with those answers copied and a function broken
    is graded as the latest, flagged, and gets none of her marks or comments; Ivan Petrov's grade does not move.
@@ -167,20 +167,23 @@ def _exchange_class(base: Path) -> dict:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="folders owned by other users need root to make")
-def test_an_exchange_folder_in_another_student_s_name_is_its_owner_s_and_takes_no_mark(tmp_path_factory):
+def test_an_exchange_folder_in_another_student_s_name_is_kept_apart_and_takes_no_mark(tmp_path_factory):
     runs = once(tmp_path_factory, "identity-exchange", _exchange_class)
     first, spoofed = runs["first"], runs["spoofed"]
     for run in (first, spoofed):
         assert run["rc"] == 0, run["out"][-3000:]
-    alice, bob, eve = (spoofed["rows"][s] for s in (ALICE, BOB, EVE))
+    spoof = f"{EVE} (as {ALICE})"  # apart from both: neither daemon's nor, in place of her own, games's
+    assert set(spoofed["rows"]) == {ALICE, BOB, spoof}
+    alice, bob, eve = (spoofed["rows"][s] for s in (ALICE, BOB, spoof))
     assert alice[f"{EXERCISES} status"] == "graded" and alice[f"{EXERCISES} score"] == alice[f"{EXERCISES} max"]
     assert bob[f"{EXERCISES} score"] == first["rows"][BOB][f"{EXERCISES} score"]  # the honest one, unmoved
     assert bob[f"{EXERCISES} status"] == first["rows"][BOB][f"{EXERCISES} status"] == "pending manual"
     assert runs["after"][ALICE] == runs["marked"][ALICE] == MANUAL  # her marks stay on her own submission
-    assert runs["after"][EVE] == dict.fromkeys(MANUAL)  # the copied answers carry no mark of hers
+    assert runs["after"][eve["student"]] == dict.fromkeys(MANUAL)  # the copied answers carry no mark of hers
     assert eve[f"{EXERCISES} status"] == "pending manual"
     assert (f"the exchange folder '{ALICE}+{EXERCISES}+2099-01-01 00:00:00.000000 UTC+{EVE}' names the student "
-            f"'{ALICE}' but belongs to the user '{EVE}': graded as {EVE}'s, never as {ALICE}'s") in eve["flags"]
+            f"'{ALICE}' but belongs to the user '{EVE}': graded apart as '{spoof}', never as {ALICE}'s work nor in "
+            f"place of {EVE}'s own") in eve["flags"]
     assert "in the future" in eve["flags"] and alice["flags"] == "" and bob["flags"] == first["rows"][BOB]["flags"]
 
 

@@ -117,22 +117,28 @@ STAMP, FUTURE = "2026-11-02 10:00:00.000000 UTC", "2099-01-01 00:00:00.000000 UT
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving folders to other users needs root")
-def test_an_exchange_folder_in_another_student_s_name_is_graded_as_its_owner_s(tmp_path):
-    root = _class(tmp_path / "inbound", [f"{ALICE}+01_warmup+{STAMP}+aa/01_warmup.ipynb",
-                                         f"{BOB}+01_warmup+{STAMP}+bb/01_warmup.ipynb",
-                                         f"{ALICE}+01_warmup+{FUTURE}+ee/01_warmup.ipynb"])
-    for folder, user in ((f"{ALICE}+01_warmup+{STAMP}+aa", ALICE), (f"{BOB}+01_warmup+{STAMP}+bb", BOB),
-                         (f"{ALICE}+01_warmup+{FUTURE}+ee", EVE)):
+def test_an_exchange_folder_in_another_student_s_name_is_kept_apart_from_both(tmp_path):
+    """eve wrote two folders in others' names (one dated 2099, one just after her own honest hand-in): each is graded
+    apart, flagged, replacing neither the named student's work nor eve's own."""
+    later = "2026-11-03 10:00:00.000000 UTC"
+    owners = {f"{ALICE}+01_warmup+{STAMP}+aa": ALICE, f"{BOB}+01_warmup+{STAMP}+bb": BOB,
+              f"{EVE}+01_warmup+{STAMP}+ff": EVE, f"{ALICE}+01_warmup+{FUTURE}+ee": EVE,
+              f"{BOB}+01_warmup+{later}+gg": EVE}
+    root = _class(tmp_path / "inbound", [f"{folder}/01_warmup.ipynb" for folder in owners])
+    for folder, user in owners.items():
         _own(root / folder, user)
     roster = intake.collect(root, LESSONS, tmp_path / "out")
-    assert roster.entries[ALICE]["01_warmup"].path.parent.name.endswith("+aa")  # alice's own work, graded as hers
-    assert roster.entries[EVE]["01_warmup"].path.parent.name.endswith("+ee")  # the spoof is eve's, kept apart
-    assert roster.flags[ALICE] == [] and roster.flags[BOB] == []
+    sid = {name: s for s, name in roster.folders.items()}
+    graded = {name: roster.entries[s]["01_warmup"].path.parent.name[-2:] for name, s in sid.items()}
+    assert graded == {ALICE: "aa", BOB: "bb", EVE: "ff", f"{EVE} (as {ALICE})": "ee", f"{EVE} (as {BOB})": "gg"}
+    assert roster.flags[ALICE] == roster.flags[BOB] == roster.flags[EVE] == []
     said = (f"the exchange folder '{ALICE}+01_warmup+{FUTURE}+ee' names the student '{ALICE}' but belongs to the "
-            f"user '{EVE}': graded as {EVE}'s, never as {ALICE}'s")
-    assert said in roster.flags[EVE] and said in roster.notes
-    assert any("in the future" in flag for flag in roster.flags[EVE])
-    assert roster.entries[EVE]["01_warmup"].submitted == ""  # kept without the time it claims
+            f"user '{EVE}': graded apart as '{EVE} (as {ALICE})', never as {ALICE}'s work nor in place of {EVE}'s own")
+    spoof = sid[f"{EVE} (as {ALICE})"]
+    assert said in roster.flags[spoof] and said in roster.notes
+    assert any("in the future" in flag for flag in roster.flags[spoof])
+    assert roster.entries[spoof]["01_warmup"].submitted == ""  # kept without the time it claims
+    assert roster.entries[sid[f"{EVE} (as {BOB})"]]["01_warmup"].by == f"user {EVE}"
 
 
 def test_a_future_exchange_timestamp_never_wins_over_an_honest_earlier_one(tmp_path):
@@ -168,7 +174,8 @@ def test_exchange_folders_of_the_grading_user_are_taken_by_their_names_never_as_
     assert roster.entries[ALICE]["01_warmup"].path.parent.name.endswith("+bb")
     assert roster.entries[BOB]["01_warmup"].path.parent.name.endswith("+cc")
     assert roster.entries[me]["01_warmup"].path.parent.name.endswith("+aa")
-    assert roster.entries[EVE]["02_multi_head"].path.parent.name.endswith("+dd")  # written by eve in bob's name
+    spoof = next(s for s, name in roster.folders.items() if name == f"{EVE} (as {BOB})")  # eve wrote it in bob's name
+    assert roster.entries[spoof]["02_multi_head"].path.parent.name.endswith("+dd")
     assert roster.entries[BOB]["02_multi_head"].status == "missing"
     assert sum("2 of 4 exchange folders belong to the grading user or root" in note for note in roster.notes) == 1
 
