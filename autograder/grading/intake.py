@@ -654,7 +654,7 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
         handed = {lesson for lesson in lessons if _find(lesson, files, set())[0] is not None}
         before = earlier.get(student, {})
         others = sorted({pid for lesson, pid in before.items()
-                         if pid and pid != key and (system == "brightspace" or lesson in handed)})
+                         if pid and key and pid != key and (system == "brightspace" or lesson in handed)})
         if others and len(shared) == 1 and key not in by_id:
             flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms.TITLES[system]}; "
                          f"{what} {key} of the same name is graded apart by {what} id: check which is whom")

@@ -218,3 +218,9 @@ def test_brightspace_folders_without_user_ids_flag_a_name_with_two_submissions_a
                               "and gives no user id (every file carries the same second number): the latest is "
                               "graded; check in Brightspace that they are one user"]
     assert got["Ivan Petrov"][2] == []
+
+
+def test_a_name_graded_under_a_brightspace_user_id_is_not_split_by_a_download_that_gives_none(tmp_path):
+    got = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out",
+                              earlier={"Jane Doe": {"01_warmup": "459402"}}))
+    assert set(got) == {"Jane Doe", "Ivan Petrov"}
