@@ -78,8 +78,7 @@ class Worker:
         root = s.course_root
         started = time.monotonic()
         try:
-            kept = marks.for_hand_in(self._marks_to_carry(student, lesson),
-                                     (state.read(s, student, lesson) or {}).get("by", ""), task.get("by", ""))
+            kept = marks.for_hand_in(self._marks_to_carry(student, lesson), task.get("by", ""))
         except Exception as exc:  # noqa: BLE001 - grading it now would put its marks at risk: the grader's failure
             record = new_record(s, student, lesson, task, state.read(s, student, lesson) or {})
             record["reason"] = (f"the instructor's marks on this notebook could not be read before grading it again "

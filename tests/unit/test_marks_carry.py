@@ -109,9 +109,12 @@ def test_marks_given_to_another_s_hand_in_are_never_given_to_this_one_even_with_
     word for word; nbgrader kept the score and comment through autograde, so they are taken off; each mark stays
     on record as reopened, with its reason."""
     h = marks.answer_hash
-    kept = {"previous": {}, "marks": {"explain": _mark(2.0, h("a"), "Well argued."), "test": _mark(0.5, None)}}
-    assert marks.for_hand_in(kept, "4101", "4101") is kept and marks.for_hand_in(kept, "", "4103") is kept
-    other = marks.for_hand_in(kept, "user alice", "user mallory")
+    kept = {"previous": {}, "marks": {"explain": _mark(2.0, h("a"), "Well argued."), "test": _mark(0.5, None)},
+            "by": "user alice"}
+    assert marks.for_hand_in(kept, "user alice") is kept and marks.for_hand_in(kept, "") is kept
+    assert marks.for_hand_in({**kept, "by": ""}, "user mallory")["marks"] == kept["marks"]  # marked before it was known
+    other = marks.for_hand_in(kept, "user mallory")
+    assert marks.for_hand_in(other, "user mallory") == other  # a retry after a failed regrade decides the same
     written, test = _grade("explain", manual=2.0), _grade("test", auto=1.0, manual=0.5)
     comment = SimpleNamespace(name="explain", manual_comment="Well argued.")
     gb, _ = _gradebook([written, test], [comment])
