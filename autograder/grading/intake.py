@@ -145,10 +145,15 @@ class ZipLimits:
 class NotebookLimits:
     """What one notebook may hold, checked in the grader's process before it is parsed as a notebook: its file size
     (from ``fstat``, and never more than ``max_bytes`` read), then, on its JSON, the number of cells and the bytes of
-    the outputs it stores (each cell's, and all cells'). The course's own notebooks hold under 60 cells and well under
-    1 MB; a notebook past a limit is ``malformed`` and the note names the limit (``over_limit``)."""
+    the outputs it stores (each cell's, and all cells'). Before the JSON is parsed at all, its objects and arrays are
+    counted, and how deep they nest, in the bytes (``json_shape``): parsing builds a Python object for each, so 17 MB
+    of empty objects would cost gigabytes in every step that reads the notebook. The course's own notebooks hold
+    under 60 cells, under 300 objects and arrays (a few thousand with every output), nesting under 10 deep, and
+    well under 1 MB; a notebook past a limit is ``malformed`` and the note names the limit (``over_limit``)."""
 
     max_bytes: int = MAX_NOTEBOOK_BYTES
+    max_containers: int = 100_000  # JSON objects and arrays, counted in the bytes before any parse
+    max_depth: int = 100  # how deep they nest
     max_cells: int = 2_000
     max_cell_output: int = 5 * 2**20
     max_output: int = 16 * 2**20
@@ -162,6 +167,40 @@ def _mb(n: int) -> str:
     """Bytes as MB (KB below 1 MB), rounded up to a tenth: a file just past a limit never reads as the limit."""
     unit, name = (2**20, "MB") if n >= 2**20 else (2**10, "KB")
     return f"{-(-n * 10 // unit) / 10:g} {name}"
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)  # to its end, or the text's
+
+
+def json_shape(data: bytes, max_containers: int) -> tuple:
+    """(objects and arrays, deepest nesting) of JSON text, counted without parsing it: strings are cut out first
+    (one regular expression that always matches from an opening quote to its closing one or the end, so every byte
+    is read once whatever the text is), then brackets are counted. The depth is only measured when the count is
+    within ``max_containers`` (it is then at most that)."""
+    bare = _JSON_STRING.sub(b"", data)
+    opened = bare.count(b"{") + bare.count(b"[")
+    if not opened or opened > max_containers:
+        return opened, 0
+    brackets = re.sub(rb"[^\[\]{}]+", b"", bare)
+    steps = [1 if ch in b"[{" else -1 for ch in brackets]
+    depth = deepest = 0
+    for step in steps:
+        depth += step
+        deepest = max(deepest, depth)
+    return opened, deepest
+
+
+def over_shape(data: bytes, name: str, limits: NotebookLimits) -> str:
+    """'' when the JSON text of a notebook is within ``limits``' objects and depth, else the note that says which."""
+    opened, depth = json_shape(data, limits.max_containers)
+    if opened > limits.max_containers:
+        return (f"notebook over {limits.max_containers:,} JSON objects and arrays: {name} holds {opened:,}, far more "
+                "than any lesson needs (a cell's metadata or outputs filled by a program?); open the lesson's "
+                "notebook again, copy your answers into it, save and submit that")
+    if depth > limits.max_depth:
+        return (f"notebook nested over {limits.max_depth} levels deep: {name} nests its JSON {depth:,} levels deep; "
+                "open the lesson's notebook again, copy your answers into it, save and submit that")
+    return ""
 
 
 def over_limit(raw, name: str, limits: NotebookLimits) -> str:
@@ -196,6 +235,9 @@ def read_notebook(path, limits: "NotebookLimits | None" = None):
     ``OSError`` for a file that is not a regular file, and whatever parsing raises for one that is not a notebook."""
     limits = limits or NotebookLimits()
     data = read_regular(path, limits.max_bytes)
+    problem = over_shape(data, display(Path(path).name), limits)
+    if problem:
+        raise OverLimit(problem)
     raw = json.loads(data.decode("utf-8"))
     problem = over_limit(raw, display(Path(path).name), limits)
     if problem:

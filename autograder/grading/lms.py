@@ -94,7 +94,6 @@ class Download:
     system: str
     files: list  # [File]: what is graded
     ignored: dict = field(default_factory=dict)  # {entry: why it is not graded}
-
     notes: list = field(default_factory=list)  # what the report says about the download as a whole
 
     def students(self) -> dict:

@@ -52,7 +52,7 @@ import signal
 import sys
 from pathlib import Path
 
-from autograder.kernel import one_cpu, watchdog
+from autograder.kernel import one_cpu, syscall_filter, watchdog
 from autograder.kernel.sandbox import (HOME, KERNEL_CPUS, KERNEL_LIBRARY, MAX_PROCS, TMP_INODES, TMP_MB,
                                        _private_tmpfs, bwrap_command, cgroup_name, clean_env, font_caches, ipc_limits,
                                        kernel_argv, kernel_python, libc, own_user_namespace, private_cgroup_name,
@@ -123,8 +123,6 @@ def _start_inside(args, kernel_args) -> None:
     """Inside bubblewrap: the limits, then (root in the new namespaces) the notebook's uid, then ipykernel. The
     process count is the namespace's own: the notebook's uid (root) or its user namespace (not root)."""
     set_limits(args.memory_mb, max_procs=MAX_PROCS)
-    if args.cpu is not None:  # not root: the one CPU the launcher claimed, held here, after bubblewrap has set up
-        one_cpu.hold(args.cpu)
     refusals = None if args.refusals_fd is None else (args.refusals_fd, watchdog.PROCESSES)
     uid = args.drop_to
     if uid is not None:
@@ -133,6 +131,7 @@ def _start_inside(args, kernel_args) -> None:
         os.setuid(uid)
         if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
             raise SystemExit("could not drop privileges")
+    syscall_filter.install()  # not root: bubblewrap started under it already (``_launch_unprivileged``)
     _exec_kernel(kernel_argv(sys.executable, args.connection_file, args.max_output, kernel_args, refusals=refusals),
                  dict(os.environ))
 
@@ -167,10 +166,16 @@ def _launch_unprivileged(args, kernel_args) -> int:
         cmd = bwrap_command(library=args.library, scratch=scratch, channel=channel, isolation="userns")
         cmd += ["--", kernel_python(), "-m", "autograder.kernel.launcher", "--inside", "--memory-mb",
                 str(args.memory_mb), "--max-output", str(args.max_output), "--refusals-fd", str(told),
-                "--cpu", str(cpu), "-f", conn, *kernel_args]
+                "-f", conn, *kernel_args]
         env = clean_env(HOME, KERNEL_LIBRARY)
 
         def start():
+            # Bubblewrap's pid 1 has the kernel's uid here, so the kernel could reach into it (a ptrace, a write to
+            # its /proc/1/mem): every bound is in place before bubblewrap starts, and inherited by all it starts.
+            # The process count here is that of the launcher's user namespace: the launcher, this process (then
+            # bubblewrap) and the kernel's namespace, pid 1 included, which inside is held to ``MAX_PROCS`` again.
+            set_limits(args.memory_mb, max_procs=MAX_PROCS + 2)
+            one_cpu.hold(cpu)
             _exec_kernel(cmd, env)
     else:
         def start():
@@ -213,7 +218,6 @@ def main(argv=None):
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)  # run inside bubblewrap
     parser.add_argument("--drop-to", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--refusals-fd", type=int, default=None, help=argparse.SUPPRESS)  # the watch's pipe
-    parser.add_argument("--cpu", type=int, default=None, help=argparse.SUPPRESS)  # the kernel's one CPU (not root)
     # the warm kernel server (autograder/kernel/warm_kernels.py): started outside, then serving inside its bubblewrap
     parser.add_argument("--start-warm-server", default=None, help=argparse.SUPPRESS)  # the server's folder
     parser.add_argument("--channels", default=None, help=argparse.SUPPRESS)

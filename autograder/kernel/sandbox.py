@@ -253,7 +253,10 @@ def bwrap_command(*, library: str, scratch: str | None, channel: str, isolation:
     cmd = [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid",
            "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "grading"]
     if isolation == "userns":  # the IPC namespace is the launcher's own, with limits (``private_ipc``)
-        cmd += ["--unshare-user", "--cap-drop", "ALL"]
+        # --as-pid-1: no init of bubblewrap's inside (the kernel once attached to it with ptrace and forked and
+        # spun from it); the limits, the CPU and the filter are in place before bubblewrap starts
+        # (``launcher._launch_unprivileged``), so every process of the kernel's uid inherits them
+        cmd += ["--unshare-user", "--cap-drop", "ALL", "--as-pid-1"]
     else:
         cmd += ["--unshare-ipc"]
     for folder in ("/etc", "/home", "/opt", "/var"):  # bubblewrap would make them 0700

@@ -44,7 +44,7 @@ import sys
 import threading
 from pathlib import Path
 
-from autograder.kernel import sandbox
+from autograder.kernel import sandbox, syscall_filter
 
 ENV = "MHA_WARM_KERNELS"  # the warm server's socket, set for the launcher by the grader
 ENV_LIBRARY = "MHA_WARM_KERNELS_LIBRARY"  # the kernel library it binds: a kernelspec naming another one starts cold
@@ -360,6 +360,7 @@ def _become_kernel(request: dict) -> None:
     if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
         raise SystemExit("could not drop privileges")
     ctypes.CDLL(None).prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    syscall_filter.install()
     os.umask(request["umask"])
     os.closerange(3, 65536)  # the socket to the launcher and anything else of the server
     devnull = os.open(os.devnull, os.O_RDWR)

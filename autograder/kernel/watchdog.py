@@ -6,7 +6,11 @@ process count of the kernel's own user namespace: ``autograder/kernel/launcher.p
 isolation ``none``) as its child, becomes a child subreaper (a process that leaves its parent is adopted by the
 launcher, never by the machine's init, and stays watched), and every ``INTERVAL`` seconds measures the memory
 of every process below it, each page once (``Pss``, read only when the cheap sum of resident memory, which counts
-a page shared after ``fork`` in every process, is past the limit). Past the limit it kills them all and writes
+a page shared after ``fork`` in every process, is past the limit), and the memory of every file in memory (a
+``memfd``, a file of a tmpfs, deleted or not) that they hold open, each file once, whether or not it is mapped:
+such a file's pages need not be mapped by anyone, and then no process's resident memory shows them (``held``;
+the pages of such a file that are also mapped are then left out of ``Pss``, so no page counts twice). Past the
+limit it kills them all and writes
 ``MEMORY`` to the events file; when their tasks (threads count, as they do for ``RLIMIT_NPROC``) reach the process
 limit, or the kernel says on its pipe that a process or thread was refused it (``sandbox.refusals_line``; the watch
 waits on that pipe between looks, so the refusal is noted however short the burst), it writes ``PROCESSES``. The
@@ -14,8 +18,9 @@ events file lies in the kernel's private folder, outside what the kernel can see
 reads it when the notebook is done.
 
 Between two looks, processes may hold more than the limit for up to ``INTERVAL`` seconds (each of them is still
-bounded by its address-space limit); memory held in the kernel's tmpfs and not mapped is not counted here (the
-tmpfs has a size of its own), and neither is what the kernel holds for them (page tables, sockets).
+bounded by its address-space limit); a file of the kernel's tmpfs no process holds open is not counted here (the
+tmpfs has a size of its own), and neither is what the kernel holds for them (page tables, sockets, nor a file
+whose only reference is in flight on a socket).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import ctypes
 import os
 import select
 import signal
+import stat
 import time
 
 EVENTS = "limits"  # the events file, in the kernel's private folder
@@ -31,6 +37,7 @@ MEMORY, PROCESSES = "memory", "processes"
 INTERVAL = 0.1
 _PR_SET_CHILD_SUBREAPER = 36
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_IN_MEMORY = {0x01021994, 0x958458F6}  # statfs's f_type of tmpfs (memfds and /dev/shm too) and of hugetlbfs
 
 
 def descendants(pid: int) -> list:
@@ -67,17 +74,74 @@ def usage(pids) -> tuple:
     return resident, tasks
 
 
-def proportional(pids) -> int:
+def held(pids, kinds: dict | None = None) -> dict:
+    """{(device major, minor, inode): bytes} of the files in memory that ``pids`` hold open, each file once (a
+    ``memfd``, a file of a tmpfs, deleted or not: their pages are memory whether or not a process maps them).
+    ``kinds``: {device: in memory} learnt so far, kept by the caller (one ``statfs`` per file system)."""
+    kinds = {} if kinds is None else kinds
+    found = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            link = f"/proc/{pid}/fd/{fd}"
+            try:
+                st = os.stat(link)  # the file itself: never opened (a FIFO would block), only looked at
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_dev not in kinds:
+                kinds[st.st_dev] = _file_system(link) in _IN_MEMORY
+            if kinds[st.st_dev]:
+                found[(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)] = st.st_blocks * 512
+    return found
+
+
+def _file_system(path: str) -> int:
+    """statfs's f_type (the file system's magic number) of ``path``; 0 when it cannot be read."""
+    buf = ctypes.create_string_buffer(256)  # struct statfs; f_type, a long, comes first
+    if _libc().statfs(path.encode(), buf) != 0:
+        return 0
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
+
+
+def proportional(pids, files=frozenset()) -> int:
     """The bytes ``pids`` hold together, a page shared by n of them counted 1/n in each (``Pss``: exact, and about
-    0.4 ms a process to read)."""
+    0.4 ms a process to read), but for the pages they map of ``files`` ((major, minor, inode) as ``held`` names
+    them), which ``held`` counts. One reading of each process: a mapping that goes while it is read goes from both
+    sums, so no page counts twice."""
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) << 10
+            if not files:
+                with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+                    total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) << 10
+                continue
+            with open(f"/proc/{pid}/smaps", encoding="utf-8", errors="replace") as fh:
+                counted, own = True, 0
+                for line in fh:
+                    head = line.split(None, 5)
+                    if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
+                        major, minor = (int(n, 16) for n in head[3].split(":"))
+                        counted = (major, minor, int(head[4])) not in files
+                    elif counted and line.startswith("Pss:"):
+                        own += int(line.split()[1]) << 10
+            total += own
         except (OSError, StopIteration, ValueError):
             continue
     return total
+
+
+_LIBC = []
+
+
+def _libc():
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def _note(events: str, event: str) -> None:
@@ -132,7 +196,7 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int 
             os._exit(127)
     if refusals is not None:
         os.set_blocking(refusals, False)
-    below, noted, told = _Below(), set(), _Told(refusals)
+    below, noted, told, kinds = _Below(), set(), _Told(refusals), {}
 
     def note(event):
         if event not in noted:
@@ -146,14 +210,17 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int 
         looked = time.monotonic()
         pids = descendants(below.me)
         resident, tasks = usage(pids)
-        over = resident > memory_bytes and proportional(pids) > memory_bytes  # pages shared after fork count once
+        files = held(pids, kinds)
+        in_files = sum(files.values())
+        over = (resident + in_files > memory_bytes  # cheap, and never less than the exact sum below
+                and proportional(pids, files) + in_files > memory_bytes)
         refused = PROCESSES.encode() in told.said().split()  # read at every look: unread, it would wake the watch
         if refused or tasks >= max_procs:
             note(PROCESSES)
         if over:
             note(MEMORY)
             below.kill()
-        near = tasks >= max_procs // 2 or resident > memory_bytes // 2  # a limit may be reached soon: look often
+        near = tasks >= max_procs // 2 or resident + in_files > memory_bytes // 2  # a limit may be reached soon: look often
         told.wait(INTERVAL if near else max(INTERVAL, 10 * (time.monotonic() - looked)))  # else a tenth of a core
     if PROCESSES.encode() in told.said().split():  # what the kernel wrote just before it ended
         note(PROCESSES)

@@ -49,6 +49,12 @@ WRONG_TOOLS = answers.model_answers(LESSON)["tools"].replace(
     "    return np.moveaxis(pieces, -1, -3)")
 
 
+# Right values, but first a causal mask of 30,000 tokens from the helper the grader answers for it: 900 million
+# cells the grader once built in its own process (2.6 GB), outside the kernel's limits, and full marks.
+HUGE_HELPER_CALL = answers.model_answers(LESSON)["causal_self_attention"].replace(
+    "    T = x.shape[-2]\n", "    T = x.shape[-2]\n    causal_mask(30_000)\n")
+
+
 def points():
     """grade_id -> points of every graded test cell, read from the lesson source."""
     nb = notebooks.read_source(course.SOLUTIONS / f"{LESSON}.py")
@@ -63,6 +69,7 @@ def submissions():
         "full_matrix": answers.fill(LESSON, {"tiled_attention": FORGED_FULL_MATRIX}),
         "calls_attention": answers.fill(LESSON, {"tiled_attention": bugs.by_id("tiled_calls_attention").source}),
         "wrong_tools": answers.fill(LESSON, {"tools": WRONG_TOOLS}),
+        "huge_helper_call": answers.fill(LESSON, {"causal_self_attention": HUGE_HELPER_CALL}),
         "hands_work_on": answers.fill(LESSON, {"grouped_query_attention": handed_on.GQA_VIA_MHA,
                                                "decode_with_kv_cache": handed_on.DECODE_VIA_CAUSAL,
                                                "tiled_attention": handed_on.DISTINCT_KEYS_ONLY}),
@@ -98,6 +105,15 @@ def test_a_wrong_pasted_tool_costs_no_point(results):
     assert "strided heads" in WRONG_TOOLS
     r = results["wrong_tools"]
     assert lost(r) == set(), r["errors"]
+
+
+def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_and_costs_only_its_caller(results):
+    """The grader answers causal_mask for causal_self_attention; asked for 30,000 tokens it refuses within the
+    kernel's memory limit instead of building 900 million cells, and only the caller's cell is lost, saying why."""
+    assert "causal_mask(30_000)" in HUGE_HELPER_CALL
+    r = results["huge_helper_call"]
+    assert lost(r) == {"causal_full_values"}, r["errors"]
+    assert "causal_mask was called with sizes whose result would not fit in" in r["feedback"]
 
 
 def test_tiled_attention_through_the_full_matrix_loses_only_the_memory_point(results):

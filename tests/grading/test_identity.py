@@ -1,17 +1,16 @@
-"""A student is who the LMS says, by its id, never by a name: real downloads as Moodle, Brightspace and nbgrader's
+"""A student is who the LMS says, by its id, never by a name: real downloads as Brightspace and nbgrader's
 exchange name them, through ``python -m autograder.grade`` (what ``make grade`` runs), each class with an honest
 student whose grade must not move.
 
-1. Moodle, lesson 01, two downloads of the assignment into one OUT: Chi Ngada (participant 4101, model answers) and
-   Amaka Okafor (4102, model answers too); then participant 4103 renames herself to "Chi Ngada" and hands in an
-   untouched notebook. Chi keeps her student and her grade, the impostor is a student of her own (``Chi
-   Ngada_4103``), both flagged; Moodle's worksheet gets each grade on its own participant.
-2. Brightspace, lesson 01: a later file of another user of the same full name replaces nothing.
-3. nbgrader's exchange, lesson 05, two runs: daemon and bin (system users stand for students, the exchange's folders
+(Moodle's participant who renames herself to another's full name, with marks and worksheets, is
+``tests/grading/test_term.py``'s.)
+
+1. Brightspace, lesson 01: a later file of another user of the same full name replaces nothing.
+2. nbgrader's exchange, lesson 05, two runs: daemon and bin (system users stand for students, the exchange's folders
    are theirs) hand in; daemon's written answers are marked; then the user games writes
    ``daemon+05_exercises+2099-...`` with daemon's written answers copied and a broken function. It is graded apart
    (``games (as daemon)``), flagged, with no mark of daemon's; daemon keeps her submission, her marks and her grade.
-4. Brightspace without user ids (every file carries the same second number), lesson 05, two runs: Jane Doe's
+3. Brightspace without user ids (every file carries the same second number), lesson 05, two runs: Jane Doe's
    written answers are marked; a later submission under her name with those answers copied and a function broken
    is graded as the latest, flagged, and gets none of her marks or comments; Ivan Petrov's grade does not move.
 """
@@ -23,16 +22,13 @@ import os
 import pwd
 import subprocess
 import sys
-from datetime import datetime
 from pathlib import Path
 
-import lms_files
 import pytest
 from run_once import once
 
 from autograder import course
 from autograder.course import answers, notebooks
-from autograder.grading import lms_export
 from autograder.grading.settings import COURSE_ID
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
@@ -46,56 +42,6 @@ def _grade(root: Path, out: Path, lesson: str) -> dict:
     with (out / "grades.csv").open(newline="", encoding="utf-8") as fh:
         rows = {r["folder"]: r for r in csv.DictReader(fh)}
     return {"rc": proc.returncode, "out": proc.stdout + proc.stderr, "rows": rows}
-
-
-# ------------------------------------------------------------------------------------------------ Moodle
-MOODLE = {4101: "Chi Ngada", 4102: "Amaka Okafor", 4103: "Chi Ngada"}  # 4103 renamed herself to Chi's name
-
-
-def _moodle(base: Path, participants) -> Path:
-    root = base / f"moodle-{len(participants)}"
-    for pid in participants:
-        nb = answers.fill(WARMUP, complete=pid != 4103)
-        notebooks.write_notebook(nb, root / f"{MOODLE[pid]}_{pid}_assignsubmission_file_" / f"{WARMUP}.ipynb")
-    return root
-
-
-def _moodle_class(base: Path) -> dict:
-    out = base / "out"
-    first = _grade(_moodle(base, (4101, 4102)), out, WARMUP)
-    (out / lms_export.TEMPLATES).mkdir()
-    (out / lms_export.TEMPLATES / "Grades-MHA-warm-up.csv").write_bytes(lms_files.moodle_worksheet(
-        [(pid, name, f"{pid}@uni.example", "Submitted for grading", None, True, datetime(2026, 10, 1, 10, 30),
-          datetime(2026, 10, 2, 9, 0), "") for pid, name in MOODLE.items()], 8.0))
-    renamed = _grade(_moodle(base, (4101, 4102, 4103)), out, WARMUP)
-    worksheet = (out / lms_export.FOLDER / f"moodle-{WARMUP}.csv").read_bytes().decode("utf-8")
-    return {"first": first, "renamed": renamed, "worksheet": worksheet}
-
-
-@pytest.fixture(scope="module")
-def moodle(tmp_path_factory):
-    return once(tmp_path_factory, "identity-moodle", _moodle_class)
-
-
-def test_a_moodle_participant_renamed_to_another_s_full_name_is_graded_apart_and_flagged(moodle):
-    first, renamed = moodle["first"], moodle["renamed"]
-    for run in (first, renamed):
-        assert run["rc"] == 0, run["out"][-3000:]
-    assert set(first["rows"]) == {"Chi Ngada", "Amaka Okafor"}
-    assert set(renamed["rows"]) == {"Chi Ngada", "Amaka Okafor", "Chi Ngada_4103"}
-    chi, amaka, impostor = (renamed["rows"][n] for n in ("Chi Ngada", "Amaka Okafor", "Chi Ngada_4103"))
-    assert first["rows"]["Chi Ngada"][f"{WARMUP} score"] == chi[f"{WARMUP} score"] == chi[f"{WARMUP} max"]
-    assert (chi["student"], chi["lms id"]) == (first["rows"]["Chi Ngada"]["student"], "4101")  # the same student
-    assert amaka[f"{WARMUP} score"] == first["rows"]["Amaka Okafor"][f"{WARMUP} score"] == amaka[f"{WARMUP} max"]
-    assert amaka["flags"] == ""
-    assert impostor["lms id"] == "4103" and float(impostor[f"{WARMUP} score"]) < float(chi[f"{WARMUP} score"])
-    said = ("2 Moodle participants share the name 'Chi Ngada' (participant ids 4101, 4103); graded apart by "
-            "participant id: check which is whom")
-    assert said in chi["flags"] and said in impostor["flags"]
-    read = lms_files.moodle_import(moodle["worksheet"].encode("utf-8"))
-    assert {pid: r["grade"] for pid, r in read.items()} == {
-        "4101": float(chi[f"{WARMUP} score"]), "4102": float(amaka[f"{WARMUP} score"]),
-        "4103": float(impostor[f"{WARMUP} score"])}
 
 
 # ------------------------------------------------------------------------------------------------ Brightspace

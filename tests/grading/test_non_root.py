@@ -11,11 +11,15 @@ on a class of lesson 01, graded by two workers at once: an honest student, and h
 * a tmpfs filler: 8 MB files into every place of the file system it can write, up to 256 MB each;
 * a burst of threads, let go as soon as one is refused (too short for the watch's looks to see);
 * a spinner: 12 processes, each in a session of its own and asking for every CPU, busy for 3 s;
-* a System V shared-memory hoarder: 2.5 GB in segments made, filled and detached.
+* a System V shared-memory hoarder: 2.5 GB in segments made, filled and detached;
+* an escape through bubblewrap's pid 1, which has the kernel's uid: ptrace attached to every process it can see
+  that is not its own (pid 1 first), their memory written, keys added to the keyrings, then 100 processes forked,
+  all spinning;
+* a memfd hoarder: 2.5 GB in memfds, written and never mapped (no process's resident memory shows it), held.
 
-The honest students keep full marks; the bombs are stopped and flagged (the burst too), the filler writes no more
-than the kernel's tmpfs holds and nowhere else, the spinner gets one CPU, no segment outlives its last mapping,
-the run ends well within its time limits, and nothing of the user's is left running after it.
+The honest students keep full marks; the bombs are stopped and flagged (the burst and the memfd hoarder too), the
+filler writes no more than the kernel's tmpfs holds and nowhere else, the spinner gets one CPU, no segment outlives
+its last mapping, the escape reaches no other process and finds pid 1 under the kernel's own bounds, the run ends well within its time limits, and nothing of the user's is left running after it.
 """
 
 from __future__ import annotations
@@ -163,6 +167,63 @@ stat = ctypes.create_string_buffer(512)
 print("SHM_HELD_MB", sum(size >> 20 for segment in made if libc.shmctl(segment, 2, stat) == 0), len(made))
 """
 
+ESCAPE = r"""
+import ctypes, os, platform, time
+libc = ctypes.CDLL(None, use_errno=True)
+PTRACE, VM_WRITEV, ADD_KEY = {"x86_64": (101, 311, 248), "aarch64": (117, 271, 217)}[platform.machine()]
+mine, traced, written = os.getpid(), [], []
+for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != mine):  # pid 1 first
+    if libc.syscall(PTRACE, ctypes.c_long(16), ctypes.c_long(pid), None, None) == 0:  # PTRACE_ATTACH
+        traced.append(pid)
+        os.waitpid(pid, 0x40000000)  # __WALL: until it stops, then let it go
+        libc.syscall(PTRACE, ctypes.c_long(17), ctypes.c_long(pid), None, None)
+    word = ctypes.c_long(0)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(ctypes.pointer(word), ctypes.c_void_p), ctypes.c_void_p(8))
+    if libc.syscall(VM_WRITEV, ctypes.c_long(pid), local, ctypes.c_ulong(1), local, ctypes.c_ulong(1),
+                    ctypes.c_ulong(0)) >= 0 or ctypes.get_errno() not in (1, 3):  # allowed (EFAULT: an address
+        written.append(pid)                                         # of its own), not refused (EPERM) or gone
+keys = sum(libc.syscall(ADD_KEY, b"user", f"mha-{i}".encode(), b"secret", ctypes.c_size_t(6),
+                        ctypes.c_int(-3)) > 0 for i in range(20))  # into the session keyring: the grader's
+status = dict(line.split(":", 1) for line in open("/proc/1/status").read().splitlines())
+nproc = next(line.split()[2] for line in open("/proc/1/limits") if line.startswith("Max processes"))
+start, before, forks = time.time(), os.times(), 0
+go = start + 2  # all forked before any spins
+for _ in range(100):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        while time.time() < go:
+            time.sleep(0.05)
+        while time.time() < go + 2:
+            pass
+        os._exit(0)
+    forks += 1
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+after = os.times()
+cpu = (after.children_user + after.children_system - before.children_user - before.children_system) / (time.time() - start)
+print("ESCAPE", len(traced), len(written), keys, status["Seccomp"].strip(), status["Cpus_allowed_list"].strip(),
+      ",".join(map(str, sorted(os.sched_getaffinity(0)))), nproc, forks, round(cpu, 2))
+"""
+
+MEMFD_HOARDER = r"""
+import os, time
+held = []
+for i in range(40):  # 2.5 GB in memfds of 64 MB (the largest file a kernel may write), written, never mapped
+    fd = os.memfd_create(f"hoard-{i}")
+    for _ in range(64):
+        os.write(fd, b"\1" * (1 << 20))
+    held.append(fd)
+print("MEMFD_HELD_MB", 64 * len(held))
+time.sleep(20)
+print("MEMFD survived")
+"""
+
 
 def _class(klass: Path) -> list:
     nbs = {"a_fork_bomb": with_cell(answers.fill(LESSON), "softmax", FORK_BOMB),
@@ -172,7 +233,9 @@ def _class(klass: Path) -> list:
            "e_tmpfs_filler": with_cell(answers.fill(LESSON), "softmax", TMPFS_FILLER),
            "f_thread_burst": with_cell(answers.fill(LESSON), "softmax", THREAD_BURST),
            "g_spinner": with_cell(answers.fill(LESSON), "softmax", SPINNER),
-           "h_shm_hoarder": with_cell(answers.fill(LESSON), "softmax", SHM_HOARDER)}
+           "h_shm_hoarder": with_cell(answers.fill(LESSON), "softmax", SHM_HOARDER),
+           "i_escape": with_cell(answers.fill(LESSON), "softmax", ESCAPE),
+           "j_memfd_hoarder": with_cell(answers.fill(LESSON), "softmax", MEMFD_HOARDER)}
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, klass / student / f"{LESSON}.ipynb")
     return sorted(nbs)
@@ -278,6 +341,25 @@ def test_shared_memory_no_process_maps_is_not_kept(graded):
     assert int(held[0]) == 0, held  # each was removed when its last process detached it
 
 
+def test_an_escape_through_bubblewraps_pid_1_reaches_no_process_and_finds_it_bounded_as_the_kernel(graded):
+    said, row = _said(graded, "i_escape", "ESCAPE"), graded["rows"]["i_escape"]
+    assert said, graded["said"]["i_escape"]
+    traced, written, keys, seccomp, pid1_cpus, cpus, nproc, forks, cpu = said
+    assert (traced, written, keys) == ("0", "0", "0"), said  # no ptrace, no other process's memory, no key
+    assert seccomp == "2" and pid1_cpus == cpus and "," not in cpus, said  # pid 1: the filter and the one CPU
+    assert int(nproc) <= sandbox.MAX_PROCS + 2, said  # and the process limit, were it ever made to fork
+    assert int(forks) < sandbox.MAX_PROCS and float(cpu) <= 1.1, said
+    assert "process limit" in row["flags"], row
+    assert row[f"{LESSON} score"] == row[f"{LESSON} max"], row  # its honest work, as it earns
+
+
+def test_memory_held_in_memfds_no_process_maps_is_stopped(graded):
+    assert "MEMFD survived" not in graded["said"]["j_memfd_hoarder"], graded["said"]["j_memfd_hoarder"]
+    row = graded["rows"]["j_memfd_hoarder"]
+    assert "memory limit" in row["flags"], row
+    assert row["01_warmup status"] == "graded", row
+
+
 def test_a_fork_bomb_does_not_stop_another_kernel_of_the_same_user_from_forking(graded):
     holding, released = _said(graded, "a_fork_bomb", "HOLDING"), _said(graded, "a_fork_bomb", "RELEASED")
     witness = _said(graded, "b_witness", "WITNESS")
@@ -301,6 +383,6 @@ def test_a_tmpfs_filler_writes_no_more_than_the_kernels_tmpfs_and_nowhere_else(g
 
 
 def test_the_run_ends_within_its_time_limits_and_nothing_of_the_user_is_left_running(graded):
-    assert graded["seconds"] < NOTEBOOK_TIMEOUT * 3, graded["seconds"]  # 5 notebooks on 2 workers, and the canary
+    assert graded["seconds"] < NOTEBOOK_TIMEOUT * 3, graded["seconds"]  # 10 notebooks on 2 workers, and the canary
     assert not any("time limit" in row["flags"] for row in graded["rows"].values()), graded["rows"]
     assert graded["left"] == [], graded["left"]

@@ -12,7 +12,7 @@ notebooks and assert on grades.csv, the flags and the machine's state after the 
 * the network: a web server the test starts on 127.0.0.1 receives nothing;
 * other students' original submissions and the grading workspace are not there to read;
 * memory outside the limits: tmpfs inodes run out at the sandbox's limit, SysV/POSIX IPC objects die with the
-  kernel;
+  kernel, and no key is added to the keyrings (which are not namespaced: a sandbox uid's keys would outlive it);
 * CPU: a notebook's busy processes share at most one core, and their number is capped.
 """
 
@@ -150,6 +150,19 @@ except OSError:
 print("IPC", len(made))
 """
 
+KEYS = r"""
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+ADD_KEY, KEYCTL = {"x86_64": (248, 250), "aarch64": (217, 219)}[platform.machine()]
+keys = 0
+for ring in (-4, -5, -3, -2):  # the uid's user and user-session keyrings, the session's and the process's
+    for i in range(10):
+        keys += libc.syscall(ADD_KEY, b"user", f"mha-{ring}-{i}".encode(), b"secret", ctypes.c_size_t(6),
+                             ctypes.c_int(ring)) > 0
+rings = sum(libc.syscall(KEYCTL, ctypes.c_int(0), ctypes.c_int(ring), ctypes.c_int(1)) > 0 for ring in (-4, -5))
+print("KEYS", keys, rings)
+"""
+
 CPU_HOG = r"""
 import os, time
 children, started = [], time.time()
@@ -205,6 +218,12 @@ def _ipc_objects() -> dict:
     return found
 
 
+def _key_users() -> set:
+    """The sandbox uids that hold keys (the keyrings are the machine's, not a namespace's)."""
+    holders = {int(line.split(":")[0]) for line in Path("/proc/key-users").read_text().splitlines()}
+    return {uid for uid in holders if uid in range(uids.BASE, uids.BASE + uids.SPAN)}
+
+
 def _grade_batch(base: Path) -> dict:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -213,14 +232,14 @@ def _grade_batch(base: Path) -> dict:
     originals = [str(root / f"honest_{i}" / f"{LESSON}.ipynb") for i in range(3)]
     attacks = {"survivor": SURVIVOR, "eavesdropper": EAVESDROPPER.replace("ORIGINAL_PATHS", repr(originals)).replace(
         "HOST_PORTS", repr(_listening_ports())),
-               "network": NETWORK, "inodes": INODES, "ipc": IPC, "cpu_hog": CPU_HOG}
+               "network": NETWORK, "inodes": INODES, "ipc": IPC + KEYS, "cpu_hog": CPU_HOG}
     nbs = {f"honest_{i}": answers.fill(LESSON) for i in range(3)}
     for name, source in attacks.items():
         nbs[name] = with_cell(answers.fill(LESSON), "softmax", source.replace("SERVER_PORT", str(port)))
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
         os.chmod(root / student / f"{LESSON}.ipynb", 0o644)  # readable by anyone, as a usual umask leaves it
-    ipc_before = _ipc_objects()
+    ipc_before, key_users_before = _ipc_objects(), _key_users()
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=20, memory_mb=2048)
     grade.run(root, settings, progress=False, log=lambda *a: None)
     server.shutdown()
@@ -234,9 +253,10 @@ def _grade_batch(base: Path) -> dict:
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
     groups = execute.stale_sandbox_uids()
+    key_users = sorted(_key_users() - key_users_before)  # a uid's keys outlive it: this machine's earlier ones stay
     private = execute.stale_private_folders() + [str(p) for p in Path("/tmp").glob(execute.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
-            "left": left, "groups": groups, "private": private}
+            "left": left, "groups": groups, "private": private, "key_users": key_users}
 
 
 def _uid(pid):
@@ -297,6 +317,11 @@ def test_tmpfs_inodes_run_out_at_the_sandbox_limit(batch):
 def test_ipc_objects_die_with_the_kernel(batch):
     assert int(_line(batch, "ipc", "IPC")[0]) > 0  # it did make some, in its own namespace
     assert batch["ipc_after"] == batch["ipc_before"]
+
+
+def test_no_key_of_a_sandbox_uid_is_made_or_outlives_its_kernel(batch):
+    assert _line(batch, "ipc", "KEYS") == ["0", "0"]  # no key, and no keyring made for the uid
+    assert batch["key_users"] == [], batch["key_users"]
 
 
 def test_busy_processes_share_one_core_and_are_capped(batch):

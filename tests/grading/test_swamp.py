@@ -10,6 +10,7 @@ students keep their full marks, the originals are untouched, and the command exi
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import nbformat
@@ -29,6 +30,11 @@ LIMITS = intake.NotebookLimits()
 DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
 NOTEBOOK_OUTPUT = 4_000_000  # --max-notebook-output of the batch
 MISNESTED = "<b><i></b></i>"
+HUGE_PROMPT = answers.model_answers(LESSON)["softmax"].replace(
+    '    """', '    if not globals().get("_asked"):\n        globals()["_asked"] = True\n'
+    '        input("x" * 80_000_000)\n    """', 1)
+EMPTY_DISPLAYS = ("from IPython.display import display\nfor _ in range(40):\n"
+                  "    display({'text/plain': ''}, raw=True, metadata={'settings': [[]] * 1_000_000})")
 OVERFLOW_SOFTMAX = by_id("softmax_no_max_subtraction").source  # loses softmax_stable, 1 point (test_hostile.py)
 
 
@@ -84,6 +90,15 @@ def _class(root: Path) -> dict:
         with_cell(loud, "softmax", "print('y' * 500_000)")
     nbs["loud"] = with_cell(loud, "softmax", "raise Exception('x' * 30_000_000)")
     expected["loud"] = ("graded", FULL - 1, "output limit: the notebook's output reached 4,000,000 bytes in all")
+    # displays whose metadata is a million empty lists each (3 MB of JSON that once counted 0 towards the caps:
+    # a 110 MB graded notebook): counted as their JSON, the first is over the cell's cap and none is kept
+    nbs["empty_displays"] = with_cell(answers.fill(LESSON), "softmax", EMPTY_DISPLAYS)
+    expected["empty_displays"] = ("graded", FULL, "output truncated: printed more than the per-cell output limit")
+    # a softmax that first sends an 80 MB prompt up the stdin channel, the hidden tests' channel, while its test
+    # runs (three 300 MB prompts once took the grader's process to 1 GB): dropped before the grader reads it, the
+    # kernel waits until the cell's time limit, and only that cell is lost
+    nbs["huge_prompt"] = answers.fill(LESSON, {"softmax": HUGE_PROMPT})
+    expected["huge_prompt"] = ("graded", FULL - 2, "timeout")
     for student, nb in nbs.items():
         notebooks.write_notebook(nb, root / student / f"{LESSON}.ipynb")
     big = root / "too_big" / f"{LESSON}.ipynb"  # past the byte limit: never read, whatever it holds
@@ -91,6 +106,14 @@ def _class(root: Path) -> dict:
     with big.open("wb") as fh:
         fh.truncate(LIMITS.max_bytes + 1)
     expected["too_big"] = ("malformed", 0.0, "notebook over 20 MB:")
+    # 6 million empty objects in one cell's metadata (18 MB, within the byte limit): parsed, they cost the grader's
+    # process 10 GB and a worker 17.6 GB, and the run 670 s; counted in the bytes, the notebook is never parsed
+    empties = json.loads(nbformat.writes(answers.fill(LESSON)))
+    empties["cells"][0]["metadata"]["settings"] = "PAYLOAD"
+    text = json.dumps(empties).replace('"PAYLOAD"', "[" + ",".join(["{}"] * 6_000_000) + "]")
+    (root / "empty_objects").mkdir()
+    (root / "empty_objects" / f"{LESSON}.ipynb").write_text(text)
+    expected["empty_objects"] = ("malformed", 0.0, "notebook over 100,000 JSON objects and arrays")
     return expected
 
 
@@ -103,9 +126,10 @@ def _grade_batch(base: Path) -> dict:
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     loud = out / "course" / "autograded" / "loud" / LESSON / f"{LESSON}.ipynb"
+    empty = out / "course" / "autograded" / "empty_displays" / LESSON / f"{LESSON}.ipynb"
     return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == intake.tree_hashes(root),
             "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb")),
-            "loud_bytes": loud.stat().st_size,
+            "loud_bytes": loud.stat().st_size, "empty_displays_bytes": empty.stat().st_size,
             "unscanned_page": (out / "feedback" / "unscanned" / f"{LESSON}.html").read_text(encoding="utf-8"),
             "loud_outputs": [o for c in nbformat.read(loud, as_version=4).cells for o in c.get("outputs", [])]}
 
@@ -122,7 +146,8 @@ def test_the_run_ends_normally_and_grades_everyone(batch):
 
 
 @pytest.mark.parametrize("student", ["honest_a", "honest_b", "deep_expression", "odd_metadata", "many_cells",
-                                     "cell_output", "all_output", "too_big", "unscanned", "loud"])
+                                     "cell_output", "all_output", "too_big", "unscanned", "loud", "empty_objects",
+                                     "empty_displays", "huge_prompt"])
 def test_each_notebook_is_its_own_outcome(batch, student):
     row, (status, score, flag) = batch["rows"][student], batch["expected"][student]
     assert (row[f"{LESSON} status"], float(row[f"{LESSON} score"])) == (status, score), row
@@ -132,11 +157,13 @@ def test_each_notebook_is_its_own_outcome(batch, student):
 
 
 def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
-    assert batch["staged"] == ["deep_expression", "honest_a", "honest_b", "loud", "odd_metadata", "unscanned"]
+    assert batch["staged"] == ["deep_expression", "empty_displays", "honest_a", "honest_b", "huge_prompt", "loud",
+                               "odd_metadata", "unscanned"]
 
 
 def test_output_past_the_limits_is_cut_and_the_graded_notebook_stays_bounded(batch):
     assert batch["loud_bytes"] < NOTEBOOK_OUTPUT + 2**20  # the notebook's own cells take under 1 MB
+    assert batch["empty_displays_bytes"] < 2 * 2**20  # 40 displays of 3 MB each: none kept
     errors = [o for o in batch["loud_outputs"] if o["output_type"] == "error" and o["ename"] == "Exception"]
     assert len(errors) == 1 and 0 < len(errors[0]["evalue"]) < 2_000, errors  # the cell still failed, briefly
     assert "output truncated: printed more than the per-cell output limit" in batch["rows"]["loud"]["flags"]

@@ -342,7 +342,27 @@ def _moodle_term(base: Path) -> dict:
         gb.db.commit()
     marked = _run_any(base / f"moodle-{EXERCISES}", out)
     files = {p.name: p.read_bytes().decode("utf-8") for p in (out / lms_export.FOLDER).glob("*.csv")}
-    return {"first": first, "second": second, "marked": marked, "files": files}
+    impostor = _run_any(_impostor_download(base), out)
+    after = {p.name: p.read_bytes().decode("utf-8") for p in (out / lms_export.FOLDER).glob("*.csv")}
+    return {"first": first, "second": second, "marked": marked, "files": files, "impostor": impostor,
+            "after": after}
+
+
+IMPOSTOR = {WARMUP: 4199, EXERCISES: 5199}  # a participant who renamed herself "Chi Ngada" in both assignments
+
+
+def _impostor_download(base: Path) -> Path:
+    """Both assignments downloaded again into one folder, after another participant took Chi Ngada's full name:
+    her lesson 01 untouched, her lesson 05 a copy of Ngada's whole notebook (written answers included)."""
+    root = base / "moodle-impostor"
+    for lesson in (WARMUP, EXERCISES):
+        for name, ids in MOODLE.items():
+            nb = answers.fill(lesson) if name == "Chi Ngada" else answers.fill(lesson, complete=False)
+            notebooks.write_notebook(nb, root / f"{name}_{ids[lesson]}_assignsubmission_file_" / f"{lesson}.ipynb")
+        copied = answers.fill(lesson, complete=lesson == EXERCISES)
+        notebooks.write_notebook(copied, root / f"Chi Ngada_{IMPOSTOR[lesson]}_assignsubmission_file_" /
+                                 f"{lesson}.ipynb")
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -366,3 +386,28 @@ def test_moodle_s_per_assignment_downloads_and_worksheets_round_trip(moodle_term
             got = read[str(ids[lesson])]
             assert got["grade"] == float(row[f"{lesson} score"]), (lesson, name)
             assert got["modified"] == lms_files.moodle_date(GRADED_AT)  # Moodle takes the row only if it is
+
+
+def test_a_moodle_participant_who_takes_another_s_name_is_graded_apart_and_takes_no_grade_or_mark(moodle_term):
+    """Moodle: another participant renamed herself "Chi Ngada". Ngada stays the student graded before (her folder,
+    grades and marks as they were, her worksheet rows hers); the newcomer is graded apart in each assignment by
+    participant id, flagged, with her own work's score: 0 for an untouched lesson 01, and her copy of Ngada's
+    lesson 05 awaits the instructor's marks instead of inheriting Ngada's."""
+    marked, impostor = moodle_term["marked"], moodle_term["impostor"]
+    assert impostor["rc"] == 0, impostor["out"][-3000:]
+    _kept(marked, impostor, (WARMUP, EXERCISES))
+    rows = {r["folder"]: r for r in impostor["rows"].values()}
+    assert rows["Chi Ngada"]["flags"]  # told another participant took her name
+    newcomer_01, newcomer_05 = rows["Chi Ngada_4199"], rows["Chi Ngada_5199"]
+    assert newcomer_01[f"{WARMUP} status"] == "graded" and float(newcomer_01[f"{WARMUP} score"]) == 0.0
+    assert newcomer_05[f"{EXERCISES} status"] == "pending manual"
+    assert float(newcomer_05[f"{EXERCISES} manual"]) == 0.0
+    assert float(newcomer_05[f"{EXERCISES} pending"]) == sum(_points(EXERCISES)[1].values())
+    assert float(rows["Chi Ngada"][f"{EXERCISES} manual"]) == sum(_points(EXERCISES)[1].values())
+    for row, lesson in ((newcomer_01, WARMUP), (newcomer_05, EXERCISES)):
+        said = (f"2 Moodle participants share the name 'Chi Ngada' (participant ids {MOODLE['Chi Ngada'][lesson]}, "
+                f"{IMPOSTOR[lesson]}); graded apart by participant id: check which is whom")
+        assert said in row["flags"] and row["lms id"] == str(IMPOSTOR[lesson])
+    for lesson in (WARMUP, EXERCISES):
+        read = lms_files.moodle_import(moodle_term["after"][f"moodle-{lesson}.csv"].encode("utf-8"))
+        assert read[str(MOODLE["Chi Ngada"][lesson])]["grade"] == float(rows["Chi Ngada"][f"{lesson} score"])

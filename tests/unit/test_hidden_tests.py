@@ -151,3 +151,42 @@ def test_every_graded_cell_has_exactly_one_registered_test_and_every_test_is_use
                 assert cell.source.count("hidden_cell.run(") == 1
                 cells.add((lesson, meta["grade_id"]))
     assert set(registry.all_tests()) == cells
+
+
+# ------------------------------------------------------------------ helpers the grader answers, within a budget
+
+class _Bound:
+    """What ``Session._helper`` reads of the learner's function: the helpers bound to it."""
+
+    def __init__(self, **helpers):
+        self._bind = helpers
+
+
+@pytest.mark.parametrize("name, args", [
+    ("causal_mask", [30_000]),  # 900 million cells
+    ("sinusoidal_positions", [200_000, 4_096]),
+    ("alibi_bias", [64, 20_000]),
+])
+def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_without_building_it(name, args):
+    """The grader computes a bound helper in its own process: sizes past the kernel's memory limit (64 MB here)
+    raise ``HelperTooLarge`` (a refusal: the calling function fails whatever it does with the error) and the
+    grader's resident memory does not grow by the array it was asked for."""
+    import resource
+
+    from autograder import reference
+    from autograder.grading.pipeline import hidden_tests
+    from autograder.kernel.protocol import encode_value
+
+    session = hidden_tests.Session(test=None, memory_limit=64 << 20)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
+    reply = session._helper(_Bound(**{name: getattr(reference, name)}),
+                            {"name": name, "args": [encode_value(a) for a in args], "kwargs": {}})
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) - before
+    assert reply["op"] == "helper_raised" and reply["type"] == "HelperTooLarge", reply
+    assert f"{name} was called with sizes whose result would not fit in 64 MB" in reply["message"]
+    assert [type(r).__name__ for r in session._refusals] == ["HelperTooLarge"]
+    assert grown < 80 << 20, grown
+    honest = session._helper(_Bound(causal_mask=reference.causal_mask),
+                             {"name": "causal_mask", "args": [encode_value(16)], "kwargs": {}})
+    assert honest["op"] == "helper_result"
+    assert resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY  # the grader's own limit is back

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from autograder.kernel import cgroups, one_cpu, watchdog
+from autograder.kernel import cgroups, one_cpu, syscall_filter, watchdog
 
 HOLDER = r"""
 import os, sys, time
@@ -29,12 +29,39 @@ for _ in range(int(processes)):
 time.sleep(float(seconds))
 """
 
+FILE_HOLDER = r"""
+import mmap, os, sys, time
+files, mb_each, how, seconds, pids = sys.argv[1:]
+kept = []
+for i in range(int(files)):  # memory in files no process needs to map: memfds, written
+    fd = os.memfd_create(f"hoard-{i}")
+    for _ in range(int(mb_each)):
+        os.write(fd, b"x" * (1 << 20))
+    if how == "mapped":  # and mapped, every page touched: resident too, which must not count it twice
+        view = mmap.mmap(fd, int(mb_each) << 20)
+        sum(view[::4096])
+        kept.append(view)
+    kept.append(fd)
+if how == "mapped":  # a child holding the same files and mappings: they still count once
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    with open(pids, "a") as fh:
+        fh.write(f"{pid}\n")
+time.sleep(float(seconds))
+"""
+
 
 def _watch(tmp_path, processes: int, mb_each: int, seconds: float, *, limit_mb: int, parent_mb: int = 0,
-           max_procs: int = 64):
-    """Run ``HOLDER`` below the watch, as the launcher does; returns (exit status, seconds, events, its children)."""
+           max_procs: int = 64, how: str | None = None):
+    """Run ``HOLDER`` (or, with ``how``, ``FILE_HOLDER``: ``processes`` memfds) below the watch, as the launcher
+    does; returns (exit status, seconds, events, its children)."""
     events, pids = tmp_path / watchdog.EVENTS, tmp_path / "pids"
-    argv = [sys.executable, "-c", HOLDER, str(processes), str(mb_each), str(parent_mb), str(seconds), str(pids)]
+    if how is None:
+        argv = [sys.executable, "-c", HOLDER, str(processes), str(mb_each), str(parent_mb), str(seconds), str(pids)]
+    else:
+        argv = [sys.executable, "-c", FILE_HOLDER, str(processes), str(mb_each), how, str(seconds), str(pids)]
     pid = os.fork()
     if pid == 0:  # the launcher's place: a process of its own, which becomes a subreaper
         code = 1
@@ -68,6 +95,41 @@ def test_memory_shared_after_fork_counts_once(tmp_path):
     # 13 processes sharing 100 MB: 1.3 GB by the sum of their resident memory, about 120 MB in fact
     code, _, events, _ = _watch(tmp_path, 12, 1, 1, limit_mb=300, parent_mb=100)
     assert (code, events) == (0, set())
+
+
+def test_memory_held_in_files_no_process_maps_counts_and_is_stopped(tmp_path):
+    # 400 MB in memfds, written and never mapped: no process's resident memory shows a byte of it
+    code, seconds, events, _ = _watch(tmp_path, 4, 100, 20, limit_mb=300, how="unmapped")
+    assert events == {watchdog.MEMORY}
+    assert code == 128 + 9 and seconds < 10, (code, seconds)
+
+
+def test_a_file_in_memory_held_and_mapped_by_two_processes_counts_once(tmp_path):
+    # 200 MB in a memfd, mapped and resident, held by two processes: 400 MB or more if a page counted twice
+    code, _, events, children = _watch(tmp_path, 1, 200, 1, limit_mb=300, how="mapped")
+    assert (code, events) == (0, set())
+    assert len(children) == 1
+
+
+def test_the_files_held_are_counted_each_once_and_only_those_in_memory(tmp_path):
+    fd = os.memfd_create("counted")
+    os.write(fd, b"x" * (3 << 20))
+    twice = os.dup(fd)
+    on_disk = open(__file__, "rb")  # a file on disk is not memory
+    try:
+        files = watchdog.held([os.getpid(), os.getpid()])
+        st = os.fstat(fd)
+        assert files == {(os.major(st.st_dev), os.minor(st.st_dev), st.st_ino): 3 << 20}
+        view = __import__("mmap").mmap(fd, 3 << 20)
+        sum(view[::4096])
+        left_out = watchdog.proportional([os.getpid()]) - watchdog.proportional([os.getpid()], files)
+        assert abs(left_out - (3 << 20)) < 1 << 20, left_out  # its mapped pages, left to ``held`` (this process
+        # allocates a little between the two readings)
+        view.close()
+    finally:
+        on_disk.close()
+        os.close(twice)
+        os.close(fd)
 
 
 def test_reaching_the_process_limit_is_noted_without_stopping_anyone(tmp_path):
@@ -136,6 +198,29 @@ def test_a_held_process_and_all_it_starts_run_on_one_cpu_they_cannot_change():
 
     assert _in_child(held) == 0
     assert _in_child(lambda: os.sched_setaffinity(0, {0})) == 0  # this process is untouched
+
+
+@pytest.mark.skipif(not syscall_filter.available(), reason="no system-call filter for this architecture")
+def test_the_filter_refuses_a_kernel_other_processes_and_the_keyrings_and_nothing_else():
+    import ctypes
+    import platform
+
+    numbers = syscall_filter._ARCHES[platform.machine()][2]
+    parent = os.getpid()
+
+    def filtered():
+        syscall_filter.install()  # root's kernels: no CPU of their own to hold, so sched_setaffinity stays
+        libc = ctypes.CDLL(None, use_errno=True)
+        for name, args in (("ptrace", (16, parent, 0, 0)), ("process_vm_readv", (parent, 0, 0, 0, 0, 0)),
+                           ("keyctl", (0, -4, 1)), ("add_key", (b"user", b"k", b"v", 1, -2)),
+                           ("request_key", (b"user", b"k", None, 0)), ("pidfd_getfd", (0, 0, 0))):
+            assert libc.syscall(numbers[name], *[ctypes.c_long(a) if isinstance(a, int) else a for a in args]) == -1
+            assert ctypes.get_errno() == 1, name  # EPERM: refused, not merely failed
+        os.sched_setaffinity(0, os.sched_getaffinity(0))
+        assert _in_child(lambda: os.sched_getaffinity(0)) == 0 and os.listdir("/")  # everything else is allowed
+        assert _in_child(lambda: libc.syscall(numbers["keyctl"], 0, -4, 1) == -1 or os._exit(3)) == 0  # inherited
+
+    assert _in_child(filtered) == 0
 
 
 def test_a_process_the_kernel_left_behind_is_killed_when_the_kernel_ends(tmp_path):

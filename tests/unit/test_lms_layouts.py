@@ -263,3 +263,4 @@ def test_a_bad_due_date_or_canvas_assignment_stops_the_command_before_grading(tm
         grade.main([str(tmp_path / "class"), "--out", str(tmp_path / "out"), option, value])
     assert stopped.value.code == grade.EXIT_LAYOUT and says in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+

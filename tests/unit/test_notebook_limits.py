@@ -224,3 +224,56 @@ def test_the_scan_names_calls_through_a_chain_of_calls():
                              "subprocess.Popen(['ls']).communicate()\n")
     assert found == ["changes the kernel with get_ipython().events.register()",
                      "calls subprocess.Popen() (files or processes)"], found
+
+
+def _empties(tmp_path, count: int, nested=False):
+    """A notebook whose only payload is ``count`` empty objects in one cell's metadata (or nested that deep)."""
+    payload = "[" * count + "]" * count if nested else "[" + ",".join(["{}"] * count) + "]"
+    nb = json.loads(nbformat.writes(_notebook()))
+    nb["cells"][0]["metadata"]["settings"] = "PAYLOAD"
+    path = tmp_path / "01_warmup.ipynb"
+    path.write_text(json.dumps(nb).replace('"PAYLOAD"', payload))
+    return path
+
+
+def test_a_notebook_of_millions_of_empty_objects_is_refused_before_anything_parses_it(tmp_path):
+    """2 million ``{}`` (6 MB): counted in the bytes, refused naming the limit, and the check's peak memory is a few
+    times the file's size (parsing it would build 2 million dicts, some 130 MB in Python before nbformat copies them)."""
+    path = _empties(tmp_path, 2_000_000)
+    limits = intake.NotebookLimits()
+    tracemalloc.start()
+    try:
+        with pytest.raises(intake.OverLimit, match=r"notebook over 100,000 JSON objects and arrays: "
+                                                   r"01_warmup.ipynb holds 2,000,0[0-9][0-9]"):
+            intake.read_notebook(path, limits)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * path.stat().st_size, peak
+
+
+def test_json_nested_too_deep_is_refused_and_the_lessons_are_far_within_both_limits(tmp_path):
+    with pytest.raises(intake.OverLimit, match="nested over 100 levels deep: 01_warmup.ipynb nests its JSON 1,00"):
+        intake.read_notebook(_empties(tmp_path, 1_000, nested=True), intake.NotebookLimits())
+    for path in course.LESSONS.glob("*.ipynb"):
+        opened, depth = intake.json_shape(path.read_bytes(), 10**9)
+        assert opened < 1_000 and depth < 10, (path.name, opened, depth)
+
+
+@pytest.mark.parametrize("text, shape", [
+    (b'{"a": [1, {"b": "x\\"}{["}], "c": "\\\\"}', (3, 3)),  # brackets and escaped quotes inside strings
+    (b'[[], {}, "[[[", "\\\\\\"{"]', (3, 2)),
+    (b'"unterminated {[', (0, 0)),  # a string runs to the end of the text
+    (b'["\\', (1, 1)),  # a backslash as the last byte
+])
+def test_json_shape_counts_only_brackets_outside_strings(text, shape):
+    assert intake.json_shape(text, 100) == shape
+
+
+@pytest.mark.parametrize("unit", [b'"\\"', b'\\"', b'"{'])
+def test_json_shape_reads_each_byte_once_whatever_the_text(unit):
+    """Texts built to make a string pattern start again at every quote: 4 times the text costs about 4 times
+    (a pattern that started again would cost 16 times)."""
+    small, large = unit * 500_000, unit * 2_000_000
+    ratio = fastest(intake.json_shape, large, 10**9, runs=3)[1] / fastest(intake.json_shape, small, 10**9, runs=3)[1]
+    assert ratio < 10, ratio

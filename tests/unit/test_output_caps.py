@@ -58,12 +58,29 @@ def test_display_updates_and_widget_state_count_towards_the_notebook():
         ex.output(outs, shown, "d", index)
         ex._display_id_map.setdefault("d", {}).setdefault(index, []).append(0)
     ex.nb.cells = [nbformat.v4.new_code_cell(outputs=outs) for outs in cells]
-    ex._update_display_id("d", _msg("update_display_data", data={"text/plain": "1" * 100}, metadata={}))
-    assert {o["data"]["text/plain"] for outs in cells for o in outs} == {"1" * 100}
+    ex._update_display_id("d", _msg("update_display_data", data={"text/plain": "1" * 50}, metadata={}))
+    assert {o["data"]["text/plain"] for outs in cells for o in outs} == {"1" * 50}
     ex._update_display_id("d", _msg("update_display_data", data={"text/plain": "2" * 1_000}, metadata={}))
-    assert {o["data"]["text/plain"] for outs in cells for o in outs} == {"1" * 100}  # ten times 1,000: not kept
+    assert {o["data"]["text/plain"] for outs in cells for o in outs} == {"1" * 50}  # ten times 1,000: not kept
     ex = _executor()
     state = {"comm_id": "w", "data": {"state": {"value": "v" * 3_000}, "buffer_paths": []}}
     for comm in ("a", "b"):
         ex.handle_comm_msg([], _msg("comm_msg", **{**state, "comm_id": comm}), 0)
     assert list(ex.widget_state) == ["a"] and ex.report.sandbox_events
+
+
+def test_empty_containers_count_towards_the_caps_as_their_json_does():
+    """``display(..., metadata={"settings": [[]] * N})`` once counted 0 and made a 110 MB graded notebook: every
+    container, key and element counts, about as many characters as it takes in the notebook's JSON."""
+    import json
+
+    for content in ({"metadata": {"settings": [[]] * 1_000}}, {"data": {"application/json": [{}] * 1_000}},
+                    {"metadata": {str(i): {} for i in range(1_000)}}, {"a": [[[[]]]] * 100, "b": ["x"] * 100}):
+        size, text = execute.output_size(content), len(json.dumps(content, separators=(",", ":")))
+        assert 0.5 * text <= size <= 2 * text, (size, text)
+    ex = _executor()
+    outs = []
+    for _ in range(20):  # twenty displays of 1,000 empty lists each: over the cell's cap of 1,000 at once
+        ex.output(outs, _msg("display_data", data={"text/plain": ""}, metadata={"settings": [[]] * 1_000}), None, 0)
+    assert sum(o.get("output_type") == "display_data" for o in outs) == 0
+    assert any(execute.TRUNCATED_MARKER in o.get("text", "") for o in outs)

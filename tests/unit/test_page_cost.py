@@ -14,7 +14,7 @@ import pytest
 from cost import fastest
 
 from autograder import course
-from autograder.grading.pipeline import feedback_page, page_safety
+from autograder.grading.pipeline import feedback_page, formgrader_page, page_safety
 
 COSTLY = {
     "nested": lambda n: "<div>" * (1_000 * n),  # every tag open at once
@@ -38,3 +38,45 @@ def test_a_lessons_own_markdown_is_still_rendered():
     assert not any(page_safety.too_much_markup(page) for page in pages)
     richest = max(pages, key=lambda page: page.count("<"))
     assert page_safety.clean(richest).count("<") > page_safety.MAX_TAGS // 10
+
+
+# every page transform student text passes through, fed text built to make a pattern start again and again
+SHAPES = {"font face": "@font-face{", "style attribute": ' style="', "coloured span": '<span style="color: rgb(1,1,1); ',
+          "open tag": "<", "emphasis": "*a", "underscore": "_a", "bracket": "[", "backtick": "`", "dollar": "$",
+          "link": "[](", "comment": "<!--", "entity": "&#", "href": '<a href="', "maths": "\\(", "display maths": "$$x",
+          "handler": ' onclick="', "url": "url(", "end of head": "</head>", "script": "<script>", "blockquote": "> "}
+
+
+def _feedback_page(text: str) -> str:
+    """A markdown cell as its feedback page shows it: rendered, sanitised, and the page protected."""
+    body = page_safety.clean(feedback_page.markdown_html(text, "¶", False))
+    return page_safety.protect(f"<html><head><style>a {{}}</style></head><body>{body}</body></html>")
+
+
+def _formgrader_page(text: str) -> str:
+    """Output text as formgrader's page holds it, with formgrader's own markup below it."""
+    own = '<div id="nav"><script>go()</script><button onclick="toggle_name(true);">x</button></div>'
+    return formgrader_page.page(f"<html><head></head><body><pre>{text}</pre>{own}</body></html>", own)
+
+
+def _sized(transform, unit: str) -> int:
+    """How many units make the transform take at least 20 ms (at most 64,000), and the text too long to be
+    remembered (``page_safety.remembered``), so each run makes the page afresh."""
+    n = max(1_000, page_safety.REMEMBERED_CHARS // len(unit) + 1)
+    while n < 64_000 and fastest(transform, unit * n, runs=1)[1] < 0.02:
+        n *= 2
+    return n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("transform", [_feedback_page, _formgrader_page], ids=["feedback", "formgrader"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_page_transform_costs_time_linear_in_the_text(transform, shape):
+    """One 380 KB markdown cell of ``@font-face{`` once took 80 s to grade and blocked formgrader's server for 75 s
+    (a pattern over the whole page, started again at every ``@font-face``): 8 times the text must cost about 8
+    times the time, not 64."""
+    unit = SHAPES[shape]
+    n = _sized(transform, unit)
+    small = fastest(transform, unit * n, runs=2)[1]
+    large = fastest(transform, unit * (8 * n), runs=2)[1]
+    assert large / small < 24, (shape, n, small, large)

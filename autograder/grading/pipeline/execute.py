@@ -44,6 +44,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from queue import Empty
 
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
@@ -142,16 +144,19 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
 
 
 def output_size(content) -> int:
-    """The characters of an output message's content: every string and key in it, however nested (metadata too)."""
+    """The characters an output message's content takes as JSON, about: every string with its quotes, every key
+    with its quotes, colon and comma, every container's brackets and every element's comma, however nested
+    (metadata too), so empty containers count as well (``[[]] * N`` is 3N, not 0)."""
     size, todo = 0, [content]
     while todo:
         item = todo.pop()
         if isinstance(item, str):
-            size += len(item)
+            size += len(item) + 2
         elif isinstance(item, dict):
-            size += sum(len(str(key)) for key in item)
+            size += 2 + sum(len(str(key)) + 4 for key in item)
             todo.extend(item.values())
         elif isinstance(item, (list, tuple)):
+            size += 2 + len(item)
             todo.extend(item)
         else:
             size += 8
@@ -168,6 +173,33 @@ def short_failure(kind: str, content) -> NotebookNode:
     if kind == "error":
         return error_output(str(content.get("ename", ""))[:100], str(content.get("evalue", ""))[:SHORT_ERROR])
     return NotebookNode(output_type="stream", name="stderr", text=str(content.get("text", ""))[:SHORT_ERROR])
+
+
+MAX_STDIN_MESSAGE = 64 << 20  # bytes of one message on the kernel's stdin channel: what a hidden test's call returns
+
+
+class BoundedKernelClient(AsyncKernelClient):
+    """The grader's client of a graded kernel: one message on the stdin channel (where, during a hidden test, the
+    kernel sends what the learner's function returned, and where ``input()`` sends its prompt) may hold at most
+    ``MAX_STDIN_MESSAGE`` bytes. ZeroMQ drops a larger one before it is read into the grader's memory and
+    disconnects the kernel, which then waits for an answer until the cell's time limit: the notebook's own
+    outcome (*timeout*), flagged. Three 300 MB prompts once took the grader's process to 1 GB."""
+
+    def _create_connected_socket(self, channel, identity=None):
+        if channel != "stdin":
+            return super()._create_connected_socket(channel, identity)
+        original = self.context.socket
+
+        def bounded(socket_type, *args, **kwargs):
+            sock = original(socket_type, *args, **kwargs)
+            sock.setsockopt(zmq.MAXMSGSIZE, MAX_STDIN_MESSAGE)  # before it connects: it applies to its connections
+            return sock
+
+        self.context.socket = bounded
+        try:
+            return super()._create_connected_socket(channel, identity)
+        finally:
+            del self.context.socket
 
 
 class SafeExecute(Execute):
@@ -239,6 +271,7 @@ class SafeExecute(Execute):
         channel = os.path.join(self._private, "channel")
         os.mkdir(channel, 0o700)
         os.mkdir(os.path.join(self._private, "scratch"), 0o700)
+        km.client_factory = BoundedKernelClient
         km.transport = "ipc"
         km.connection_file = os.path.join(channel, "kernel.json")
         arguments = [a for a in self.extra_arguments if not a.startswith("--uid=")]
@@ -366,6 +399,9 @@ class SafeExecute(Execute):
             server.cancel()
             session.close()
             self.kc.allow_stdin = False
+            if self._timed_out:  # the kernel may have been cut off the channel (``BoundedKernelClient``): a new one
+                self.kc.stdin_channel.close()
+                self.kc._stdin_channel = None
             self._write_verdict(cell, session)
             self.report.hidden_outcomes[meta.get("grade_id")] = session.outcome()
 

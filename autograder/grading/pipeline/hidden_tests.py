@@ -39,6 +39,43 @@ class ProtocolError(Exception):
     """The kernel sent something the protocol does not allow."""
 
 
+DEFAULT_HELPER_BUDGET = 2048 << 20  # bytes a helper may build when no kernel limit is set (the default --memory-mb)
+_BUDGET_LOCK = threading.Lock()
+
+
+class HelperTooLarge(Exception):
+    """A helper the grader answers for the learner's function was asked for more than the kernel's memory limit."""
+
+    refused = True  # it fails the function that asked, whatever its code does with the error (``Session._helper``)
+
+    def __init__(self, name, budget: int):
+        super().__init__(f"{name} was called with sizes whose result would not fit in {budget >> 20} MB, the memory "
+                         f"limit of your notebook's kernel: the grader answers {name} for your function, and refuses "
+                         "sizes your own kernel could not hold either; call it with the sizes the function was given")
+
+
+@contextlib.contextmanager
+def within_budget(budget: int):
+    """While inside, this process may map at most ``budget`` bytes more than it has mapped now (``RLIMIT_AS``), so a
+    helper computed here on a learner's behalf (``causal_mask(30000)``: 900 million cells) raises ``MemoryError``
+    instead of taking the grader's memory. One helper at a time; the earlier limit is back on leaving."""
+    import resource
+
+    with _BUDGET_LOCK:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        with open("/proc/self/statm") as fh:
+            mapped = int(fh.read().split()[0]) * resource.getpagesize()
+        limit = mapped + budget
+        lowered = (soft == resource.RLIM_INFINITY or soft > limit) and (hard == resource.RLIM_INFINITY or limit <= hard)
+        if lowered:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        try:
+            yield
+        finally:
+            if lowered:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 class RemoteFunction:
     """A learner's function, called in the kernel. ``binding`` names the helpers answered by the grader."""
 
@@ -210,7 +247,15 @@ class Session:
             kwargs = {k: decode_value(v) for k, v in message.get("kwargs", {}).items()}
             if any(isinstance(v, Unrecordable) for v in (*args, *kwargs.values())):
                 raise TypeError("an argument is not a numpy array or a plain value")
-            return {"op": "helper_result", "value": encode_value(helper(*args, **kwargs))}
+            with within_budget(self.memory_limit or DEFAULT_HELPER_BUDGET):
+                try:
+                    value = helper(*args, **kwargs)
+                    answer = {"op": "helper_result", "value": encode_value(value)}
+                except MemoryError:
+                    raise HelperTooLarge(message.get("name"), self.memory_limit or DEFAULT_HELPER_BUDGET) from None
+                finally:
+                    value = None  # what it built is freed before the grader's own limit comes back
+            return answer
         except Exception as exc:  # noqa: BLE001 - as the helper would raise in the learner's kernel
             if getattr(exc, "refused", False):  # the learner's function may not hand this work on
                 self._refusals.append(exc)

@@ -223,7 +223,9 @@ def protect(page: str, *, own_markup: str | None = None) -> str:
     and the page may use its server; without it the page runs no script at all.
     """
     served = own_markup is not None
-    page = _FONT_FACE.sub("", page)
+    end = page.find("</head>")
+    if end >= 0:  # the page's own styles are all in <head>: learner text below it is never searched for CSS
+        page = _FONT_FACE.sub("", page[:end]) + page[end:]
     head = re.search(r"<head[^>]*>", page, re.I)
     end = page.find("</head>")
     if head is None or end < head.end():
