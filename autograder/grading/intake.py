@@ -659,6 +659,8 @@ def _download_students(root: Path, download: "lms.Download", top: dict, skipped:
             files.update(added)
             came_from.update(dict.fromkeys(added, f))
         found[who] = (group, files, came_from)
+    if download.system == "moodle":
+        found = _assignments_joined(found, lessons)
     names = _graded_as(download.system, {who: (group, files) for who, (group, files, _) in found.items()}, lessons,
                        earlier)
     students, ids, origins, flags = {}, {}, {}, {}
@@ -671,6 +673,30 @@ def _download_students(root: Path, download: "lms.Download", top: dict, skipped:
             ids[name] = " ".join(given)
     students.update({name: why for name, why in top.items() if why})
     return students, ids, origins, flags
+
+
+def _assignments_joined(found: dict, lessons) -> dict:
+    """Moodle gives each assignment its own participant ids, so one student's downloads of several assignments,
+    put in one class folder, come under several ids of one full name: ids of one name that hand in no lesson in
+    common are one student's (one group, its ids joined by spaces). Where two ids of a name hand in the same lesson,
+    the name is two students' or more, and each id stays apart (``_graded_as``)."""
+    by_name = {}
+    for (student, key) in found:
+        by_name.setdefault(student, []).append(key)
+    joined = {}
+    for student, keys in by_name.items():
+        handed = [{lesson for lesson in lessons if _find(lesson, found[(student, key)][1], set())[0] is not None}
+                  for key in keys]
+        if len(keys) == 1 or sum(map(len, handed)) != len(set().union(*handed)):
+            joined.update({(student, key): found[(student, key)] for key in keys})
+            continue
+        group, files, came_from = [], {}, {}
+        for key in keys:
+            group += found[(student, key)][0]
+            files.update(found[(student, key)][1])
+            came_from.update(found[(student, key)][2])
+        joined[(student, " ".join(sorted(keys, key=lambda k: (len(k), k))))] = (group, files, came_from)
+    return joined
 
 
 def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
@@ -694,13 +720,14 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
             flags.append(f"{len(shared)} {lms.TITLES[system]} {what}s share the name '{display(student)}' ({what} "
                          f"ids {', '.join(shared)}); graded apart by {what} id: check which is whom")
         handed = {lesson for lesson in lessons if _find(lesson, files, set())[0] is not None}
-        before = earlier.get(student, {})
+        before, own = earlier.get(student, {}), set(key.split())  # a student's several assignments: several ids
         others = sorted({pid for lesson, pid in before.items()
-                         if pid and key and pid != key and (system == "brightspace" or lesson in handed)})
-        if others and len(shared) == 1 and key not in by_id:
+                         if pid and key and pid not in own and (system == "brightspace" or lesson in handed)})
+        known = next((by_id[pid] for pid in sorted(own) if pid in by_id), None)
+        if others and len(shared) == 1 and not known:
             flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms.TITLES[system]}; "
                          f"{what} {key} of the same name is graded apart by {what} id: check which is whom")
-        name = by_id.get(key) or (f"{student}_{key}" if len(shared) > 1 or others else student)
+        name = known or (f"{student}_{key}" if len(shared) > 1 or others else student)
         while name in used:  # a full name that itself ends like ``_<id>``: never two students in one folder
             name = f"{name}_{key}"
         used.add(name)

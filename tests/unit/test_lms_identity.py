@@ -50,6 +50,22 @@ def test_two_moodle_participants_of_one_full_name_are_two_students_both_flagged(
     assert got["Ivan Petrov"] == ("222", {"01_warmup": "01_warmup.ipynb"}, [])
 
 
+def test_one_student_s_moodle_assignments_in_one_folder_are_one_student_and_a_clash_keeps_each_apart(tmp_path):
+    """Moodle gives each assignment its own participant ids: Jane's downloads of two assignments put in one folder
+    (111 for lesson 01, 511 for lesson 02) are one student, not flagged. Once another 'Jane Doe' (333) hands in
+    lesson 01 too, the name is two students': each id is graded apart and flagged."""
+    both = ["Jane Doe_111_assignsubmission_file_/01_warmup.ipynb",
+            "Jane Doe_511_assignsubmission_file_/02_multi_head.ipynb",
+            "Ivan Petrov_222_assignsubmission_file_/01_warmup.ipynb"]
+    got = _who(intake.collect(_class(tmp_path / "one", both), LESSONS, tmp_path / "out"))
+    assert got["Jane Doe"] == ("111 511", {"01_warmup": "01_warmup.ipynb", "02_multi_head": "02_multi_head.ipynb"},
+                               [])
+    assert set(got) == {"Jane Doe", "Ivan Petrov"}
+    clash = _who(intake.collect(_class(tmp_path / "two", both + RENAMED[1:2]), LESSONS, tmp_path / "out"))
+    assert set(clash) == {"Jane Doe_111", "Jane Doe_333", "Jane Doe_511", "Ivan Petrov"}
+    assert all("graded apart by participant id" in clash[f"Jane Doe_{pid}"][2][0] for pid in ("111", "333", "511"))
+
+
 def test_a_later_moodle_download_sends_each_participant_to_the_student_it_was_graded_as(tmp_path):
     """The victim was graded as 'Jane Doe' (participant 111) before the impostor renamed herself: she stays 'Jane
     Doe'; the impostor gets a student of her own, the same in every later download of the assignment."""
