@@ -99,8 +99,9 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     before = intake.tree_hashes(original)
     earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
-    roster = intake.collect(original, s.lessons, out, known=intake.known_ids(out), limits=s.notebook_limits,
-                            held=term.held_ids(earlier))
+    known = intake.known_ids(out)
+    roster = intake.collect(original, s.lessons, out, known=known, limits=s.notebook_limits,
+                            earlier=term.lms_ids(earlier, known))
     if s.class_decides_lessons:
         s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
         log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "

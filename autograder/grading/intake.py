@@ -95,6 +95,7 @@ class Entry:
     status: str = "ok"  # ok | misnamed | missing | malformed | refused (| not handed in: ``term.roster``)
     note: str = ""
     lms_id: str = ""  # the student's id in the LMS download this notebook came from (Moodle: of that assignment)
+    by: str = ""  # who the download says handed it in ('' when it cannot say): marks follow it (``marks.for_hand_in``)
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``); a due date (``--due``) is applied in ``results``
     submitted: str = ""  # when it was handed in (ISO 8601), as the LMS, the exchange or nbgrader's timestamp.txt says
     flags: list = field(default_factory=list)  # about the hand-in itself (a timestamp.txt that was ignored)
@@ -621,6 +622,7 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook (``<lesson>/timestamp.txt``)."""
     if origin is not None:
         entry.submitted, entry.late, entry.lms_id = origin.submitted, origin.late, origin.lms_id
+        entry.by = origin.by or origin.lms_id
         return
     if path is None or PurePosixPath(rel).parent.name != entry.lesson:
         return
@@ -639,14 +641,15 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     entry.submitted = when.replace(tzinfo=timezone.utc).isoformat()
 
 
-def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict) -> tuple:
+def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict, lessons,
+                       earlier: dict) -> tuple:
     """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}, {student: {name
-    relative to the student: the ``lms.File`` it came from}}) of an LMS's download: each student's flat files under
-    the names the learner gave them, each folder's files as they are (nbgrader's exchange: under the assignment's
-    name). A link or special file at the top stays refused."""
-    students, ids, origins = {}, {}, {}
-    for student, group in download.students().items():
-        files, came_from = students.setdefault(student, {}), origins.setdefault(student, {})
+    relative to the student: the ``lms.File`` it came from}}, {student: flags}) of an LMS's download: each student's
+    flat files under the names the learner gave them, each folder's files as they are (nbgrader's exchange: under
+    the assignment's name). A link or special file at the top stays refused. ``earlier``: ``term.lms_ids``."""
+    found = {}
+    for who, group in download.students().items():
+        files, came_from = {}, {}
         for f in group:
             if f.name:
                 added = {PurePosixPath(f.name): (root / f.entry, None)}
@@ -655,44 +658,102 @@ def _download_students(root: Path, download: "lms.Download", top: dict, skipped:
                                       PurePosixPath())
             files.update(added)
             came_from.update(dict.fromkeys(added, f))
-        found = dict.fromkeys(f.lms_id for f in group if f.lms_id)
-        if found:
-            ids[student] = " ".join(found)
+        found[who] = (group, files, came_from)
+    if download.system == "moodle":
+        found = _assignments_joined(found, lessons)
+    names = _graded_as(download.system, {who: (group, files) for who, (group, files, _) in found.items()}, lessons,
+                       earlier)
+    students, ids, origins, flags = {}, {}, {}, {}
+    for who, (group, files, came_from) in found.items():
+        name, said = names[who]
+        students[name], origins[name] = files, came_from
+        flags[name] = said + list(dict.fromkeys(flag for f in group for flag in f.flags))  # each said once
+        given = dict.fromkeys(f.lms_id for f in group if f.lms_id)
+        if given:
+            ids[name] = " ".join(given)
     students.update({name: why for name, why in top.items() if why})
-    return students, ids, origins
+    return students, ids, origins, flags
+
+
+def _assignments_joined(found: dict, lessons) -> dict:
+    """Moodle gives each assignment its own participant ids, so one student's downloads of several assignments,
+    put in one class folder, come under several ids of one full name: ids of one name that hand in no lesson in
+    common are one student's (one group, its ids joined by spaces). Where two ids of a name hand in the same lesson,
+    the name is two students' or more, and each id stays apart (``_graded_as``)."""
+    by_name = {}
+    for (student, key) in found:
+        by_name.setdefault(student, []).append(key)
+    joined = {}
+    for student, keys in by_name.items():
+        handed = [{lesson for lesson in lessons if _find(lesson, found[(student, key)][1], set())[0] is not None}
+                  for key in keys]
+        if len(keys) == 1 or sum(map(len, handed)) != len(set().union(*handed)):
+            joined.update({(student, key): found[(student, key)] for key in keys})
+            continue
+        group, files, came_from = [], {}, {}
+        for key in keys:
+            group += found[(student, key)][0]
+            files.update(found[(student, key)][1])
+            came_from.update(found[(student, key)][2])
+        joined[(student, " ".join(sorted(keys, key=lambda k: (len(k), k))))] = (group, files, came_from)
+    return joined
+
+
+def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
+    """{(full name, id): (the name the student is graded under, flags)} for an LMS that names students by full name
+    and gives each an id (``lms.NAMED_BY_ID``): the full name, unless the id is another student's by it: two ids of
+    one name in this download, or a name whose earlier hand-in of a lesson this one also holds came with another id
+    (Moodle's participant ids belong to one assignment; Brightspace's user ids to the whole course). Then the student
+    is ``<full name>_<id>``, flagged. An id graded before keeps the name it was graded under, so a later download
+    sends every id to the same student."""
+    what = lms.NAMED_BY_ID.get(system)
+    if not what:
+        return {who: (who[0], []) for who in groups}
+    by_id = {pid: name for name, given in earlier.items() for pid in given.values() if pid}
+    keys = {}
+    for student, key in groups:
+        keys.setdefault(student, []).append(key)
+    names, used = {}, set()
+    for (student, key), (_, files) in sorted(groups.items()):
+        flags, shared = [], sorted(keys[student], key=lambda k: (len(k), k))
+        if len(shared) > 1:
+            flags.append(f"{len(shared)} {lms.TITLES[system]} {what}s share the name '{display(student)}' ({what} "
+                         f"ids {', '.join(shared)}); graded apart by {what} id: check which is whom")
+        handed = {lesson for lesson in lessons if _find(lesson, files, set())[0] is not None}
+        before, own = earlier.get(student, {}), set(key.split())  # a student's several assignments: several ids
+        others = sorted({pid for lesson, pid in before.items()
+                         if pid and key and pid not in own and (system == "brightspace" or lesson in handed)})
+        known = next((by_id[pid] for pid in sorted(own) if pid in by_id), None)
+        if others and len(shared) == 1 and not known:
+            flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms.TITLES[system]}; "
+                         f"{what} {key} of the same name is graded apart by {what} id: check which is whom")
+        name = known or (f"{student}_{key}" if len(shared) > 1 or others else student)
+        while name in used:  # a full name that itself ends like ``_<id>``: never two students in one folder
+            name = f"{name}_{key}"
+        used.add(name)
+        names[(student, key)] = (name, flags)
+    return names
+
+
+def _owner(path: Path) -> str:
+    """The user name owning ``path`` (never followed), as ``nbgrader collect``'s ``check_owner`` reads it; '' when
+    the owner tells nothing: a folder of the grading user or of root was copied or unpacked there, not written by
+    a student (who cannot give a folder to either)."""
+    import pwd
+
+    uid = os.lstat(path).st_uid
+    if uid in (0, os.geteuid()):
+        return ""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _linked_student(sid: str, path: Path, lessons, why: str) -> dict:
     note = (f"the student's folder is {why}: not followed; copy the folder itself (not a link to it) into the "
             "class folder")
     return {lesson: Entry(sid, lesson, None, "refused", note) for lesson in lessons}
-
-
-def _notebook_names(folder: Path) -> set:
-    """The names of the notebooks at the top of a folder of the download (what it hands in)."""
-    try:
-        return {e.name for e in os.scandir(folder) if e.name.lower().endswith(".ipynb")}
-    except OSError:
-        return set()
-
-
-def _owners(root: Path, folders: dict) -> dict:
-    """{folder at the top of the class: the name of the user owning it on this machine (its uid when no account
-    has it)}, for the LMS layouts whose names a student writes (nbgrader's exchange)."""
-    import pwd
-
-    owners = {}
-    for name, why in folders.items():
-        if why is None:
-            try:
-                uid = (root / name).stat(follow_symlinks=False).st_uid
-            except OSError:
-                continue
-            try:
-                owners[name] = pwd.getpwuid(uid).pw_name
-            except KeyError:
-                owners[name] = str(uid)
-    return owners
 
 
 def _top_level(root: Path) -> tuple:
@@ -719,11 +780,10 @@ def _top_level(root: Path) -> tuple:
 
 
 def collect(submissions, lessons, workdir: Path, known: dict | None = None,
-            limits: NotebookLimits | None = None, held: set = frozenset()) -> Roster:
+            limits: NotebookLimits | None = None, earlier: dict | None = None) -> Roster:
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
     of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold;
-    ``held``: {(folder name, LMS id)} of the term's hand-ins, so a student keeps their folder when another takes
-    their name (``lms.participants_apart``)."""
+    ``earlier``: the LMS ids each student's lessons were handed in under in earlier runs (``term.lms_ids``)."""
     submissions = Path(submissions)
     help_text = layout_help(lessons)
     if not submissions.exists():
@@ -735,30 +795,29 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None,
         shutil.rmtree(target, ignore_errors=True)
         skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
         try:
-            return _collect(target, lessons, known, limits, skipped, archive=True, held=held)
+            return _collect(target, lessons, known, limits, skipped, earlier or {}, archive=True)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)  # a refused class leaves nothing behind
             raise
-    return _collect(submissions, lessons, known, limits, {}, archive=False, held=held)
+    return _collect(submissions, lessons, known, limits, {}, earlier or {}, archive=False)
 
 
-def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archive: bool,
-             held: set = frozenset()) -> Roster:
+def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: dict, *, archive: bool) -> Roster:
     help_text = layout_help(lessons)
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
     download = lms.recognise({**{name: True for name, why in students.items() if why is None},
                               **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}},
-                             owners=None if archive else _owners(root, students))
-    origins = {}
+                             owner=None if archive else lambda entry: _owner(root / entry),
+                             ids={pid for given in earlier.values() for pid in given.values()})
+    origins, lms_flags = {}, {}
     if download:
-        lms.participants_apart(download, {f.entry: {f.name} if f.name else _notebook_names(root / f.entry)
-                                          for f in download.files}, held)
-        students, roster.lms_ids, origins = _download_students(root, download, students, skipped)
+        students, roster.lms_ids, origins, lms_flags = _download_students(root, download, students, skipped,
+                                                                          lessons, earlier)
         roster.lms = download.system
         roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
-                            f"{len(roster.lms_ids) or len(download.students())} students")
+                            f"{len(download.students())} students")
         roster.notes.extend(download.notes)
         files = [f"{display(name)} ({why})" for name, why in sorted(download.ignored.items())]
     else:
@@ -769,8 +828,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
                             + ", ".join(files[:8]) + (", ..." if len(files) > 8 else "")
                             + ("" if download else "); each student's work must be in a folder of its own"))
     ids, id_flags = assign_ids(students, known)
-    lms_flags = {ids[name]: flags for name, flags in (download.flags if download else {}).items() if name in ids}
-    for extra in (lms_flags, _look_alike_flags(ids), _not_utf8_flags(ids)):
+    for extra in (_look_alike_flags(ids), _not_utf8_flags(ids)):
         for sid, flags in extra.items():
             id_flags.setdefault(sid, []).extend(flags)
     for name, found in students.items():
@@ -782,7 +840,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, *, archiv
             roster.entries[sid] = _linked_student(sid, root / name, lessons, found)
             continue
         roster.entries[sid], flags = _student_entries(sid, found, lessons, limits, origins.get(name))
-        roster.flags[sid] = id_flags.get(sid, []) + flags
+        roster.flags[sid] = id_flags.get(sid, []) + lms_flags.get(name, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))
     if not any(e.status != "missing" for es in roster.entries.values() for e in es.values()):

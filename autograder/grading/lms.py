@@ -12,17 +12,29 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
 ``moodle``
     per-student folders ``<Full Name>_<participant id>_assignsubmission_file[_]``, or, downloaded without
     folders, flat files ``<Full Name>_<participant id>_assignsubmission_file_<file>``. The participant id belongs
-    to one assignment: the student is the full name, the id is kept per lesson (Moodle's grading worksheet is
-    matched on ``Participant <id>``).
+    to one assignment (Moodle's grading worksheet is matched on ``Participant <id>``): within a download each
+    participant id is a student of its own; across assignments the full name links them (``intake`` keeps a
+    participant whose full name another participant shares, or whose name was graded for another participant of
+    the same assignment, apart, flagged).
 ``blackboard``
     flat files ``<assignment>_<username>_attempt_<YYYY-MM-DD-HH-MM-SS>_<file>`` (and a ``.txt`` receipt per
     attempt): the student is the username; of several attempts the latest is graded and the others noted.
 ``brightspace``
-    flat files or folders ``<submission id>-<file id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
-    student is the full name, the latest submission of a file is graded.
+    flat files or folders ``<submission id>-<user id> - <Full Name> - <Mon D, YYYY HHMM AM> - <file>``: the
+    student is the user id with the full name (two users of one name are kept apart like Moodle's participants),
+    the latest submission of a file of that user is graded. Where every file carries the same second number (the
+    assignment's or the course's when several names share it; in one student's files nothing tells), the download
+    gives no user id: the full name is the student, and a name with several submissions of one file is flagged
+    (``_user_ids_or_names``).
 ``nbgrader-exchange``
     the exchange's ``inbound/`` folders ``<student>+<assignment>+<timestamp>[+<random>]``: the latest of each
-    (student, assignment) is graded.
+    (student, assignment) is graded. Anyone can write such a folder into ``inbound/``, so the folder's owner (its
+    uid's user name, as ``nbgrader collect``'s ``check_owner`` reads it) is who handed it in: a folder whose owner
+    is not the student it names is flagged and graded apart, as ``<owner> (as <student>)``: it replaces neither that
+    student's work nor the owner's own. The owners tell
+    nothing when no folder is owned by the student it names (a zip, a copied folder): then the names decide, and
+    the report says so once. A timestamp more than ``CLOCK_SKEW`` in the future is flagged, kept without a time
+    and never wins over a copy with an honest one.
 
 Blackboard's attempt time, Brightspace's date and the exchange's timestamp are kept as the submission time
 (``File.submitted``, ISO 8601: the LMS's local time as it writes it, the exchange's in UTC); ``after_due`` says
@@ -36,16 +48,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 CANVAS = re.compile(r"(?P<name>[a-z0-9]+)(?P<late>_late)?_(?P<id>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.IGNORECASE)
 CANVAS_COPY = re.compile(r"(?P<stem>.+)-\d+(?P<ext>\.ipynb)$", re.IGNORECASE)  # Canvas's name of a resubmitted file
 MOODLE = re.compile(r"(?P<name>.+?)_(?P<id>\d+)_assignsubmission_(?:file|onlinetext)(?:_(?P<file>.*))?", re.DOTALL)
 BLACKBOARD = re.compile(r"(?P<assignment>.+)_(?P<name>[^_]+)_attempt_(?P<when>\d{4}(?:-\d{2}){5})(?:_(?P<file>.+))?",
                         re.DOTALL)
-BRIGHTSPACE = re.compile(r"(?P<sub>\d+)-(?P<fid>\d+) - (?P<name>.+?) ?- (?P<when>[A-Z][a-z]{2} \d{1,2}, \d{4} "
+BRIGHTSPACE = re.compile(r"(?P<sub>\d+)-(?P<uid>\d+) - (?P<name>.+?) ?- (?P<when>[A-Z][a-z]{2} \d{1,2}, \d{4} "
                          r"\d{3,4} [AP]M)(?: - (?P<file>.+))?", re.DOTALL)
 EXCHANGE = re.compile(r"(?P<name>[^+]+)\+(?P<assignment>[^+]+)\+(?P<when>[^+]+)(?:\+[^+]*)?")
+CLOCK_SKEW = timedelta(minutes=5)  # how far ahead of this machine's clock an exchange timestamp may honestly be
+NAMED_BY_ID = {"moodle": "participant", "brightspace": "user"}  # LMSs whose students come as full name and id
 SYSTEMS = ("canvas", "moodle", "blackboard", "brightspace", "nbgrader-exchange")
 TITLES = {"canvas": "Canvas", "moodle": "Moodle", "blackboard": "Blackboard", "brightspace": "Brightspace",
           "nbgrader-exchange": "nbgrader's exchange"}
@@ -68,6 +82,9 @@ class File:
     lesson: str = ""  # nbgrader's exchange: the assignment the folder holds
     submitted: str = ""  # when it was handed in, ISO 8601, if the LMS says ('' when it does not: Canvas, Moodle)
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``)
+    key: str = ""  # who it is within the download, with ``student``: Moodle's participant id, Brightspace's user id
+    flags: list = field(default_factory=list)  # what the report must say about whose it is or when it came
+    by: str = ""  # who handed it in, where the download says more than ``lms_id`` (an exchange folder's owner)
 
 
 @dataclass
@@ -77,14 +94,13 @@ class Download:
     system: str
     files: list  # [File]: what is graded
     ignored: dict = field(default_factory=dict)  # {entry: why it is not graded}
-    flags: dict = field(default_factory=dict)  # {student: [flags]}: who the LMS's names leave in doubt
-    notes: list = field(default_factory=list)  # about the download as a whole
+    notes: list = field(default_factory=list)  # what the report says about the download as a whole
 
     def students(self) -> dict:
-        """{student: [File]}"""
+        """{(student, key): [File]}: one group per student the LMS names, by its id where it gives one."""
         grouped = {}
         for f in self.files:
-            grouped.setdefault(f.student, []).append(f)
+            grouped.setdefault((f.student, f.key), []).append(f)
         return grouped
 
 
@@ -96,16 +112,26 @@ def _parse(system: str, entry: str, is_dir: bool):
         return File(entry, m["name"].lower() + "_" + m["id"], m["id"], copy["stem"] + copy["ext"] if copy else name,
                     m["sub"], late=bool(m["late"]))
     if system == "moodle" and (m := MOODLE.fullmatch(entry)) and (is_dir or m["file"]):
-        return File(entry, m["name"], m["id"], "" if is_dir else m["file"])
+        return File(entry, m["name"], m["id"], "" if is_dir else m["file"], key=m["id"])
     if system == "blackboard" and (m := BLACKBOARD.fullmatch(entry)):
         return File(entry, m["name"], m["name"], "" if is_dir else (m["file"] or ""), m["when"],
                     submitted=_local_iso(m["when"], "%Y-%m-%d-%H-%M-%S"))
     if system == "brightspace" and (m := BRIGHTSPACE.fullmatch(entry)) and (is_dir or m["file"]):
         when = _local_iso(m["when"], "%b %d, %Y %I%M %p")
-        return File(entry, m["name"].strip(), "", "" if is_dir else m["file"], when or m["when"], submitted=when)
+        return File(entry, m["name"].strip(), m["uid"], "" if is_dir else m["file"], when or m["when"],
+                    submitted=when, key=m["uid"])
     if system == "nbgrader-exchange" and is_dir and (m := EXCHANGE.fullmatch(entry)):
-        return File(entry, m["name"], "", "", m["when"], m["assignment"], submitted=utc_iso(m["when"]))
+        f = File(entry, m["name"], "", "", m["when"], m["assignment"], submitted=utc_iso(m["when"]))
+        if f.submitted and datetime.fromisoformat(f.submitted) > datetime.now(timezone.utc) + CLOCK_SKEW:
+            f.flags.append(f"the exchange folder '{_shown(entry)}' is dated {f.submitted}, in the future: kept "
+                           "without a submission time; an earlier copy with an honest time is graded before it")
+            f.submitted, f.when = "", ""  # sorts before every honest time, so it never wins over one
+        return f
     return None
+
+
+def _shown(name: str) -> str:
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in name)
 
 
 def _local_iso(text: str, form: str) -> str:
@@ -156,11 +182,11 @@ def _aware(when: datetime) -> datetime:
 FLAT_ONLY, FOLDERS_ONLY = {"canvas", "blackboard"}, {"nbgrader-exchange"}
 
 
-def recognise(entries: dict, owners: dict | None = None, now: datetime | None = None) -> Download | None:
+def recognise(entries: dict, owner=None, ids=frozenset()) -> Download | None:
     """The LMS download ``entries`` ({name at the top of the class folder: is it a folder}) is, or None when the
-    names follow no layout: a folder of per-student folders is then the class, as before. ``owners``: {name: the
-    user owning that entry on this machine}, read for nbgrader's exchange (None: not known, e.g. from a zip);
-    ``now``: what a submission time in the future is judged against.
+    names follow no layout: a folder of per-student folders is then the class, as before. ``owner``: the user name
+    owning an entry (nbgrader's exchange), or None where owners tell nothing (a zip); ``ids``: the LMS ids the
+    term graded users under (Brightspace: a number known as a user's stays one in a download of one student).
 
     A layout is taken only when every notebook and folder at the top follows it, so no one student's folder name
     decides how the class is read; other files (an ``index.html``, Blackboard's receipts) are noted and not graded.
@@ -175,98 +201,73 @@ def recognise(entries: dict, owners: dict | None = None, now: datetime | None = 
         if None in parsed:
             continue
         ignored = {name: "not a notebook" for name in entries if name not in relevant}
-        download = Download(system, [], ignored)
-        if system == "nbgrader-exchange":
-            _exchange_owners(parsed, owners, download)
-            _no_future(parsed, now or datetime.now(timezone.utc), download.flags)
-        download.files = _latest(parsed, ignored)
+        notes = _by_owner(parsed, owner) if system == "nbgrader-exchange" else []
         if system == "brightspace":
-            _repeated_names(parsed, download)
-        return download
+            _user_ids_or_names(parsed, ids)
+        return Download(system, _latest(parsed, ignored), ignored, notes)
     return None
 
 
-def participants_apart(download: Download, contents: dict, held: set = frozenset()) -> None:
-    """Moodle: two participant ids under one full name that hand in the same file (so, in one assignment's
-    download) are two students: each becomes ``<name> (participant <id>)``, flagged, except the one whose id the
-    term already holds under that name (``held``: {(name, participant id)}), who stays the student graded before.
-    ``contents``: {entry: the names of the files it holds}. Ids under one name with files apart are one student's
-    in several assignments (each assignment gives its own participant ids), as before."""
-    if download.system != "moodle":
+def _by_owner(files: list, owner) -> list:
+    """Each exchange folder given to the user who owns it, where owners tell who handed a folder in (at least one
+    folder is owned by the student it names); returns the report's notes. ``owner`` gives '' for a folder whose
+    owner tells nothing (the grading user's or root's: copied or unpacked there), which is taken as the student it
+    names."""
+    owners = {f.entry: owner(f.entry) for f in files} if owner else {}
+    if not any(owners.get(f.entry) == f.student for f in files):
+        return ["the exchange folders' owners do not say who handed each in (a zip, or a copied folder): each is "
+                "taken as the student its name says; grade the exchange's own inbound/ folder to have them checked"]
+    notes, unknown = [], [f for f in files if not owners[f.entry]]
+    for f in files:
+        named, by = f.student, owners[f.entry]
+        f.by = f"user {by}" if by else ""
+        if by and by != named:  # apart from both: it replaces neither the named student's work nor the owner's own
+            f.student = f"{by} (as {named})"
+            said = (f"the exchange folder '{_shown(f.entry)}' names the student '{_shown(named)}' but belongs to the "
+                    f"user '{_shown(by)}': graded apart as '{_shown(f.student)}', never as {_shown(named)}'s work "
+                    f"nor in place of {_shown(by)}'s own")
+            f.flags.append(said)
+            notes.append(said)
+    if unknown:
+        notes.append(f"{len(unknown)} of {len(files)} exchange folders belong to the grading user or root (copied or "
+                     "unpacked there), so their owners do not say who handed them in: each is taken as the student "
+                     "its name says")
+    return notes
+
+
+def _user_ids_or_names(files: list, ids) -> None:
+    """Brightspace: the second number of its names is taken as the user's id only where it tells files apart. When
+    every file of a download carries the same one (for several full names a number of the assignment or the
+    course, not of a user; for one, nothing to tell, unless ``ids`` knows it as a user's), the download gives no
+    user id: the full name is the student, and a name that came under several submissions of one file (or, in
+    folders, several submissions) is flagged, the latest graded, since a resubmission and another user of the same
+    name then look alike."""
+    keys = {f.key for f in files}
+    if len(keys) > 1 or keys <= set(ids):  # it tells users apart here, or did in an earlier download
         return
-    by_name = {}
-    for f in download.files:
-        by_name.setdefault(f.student, {}).setdefault(f.lms_id, set()).update(contents.get(f.entry, ()))
-    for f in download.files:
-        ids = by_name[f.student]
-        names = [n for pid, files in ids.items() if pid != f.lms_id for n in files]
-        if len(ids) < 2 or not ids[f.lms_id] & set(names):
-            continue
-        others = ", ".join(sorted(pid for pid in ids if pid != f.lms_id))
-        name = f.student
-        if (name, f.lms_id) not in held:
-            f.student = f"{name} (participant {f.lms_id})"
-        download.flags[f.student] = [
-            f"Moodle lists another participant under the same name '{name}' (participant {others}) who handed in "
-            "the same assignment: graded apart by participant id; the name alone cannot tell whose other lessons "
-            "are whose, so check which student is whom"]
-
-
-def _exchange_owners(files: list, owners: dict | None, download: Download) -> None:
-    """nbgrader's exchange: a folder owned by another user than the one it names is that user's hand-in."""
-    known = {f.entry: (owners or {}).get(f.entry) for f in files}
-    if len({o for o in known.values() if o is not None}) < 2:
-        download.notes.append("the exchange's folders all have one owner here (a copy, or a zip), so who wrote "
-                              "each cannot be checked: each is graded as the student its name says")
-        return
+    submissions = {}
     for f in files:
-        owner = known[f.entry]
-        if owner is not None and owner != f.student:
-            named = f.student
-            f.student = f"{named} (handed in by {owner})"
-            download.flags.setdefault(f.student, []).append(
-                f"the exchange folder '{f.entry}' names {named} but belongs to the user {owner}: graded apart as "
-                f"{owner}'s hand-in and never in place of {named}'s; check who wrote it")
-            download.flags.setdefault(named, []).append(
-                f"the user {owner} put a folder under this student's name into the exchange ('{f.entry}'): "
-                "graded apart, it replaced nothing")
-
-
-def _no_future(files: list, now: datetime, flags: dict, skew_s: int = 300) -> None:
-    """A submission time after ``now`` (beyond a clock skew) is none: flagged, it orders before every honest one
-    and records no time, so it never wins over an honest copy, now or in a later run."""
+        f.key = f.lms_id = ""
+        f.by = "submission " + f.entry.split("-", 1)[0]  # all it says of who: marks never follow a name alone
+        submissions.setdefault((f.student, f.name), set()).add(f.entry.split("-", 1)[0])
     for f in files:
-        if not f.submitted:
-            continue
-        when = _aware(datetime.fromisoformat(f.submitted))
-        if (when - now).total_seconds() > skew_s:
-            flags.setdefault(f.student, []).append(
-                f"'{f.entry}' claims a submission time in the future ({f.submitted}); graded as handed in at an "
-                "unknown time, so any honest copy comes first")
-            f.when, f.submitted = "", ""
-
-
-def _repeated_names(files: list, download: Download) -> None:
-    """Brightspace: several submissions under one full name, which its names cannot tell apart, flagged."""
-    times = {}
-    for f in files:
-        times.setdefault(f.student, set()).add(f.entry.split(" - ", 1)[0])
-    for student, subs in times.items():
+        subs = submissions[(f.student, f.name)]
         if len(subs) > 1:
-            download.flags.setdefault(student, []).append(
-                f"Brightspace's download holds {len(subs)} submissions under the name '{student}' (submission "
-                f"{', '.join(sorted(subs))}); its names carry no student id, so they were taken as one student's "
-                "resubmissions and the latest graded: if two students share this name, grade each one's download "
-                "apart (the earlier files are listed in the report)")
+            f.flags.append(f"Brightspace's download names '{_shown(f.student)}' in {len(subs)} submissions of "
+                           f"{_shown(f.name) if f.name else 'this work'} ({', '.join(sorted(subs))}) and gives no user "
+                           "id (every file carries the same second number): the latest is graded; check in "
+                           "Brightspace that they are one user")
 
 
 def _latest(files: list, ignored: dict) -> list:
     """The latest copy of each (student, file or lesson); the older ones go to ``ignored``."""
     best = {}
     for f in sorted(files, key=lambda f: f.when):
-        key = (f.student, f.name or f.lesson or f.entry)
+        key = (f.student, f.key, f.name or f.lesson or f.entry)
         if key in best:
             ignored[best[key].entry] = f"an earlier copy of {f.entry}: the later one is graded"
+            f.flags[:0] = [flag for flag in best[key].flags if flag not in f.flags]  # what was said of the copy not
+            # graded still reaches the report, once
         best[key] = f
     return list(best.values())
 

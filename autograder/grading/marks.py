@@ -29,6 +29,7 @@ CELL_GONE = "the answer cell is no longer in the notebook"
 NOT_IN_LESSON = "the cell is no longer in the lesson"
 TEST_REGRADED = "an autograded test you scored by hand was graded again"
 ANSWER_UNKNOWN = "the answer you marked is not on record"
+OTHER_HAND_IN = "someone other than the one whose hand-in you marked handed this notebook in"
 
 
 class MarksUnreadable(RuntimeError):
@@ -86,16 +87,18 @@ def written_answers(nb) -> dict:
 
 
 def before_regrade(gb, lesson: str, student: str, record: dict) -> dict:
-    """What a regrade of one submission must keep: ``previous`` (its score, status and work before) and ``marks``
-    (cell -> manual score, extra credit, comment, and the hash of the answer the score was for). ``record`` is the
+    """What a regrade of one submission must keep: ``previous`` (its score, status and work before), ``marks``
+    (cell -> manual score, extra credit, comment, and the hash of the answer the score was for) and ``by`` (who
+    handed that submission in, ``for_hand_in``). ``record`` is the
     submission's state record; a submission the gradebook does not hold has no marks."""
     from nbgrader.api import MissingEntry
 
     previous = {k: record.get(k) for k in ("score", "status", "attempted", "graded_answers")} if record else {}
+    by = (record or {}).get("by", "")  # who handed in the notebook the marks were given to
     try:
         nb = gb.find_submission_notebook(lesson, lesson, student)
     except MissingEntry:
-        return {"previous": previous, "marks": {}}
+        return {"previous": previous, "marks": {}, "by": by}
     if record and record.get("graded"):
         now = marks(gb, lesson, student)  # marks given since the record was written count
         previous.update(score=now["score"], status=outcome.PENDING if now["pending"] else outcome.GRADED)
@@ -112,7 +115,7 @@ def before_regrade(gb, lesson: str, student: str, record: dict) -> dict:
     for name, comment in comments.items():
         held.setdefault(name, {"score": None, "extra_credit": None, "final": False, "answer": None})["comment"] = \
             comment
-    return {"previous": previous, "marks": held}
+    return {"previous": previous, "marks": held, "by": by}
 
 
 def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
@@ -124,6 +127,18 @@ def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
     reopened = []
     for name, mark in sorted(held.items()):
         grade, comment = grades.get(name), comments.get(name)
+        if mark.get("other"):  # given to another's hand-in: on record here, never on this one (nbgrader keeps a
+            # manual score and comment through autograde, so they are taken off)
+            if grade is not None:
+                grade.manual_score = grade.extra_credit = None
+                grade.needs_manual_grade = grade.auto_score is None
+            if comment is not None:
+                comment.manual_comment = None
+            if mark["score"] is not None or mark["extra_credit"] or mark.get("comment"):
+                reopened.append({"cell": name, "reason": OTHER_HAND_IN, "score": mark["score"],
+                                 "max": mark.get("max"), "extra_credit": mark["extra_credit"],
+                                 "comment": mark.get("comment")})
+            continue
         if mark.get("comment") and comment is not None:
             comment.manual_comment = mark["comment"]
         if mark["score"] is None and not mark["extra_credit"]:
@@ -145,9 +160,27 @@ def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
     return reopened
 
 
+def for_hand_in(kept: dict, by: str) -> dict:
+    """The marks of ``before_regrade`` that may hold for a hand-in by ``by`` (``intake.Entry.by``), given to the
+    hand-in of ``kept["by"]`` (kept with them, so a retry or a rebuild decides the same): all of them when either is
+    unknown or both are the same; when another handed it in (a Moodle
+    participant or an exchange user other than the one marked, a Brightspace submission under the same name) none
+    holds, whatever its answers: each goes back to pending with ``OTHER_HAND_IN``, so no mark moves from one
+    student to another (a spoof with the marked answers copied included): ``carry`` gives none of them, not even
+    a comment, and lists each (score, extra credit, comment) as reopened, so it stays on record."""
+    marked_by = kept.get("by", "")
+    if not marked_by or not by or marked_by == by:
+        return kept
+    held = {name: {**mark, "answer": None, "other": True} for name, mark in kept["marks"].items()}
+    return {**kept, "marks": held}
+
+
 def reopened_lines(reopened: list) -> list:
     """One line per mark that went back to pending: the cell, why, and the mark it had."""
-    return [f"{r['cell']}: {r['reason']} (your mark, {r['score']:g} of {r['max']:g}, is kept in the gradebook "
+    return [f"{r['cell']}: {r['reason']} (your mark, {r['score']:g} of {r['max']:g}, was for that hand-in and is "
+            "not given to this one; mark it in formgrader)" if r["reason"] == OTHER_HAND_IN and r["score"] is not None
+            and r["max"] is not None
+            else f"{r['cell']}: {r['reason']} (your mark, {r['score']:g} of {r['max']:g}, is kept in the gradebook "
             "and counts again once you grade it in formgrader)" if r["score"] is not None and r["max"] is not None
             else f"{r['cell']}: {r['reason']}" for r in reopened]
 

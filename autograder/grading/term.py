@@ -131,12 +131,6 @@ def _from_earlier_version(out: Path) -> Term:
     return term
 
 
-def held_ids(term: Term) -> set:
-    """{(student's folder name, LMS id)} of every hand-in the term holds: who a name and an id were before."""
-    return {(term.students.get(sid, {}).get("folder", sid), entry.get("lms_id", ""))
-            for sid, lessons in term.entries.items() for entry in lessons.values() if entry.get("lms_id")}
-
-
 def _write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -165,7 +159,8 @@ def take_in(out, term: Term, roster: intake.Roster, lessons, limits=None) -> lis
                 continue
             took = True
             new = {"status": entry.status, "note": entry.note, "lms_id": entry.lms_id, "late": entry.late,
-                   "submitted": entry.submitted, "flags": list(entry.flags), "taken": _now(), "hash": ""}
+                   "submitted": entry.submitted, "flags": list(entry.flags), "taken": _now(), "hash": "",
+                   "by": entry.by}
             old = term.entries.get(sid, {}).get(lesson)
             if old and old.get("submitted") and new["submitted"] and new["submitted"] < old["submitted"]:
                 notes.append(f"{sid} {lesson}: this download's copy was handed in at {new['submitted']}, before the "
@@ -217,6 +212,17 @@ def _keep_earlier(target: Path, old, new: dict) -> None:
     _write_json(kept.with_suffix(".json"), old)
 
 
+def lms_ids(term: Term, known: dict) -> dict:
+    """{student's name (``known``: ``intake.known_ids``): {lesson: the LMS id it was handed in under}}, for
+    ``intake.collect``: a later download sends each LMS id to the student it was graded as."""
+    ids = {}
+    for sid, lessons in term.entries.items():
+        given = {lesson: str(entry.get("lms_id", "")) for lesson, entry in lessons.items() if entry.get("lms_id")}
+        if given:
+            ids.setdefault(known.get(sid, term.students.get(sid, {}).get("folder", sid)), {}).update(given)
+    return ids
+
+
 def close(term: Term, lessons) -> None:
     """The deadline of ``lessons`` passed: from now on a student who never handed one in counts ``missing``, 0."""
     for lesson in lessons:
@@ -251,6 +257,7 @@ def roster(out, term: Term, download: intake.Roster) -> intake.Roster:
             entry.lms_id = (kept or {}).get("lms_id", "")
             entry.late = bool((kept or {}).get("late"))
             entry.submitted = (kept or {}).get("submitted", "")
+            entry.by = (kept or {}).get("by", "")
             entry.flags = list((kept or {}).get("flags", []))
             whole.entries[sid][lesson] = entry
     return whole

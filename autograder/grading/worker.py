@@ -78,7 +78,7 @@ class Worker:
         root = s.course_root
         started = time.monotonic()
         try:
-            kept = self._marks_to_carry(student, lesson)
+            kept = marks.for_hand_in(self._marks_to_carry(student, lesson), task.get("by", ""))
         except Exception as exc:  # noqa: BLE001 - grading it now would put its marks at risk: the grader's failure
             record = new_record(s, student, lesson, task, state.read(s, student, lesson) or {})
             record["reason"] = (f"the instructor's marks on this notebook could not be read before grading it again "
@@ -178,7 +178,8 @@ def last_error(result: dict) -> str:
 
 def new_record(s: Settings, student: str, lesson: str, task: dict, previous: dict) -> dict:
     """A notebook's record before it is graded: a grading error until grading succeeds."""
-    return {"student": student, "lesson": lesson, "hash": task["hash"], "key": s.key, "graded": False,
+    return {"student": student, "lesson": lesson, "hash": task["hash"], "by": task.get("by", ""), "key": s.key,
+            "graded": False,
             "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": list(task["flags"]),
             "seconds": 0.0, "graded_answers": previous.get("graded_answers", {}),
             "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}

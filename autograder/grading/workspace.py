@@ -251,7 +251,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
             notebooks.write_notebook(copy, dest, text)
             _write_timestamp(entry.submitted, dest.parent)
             flags += entry.flags
-            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags,
+            todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags, "by": entry.by,
                                                     "resubmitted": bool(record and record.get("hash") != digest)}
     return todo
 

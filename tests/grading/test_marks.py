@@ -88,11 +88,11 @@ def _mark(out: Path) -> None:
 
 
 def _gradebook_marks(out: Path) -> dict:
-    """{student: {cell: (manual_score, needs_manual_grade)}} and alice's comment, read from the gradebook."""
+    """{student: {cell: [manual_score, needs_manual_grade]}} and alice's comment, read from the gradebook."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{out / 'course' / 'gradebook.db'}", COURSE_ID) as gb:
-        found = {s: {g.name: (g.manual_score, bool(g.needs_manual_grade))
+        found = {s: {g.name: [g.manual_score, bool(g.needs_manual_grade)]
                      for g in gb.find_submission_notebook(LESSON, LESSON, s).grades if g.name in MANUAL_MAX}
                  for s in STUDENTS}
         found["comment"] = gb.find_comment("explain_w_o", LESSON, LESSON, "alice").manual_comment
@@ -243,8 +243,8 @@ def test_a_full_regrade_in_a_new_gradebook_carries_every_mark_over(runs):
     assert len(again["kept"]) == 1  # the old gradebook is kept beside the results
     assert again["rows"] == added["rows"]  # every score, mark and pending point as before
     book = again["gradebook"]
-    assert book["alice"] == {cell: (score, False) for cell, score in MANUAL.items()}
-    assert book["bob"] == {cell: (None, True) for cell in MANUAL_MAX}  # unmarked: still pending
+    assert book["alice"] == {cell: [score, False] for cell, score in MANUAL.items()}
+    assert book["bob"] == {cell: [None, True] for cell in MANUAL_MAX}  # unmarked: still pending
     assert book["comment"] == COMMENT
     top = f"{AUTO + GIVEN:g}"
     assert f"alice {LESSON}: {top} -> {top}" in again["stdout"] and f"bob {LESSON}: {AUTO} -> {AUTO}" in again["stdout"]
@@ -263,7 +263,7 @@ def test_a_resubmission_keeps_the_marks_of_unchanged_answers_and_reopens_a_chang
     assert _lesson(alice, "score", "manual", "pending", "status") == \
         (f"{AUTO + kept:g}", f"{kept:g}", f"{MANUAL_MAX['explain_w_o']}", "pending manual")
     book = again["gradebook"]
-    assert book["alice"] == {cell: (score, cell in CHANGED) for cell, score in MANUAL.items()}
+    assert book["alice"] == {cell: [score, cell in CHANGED] for cell, score in MANUAL.items()}
     assert book["bob"] == before["gradebook"]["bob"] and again["rows"]["bob"] == before["rows"]["bob"]
     reopened = f"explain_w_o: {marks.TEXT_CHANGED}"
     assert f"alice {LESSON} {reopened}" in again["stdout"] and reopened in again["report"]

@@ -101,3 +101,29 @@ def test_a_feedback_page_says_what_changed_since_the_last_one_under_its_title():
     assert changed.startswith("<html><body><h1>05 (Score: 24.0 / 26.0)</h1>\n<div id=\"since-last\">")
     assert "Your score changed from 25 to 24" in changed and "<code>explain&lt;w_o&gt;</code>" in changed
     assert changed.count("since-last") == 1
+
+
+def test_marks_given_to_another_s_hand_in_are_never_given_to_this_one_even_with_the_same_answers():
+    """A hand-in by someone other than the one marked (``Entry.by`` differs: another Moodle participant or exchange
+    user, another Brightspace submission under the same name) gets none of the marks, not even for answers copied
+    word for word; nbgrader kept the score and comment through autograde, so they are taken off; each mark stays
+    on record as reopened, with its reason."""
+    h = marks.answer_hash
+    kept = {"previous": {}, "marks": {"explain": _mark(2.0, h("a"), "Well argued."), "test": _mark(0.5, None)},
+            "by": "user alice"}
+    assert marks.for_hand_in(kept, "user alice") is kept and marks.for_hand_in(kept, "") is kept
+    assert marks.for_hand_in({**kept, "by": ""}, "user mallory")["marks"] == kept["marks"]  # marked before it was known
+    other = marks.for_hand_in(kept, "user mallory")
+    assert marks.for_hand_in(other, "user mallory") == other  # a retry after a failed regrade decides the same
+    written, test = _grade("explain", manual=2.0), _grade("test", auto=1.0, manual=0.5)
+    comment = SimpleNamespace(name="explain", manual_comment="Well argued.")
+    gb, _ = _gradebook([written, test], [comment])
+    reopened = marks.carry(gb, "05_exercises", "alice", other["marks"], {"explain": h("a")})
+    assert (written.manual_score, written.needs_manual_grade, comment.manual_comment) == (None, True, None)
+    assert (test.manual_score, test.needs_manual_grade) == (None, False)  # its autograded score counts
+    assert {r["cell"]: (r["reason"], r["score"], r.get("comment")) for r in reopened} == {
+        "explain": (marks.OTHER_HAND_IN, 2.0, "Well argued."), "test": (marks.OTHER_HAND_IN, 0.5, None)}
+    assert marks.reopened_lines(reopened)[0] == (
+        f"explain: {marks.OTHER_HAND_IN} (your mark, 2 of 2, was for that hand-in and is not given to this one; "
+        "mark it in formgrader)")
+    assert kept["marks"]["explain"]["answer"] == h("a")  # the marks of the hand-in marked are left as they were
