@@ -1,6 +1,7 @@
-"""Every catalogued bug against each hidden test it must fail, over many grading salts, without a kernel.
+"""Every catalogued bug against each hidden test it must fail, and every catalogued correct alternative against
+every hidden test of its lesson, which it must pass, over many grading salts, without a kernel.
 
-    python -m autograder.proofs.salt_sweep [--salts 200] [--lessons 01_warmup 04 ...]
+    python -m autograder.proofs.salt_sweep [--salts 200] [--lessons 01_warmup 04 ...] [--alternatives]
 
 A hidden test draws its inputs from ``rng_for(test_id)``, seeded by the grading salt that each grading run draws
 afresh; a test that catches a bug for one salt may pass it for another. The sweep calls each hidden test's
@@ -8,6 +9,10 @@ function directly, in this process, with the model answers of the lesson and the
 its function, once per salt, and counts for each (bug, test) pair how often the test failed (detection) and how
 often its message gave that bug's diagnosis (its id, or the id of a bug sharing its diagnosis).
 ``tests/unit/test_salt_sweep.py`` asks for 100 % of both.
+
+``--alternatives``: each correct solution of ``autograder/alternatives/`` (an answer cell written differently from
+the model answer) is run, as a notebook defines it, in place of the model answer, and every hidden test of its
+lesson must pass at every salt (``Fairness``; ``tests/unit/test_alternatives.py`` asks for all of them).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograder import alternatives as correct
 from autograder import bugs as catalog
 from autograder import course, reference
 from autograder.checks import registry
@@ -140,6 +146,52 @@ def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
     return rates
 
 
+@dataclass
+class Fairness:
+    """How one correct alternative fared against the hidden tests of its lesson over ``salts`` grading salts."""
+
+    alternative: correct.Alternative
+    salts: int = 0
+    passed: int = 0
+    examples: list = field(default_factory=list)  # (salt, test, what it said) for the first few failures
+
+    @property
+    def perfect(self) -> bool:
+        return self.passed == self.salts
+
+    def line(self) -> str:
+        return f"{self.alternative.id:44} {self.alternative.cell:26} full marks at {self.passed}/{self.salts} salts"
+
+
+def fairness(alternative_list=None, salts=range(200), lessons=None) -> list:
+    """One ``Fairness`` per correct alternative: its cell's source executed in the lesson's model namespace (as a
+    notebook runs it: its functions look up the notebook's names), then every hidden test of the lesson."""
+    chosen = [a for a in (alternative_list or correct.CATALOG) if not lessons or a.lesson in lessons]
+    found = []
+    for alt in chosen:
+        values = dict(model_namespace(alt.lesson))
+        exec(compile(alt.source, f"<alternative {alt.id}>", "exec"), values)
+        tests = registry.tests_of(alt.lesson)
+        rate = Fairness(alt)
+        for salt in salts:
+            rate.salts += 1
+            failed = None
+            for test_id, test in sorted(tests.items()):
+                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
+                        notebook_namespace(values):
+                    try:
+                        test({n: values[n] for n in test.names})
+                    except AssertionError as exc:
+                        failed = (salt, test_id, str(exc)[:400])
+                        break
+            if failed is None:
+                rate.passed += 1
+            elif len(rate.examples) < 3:
+                rate.examples.append(failed)
+        found.append(rate)
+    return found
+
+
 def report(rates, seconds) -> str:
     lines = [r.line() + ("" if r.perfect else f"  <- e.g. salt {r.examples[0][0]}: {r.examples[0][1]}")
              for r in rates]
@@ -153,8 +205,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--salts", type=int, default=200, help="grading salts 0 .. N-1")
     parser.add_argument("--lessons", nargs="*", help="lessons (names or numbers: 01_warmup or 01); default: all")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="the correct alternatives instead of the bugs: each must pass every test at every salt")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
+    if args.alternatives:
+        found = fairness(salts=range(args.salts), lessons=course.lessons_named(args.lessons) if args.lessons else None)
+        for f in found:
+            print(f.line() + ("" if f.perfect else "  <- e.g. salt {}, {}: {}".format(*f.examples[0])))
+        print(f"{sum(f.perfect for f in found)}/{len(found)} correct alternatives earn full marks at every salt, "
+              f"in {time.perf_counter() - t0:.1f} s")
+        return 0 if all(f.perfect for f in found) else 1
     rates = sweep(salts=range(args.salts), lessons=course.lessons_named(args.lessons) if args.lessons else None)
     print(report(rates, time.perf_counter() - t0))
     return 0 if all(r.perfect for r in rates) else 1
