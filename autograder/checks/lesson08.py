@@ -189,17 +189,24 @@ def absorbed_values(mla_absorbed, **helpers):
 
 
 # ----------------------------------------------------------------------------------------------- cache counts
+def cache_configs(rng) -> list:
+    """Every kind of attention twice, with sizes that all differ (so a size used in the wrong place shows), within
+    the lesson's contract: GQA's n_heads a multiple of n_kv_heads (each KV head serves a whole group); and
+    DeepSeek-V2's configuration."""
+    configs = []
+    for kind in reference.KV_CACHE_ATTENTION * 2:
+        n_layers, group, d_head, n_kv_heads, d_c, d_rope = (int(v) for v in rng.choice(
+            [2, 3, 5, 7, 11, 13, 17, 19], size=6, replace=False))
+        n_heads = n_kv_heads * group  # a product of two primes: no other size equals it
+        config = {"attention": kind, "n_layers": n_layers, "n_heads": n_heads, "d_head": d_head}
+        config.update({"GQA": {"n_kv_heads": n_kv_heads}, "MLA": {"d_c": d_c, "d_rope": d_rope}}.get(kind, {}))
+        configs.append(config)
+    return configs + [dict(attention="MLA", n_layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64)]
+
+
 @hidden_test(uses=("kv_cache_elements_per_token",), visible_check="check_kv_cache_elements")
 def cache_values(kv_cache_elements_per_token):
     """Every kind of attention on salted configurations whose sizes all differ, and DeepSeek-V2's."""
-    rng = rng_for("cache_values")
-    cases = []
-    for kind in reference.KV_CACHE_ATTENTION * 2:
-        n_layers, n_heads, d_head, n_kv_heads, d_c, d_rope = (int(v) for v in rng.choice(
-            [2, 3, 5, 7, 11, 13, 17, 19], size=6, replace=False))
-        config = {"attention": kind, "n_layers": n_layers, "n_heads": n_heads, "d_head": d_head}
-        config.update({"GQA": {"n_kv_heads": n_kv_heads}, "MLA": {"d_c": d_c, "d_rope": d_rope}}.get(kind, {}))
-        cases.append(((config,), {}))
-    cases.append(((dict(attention="MLA", n_layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64),), {}))
+    cases = [((config,), {}) for config in cache_configs(rng_for("cache_values"))]
     check_counts("kv_cache_elements_per_token", kv_cache_elements_per_token, cases,
                  inspect="what one layer caches for each kind of attention, and the number of layers")
