@@ -71,6 +71,13 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=Fa
     return None
 
 
+def magnitude(a) -> float:
+    """The largest finite absolute value of the array ``a`` (0 when it has none)."""
+    finite = _np.abs(_np.asarray(a, dtype=_np.float64))
+    finite = finite[_np.isfinite(finite)]
+    return float(finite.max()) if finite.size else 0.0
+
+
 def same_values(a, b, *, rtol=1e-6, atol=1e-9) -> bool:
     """Equal shapes and values, NaN matching NaN (to recognise a known bug's output, NaN and all)."""
     return mismatch(a, b, rtol=rtol, atol=atol, nan_equal=True) is None
