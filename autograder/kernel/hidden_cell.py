@@ -148,7 +148,8 @@ def _self_check_verdict(namespace: dict) -> str:
         cell = ""
     visible = cell.split("### END HIDDEN TESTS", 1)[-1] if "### END HIDDEN TESTS" in cell else ""
     if not any(line.strip() and not line.lstrip().startswith("#") for line in visible.splitlines()):
-        return "Your self-check was not run."
+        return ("This cell has no self-check of its own: the one with your function, above, tries fewer inputs than "
+                "the hidden tests.")
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):

@@ -190,3 +190,27 @@ def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_without_buildi
                              {"name": "causal_mask", "args": [encode_value(16)], "kwargs": {}})
     assert honest["op"] == "helper_result"
     assert resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY  # the grader's own limit is back
+
+
+def _said_by_self_check(monkeypatch, cell: str, namespace: dict) -> str:
+    import types
+
+    import IPython
+
+    from autograder.kernel import hidden_cell
+
+    shell = types.SimpleNamespace(history_manager=types.SimpleNamespace(input_hist_raw=[cell]))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    return hidden_cell._self_check_verdict(namespace)
+
+
+def test_a_test_cell_without_a_self_check_never_says_the_learner_s_self_check_was_not_run(monkeypatch):
+    """Lesson 02's output_projection is checked in its own cell; its test cell holds only the hidden line. The
+    message once said "Your self-check was not run" of a check that ran and passed."""
+    cell = ("### BEGIN HIDDEN TESTS\n__import__('x')\n### END HIDDEN TESTS\n"
+            "# Hidden tests of output_projection run here\n")
+    said = _said_by_self_check(monkeypatch, cell, {})
+    assert "not run" not in said and "no self-check of its own" in said
+    checked = cell + "assert 1 == 2, 'the heads are joined in the wrong order'\n"
+    assert _said_by_self_check(monkeypatch, checked, {}) == (
+        "Your self-check says: the heads are joined in the wrong order")

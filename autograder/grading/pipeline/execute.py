@@ -430,7 +430,8 @@ class SafeExecute(Execute):
         elif not session.verdict[0]:
             message = session.verdict[1] or "the hidden test did not pass"
             if session.uncatalogued:  # no known bug explains it: what the learner's own check saw comes first
-                message = f"{session.self_check or 'Your self-check was not run.'}\nThe hidden tests found: {message}"
+                message = (f"{session.self_check or 'What your self-check says could not be read.'}\n"
+                           f"The hidden tests found: {message}")
             cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error" and not (
                 o.get("output_type") == "stream" and hidden_cell_passed(o.get("text", "")))]
             cell.outputs.append(error_output(WRONG_ANSWER, message))
