@@ -525,12 +525,12 @@ def gradient_check(f, inputs, grad, eps=1e-6):
     moved by +eps and -eps in a float64 copy (the caller's arrays are never changed); numeric = (f+ - f-) / (2 eps).
     The error of one input is max|analytic - numeric| / max(max|analytic|, max|numeric|, 1e-12): relative to the
     gradient's size, so entries that are exactly 0 (blocked pairs) do not divide by 0. Returns the largest over
-    the inputs, as a float.
+    the inputs, as a float: NaN when a gradient or ``f`` holds NaN or inf (it must never pass as 0).
     """
     xs = [np.array(a, dtype=np.float64) for a in inputs]  # copies: the caller's inputs stay as they are
     if len(grad) != len(xs):
         raise ValueError(f"grad has {len(grad)} arrays for {len(xs)} inputs: give one gradient per input")
-    worst = 0.0
+    errors = [0.0]
     for x, analytic in zip(xs, grad):
         analytic = np.asarray(analytic, dtype=np.float64)
         if analytic.shape != x.shape:
@@ -546,8 +546,8 @@ def gradient_check(f, inputs, grad, eps=1e-6):
             flat[i] = old
             numeric_flat[i] = (f_plus - f_minus) / (2 * eps)
         size = max(float(np.max(np.abs(analytic), initial=0.0)), float(np.max(np.abs(numeric), initial=0.0)), 1e-12)
-        worst = max(worst, float(np.max(np.abs(analytic - numeric), initial=0.0)) / size)
-    return worst
+        errors.append(float(np.max(np.abs(analytic - numeric), initial=0.0)) / size)
+    return float(np.max(errors))  # NaN when any gradient or f holds NaN or inf (Python's max would drop it)
 
 
 def sinusoidal_positions(T, d_model):

@@ -255,13 +255,15 @@ check_softmax_backward(softmax_backward)
 #   $n$ the numeric gradient: relative to the size of the whole gradient, not entry by entry, because an entry
 #   that is exactly 0 (a blocked pair) would otherwise divide rounding noise by 0.
 # - Return the largest error over the inputs, a float. The table after your check says how to read it.
+# - A NaN or inf in a gradient or in `f` must come out as `nan` (the table's last row), never as a small error:
+#   `np.max` keeps a NaN, but Python's `max(worst, err)` drops it (every comparison with NaN is false).
 
 # %% nbgrader={"grade_id": "gradient_check", "solution": true}
 def gradient_check(f, inputs, grad, eps=1e-6):
     """Largest relative error between the analytic gradients `grad` and central differences of f(*inputs)."""
     ### BEGIN SOLUTION
     xs = [np.array(a, dtype=np.float64) for a in inputs]
-    worst = 0.0
+    errors = [0.0]
     for x, analytic in zip(xs, grad):
         numeric = np.zeros_like(x)
         flat, numeric_flat = x.reshape(-1), numeric.reshape(-1)  # views
@@ -275,8 +277,8 @@ def gradient_check(f, inputs, grad, eps=1e-6):
             numeric_flat[i] = (f_plus - f_minus) / (2 * eps)
         analytic = np.asarray(analytic, dtype=np.float64)
         size = max(np.max(np.abs(analytic)), np.max(np.abs(numeric)), 1e-12)
-        worst = max(worst, float(np.max(np.abs(analytic - numeric)) / size))
-    return worst
+        errors.append(float(np.max(np.abs(analytic - numeric)) / size))
+    return float(np.max(errors))  # np.max keeps a NaN; Python's max(worst, err) would drop it
     ### END SOLUTION
 
 

@@ -279,6 +279,12 @@ bug("gc_per_entry_relative", "gradient_check",
     (almost) 0.""",
     _gc_source(error="np.max(np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), 1e-12))"), tests=_GC)
 
+bug("gc_max_drops_nan", "gradient_check",
+    """A gradient holding NaN or inf gives a small error instead of nan: Python's max(worst, err) drops a NaN,
+    because every comparison with NaN is false. Collect each input's error and return np.max of them, which keeps
+    the NaN.""",
+    _gc_source(), tests=_GC)
+
 bug("gc_first_input_only", "gradient_check",
     """Only the first input is checked: return the largest error over every input and its gradient.""",
     _gc_source(inputs="zip(xs[:1], grad[:1])"), tests=_GC)

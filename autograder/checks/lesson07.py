@@ -285,6 +285,10 @@ def _gc_cases(rng):
     add("exact gradients, eps=1e-3", [x, y, z], good, eps=1e-3)
     add("exact gradients, float32 inputs", [x.astype(np.float32), y.astype(np.float32)],
         probe.probe_gradient(x.astype(np.float32).astype(np.float64), y.astype(np.float32).astype(np.float64)))
+    for label, value in (("NaN", np.nan), ("inf", np.inf)):  # last: a number where nan is due is its own bug
+        held = [g.copy() for g in good]
+        held[1 + int(rng.integers(2))].flat[int(rng.integers(2))] = value  # not the first input: max(0.0, nan)
+        add(f"third or second input's gradient holding {label}", [x, y, z], held)
     return cases
 
 
@@ -308,9 +312,14 @@ def gradient_check_values(gradient_check, gradient_check_probe=None):
     rng = rng_for("gradient_check_values")
     for label, inputs, grad, eps, scale, expected in _gc_cases(rng):
         got = _gc_value(gradient_check, gradient_check_probe, inputs, grad, eps, scale, label)
-        right = got < 1e-6 if expected < 1e-7 else abs(got - expected) <= 1e-3 * expected
+        if not math.isfinite(expected):  # a NaN or inf anywhere: the check must not pass it (nan; inf is as clear)
+            right = not math.isfinite(got)
+        else:
+            right = got < 1e-6 if expected < 1e-7 else abs(got - expected) <= 1e-3 * expected
         if not right:
-            bug = _gc_bug(label, inputs, grad, eps, scale, got)
+            # only a check right everywhere else reaches a NaN case, and a number there is the dropped NaN
+            bug = (bug_catalog.by_id("gc_max_drops_nan") if not math.isfinite(expected)
+                   else _gc_bug(label, inputs, grad, eps, scale, got))
             if bug is not None:
                 raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input: {label}; got {got:.4g}, expected "
                                   f"{expected:.4g})")

@@ -169,3 +169,21 @@ def test_sinusoidal_positions_known_values_and_rotation():
         rotation = np.array([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]])
         np.testing.assert_allclose(pe[:-5, 2 * i:2 * i + 2] @ rotation, pe[5:, 2 * i:2 * i + 2], atol=1e-12)
     assert ref.sinusoidal_positions(3, 5).shape == (3, 5)
+
+
+def test_gradient_check_reports_nan_for_a_gradient_holding_nan_or_inf_in_any_input():
+    """The lesson's table: nan means NaN or inf somewhere. Python's max(worst, err) once dropped it, so the reference
+    (and the model answer) gave about 1e-10 for a broken gradient."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(3,)), rng.normal(size=(2, 2))
+
+    def f(a, b):
+        return float(np.sum(a ** 2) + np.sum(np.sin(b)))
+
+    good = [2 * x, np.cos(y)]
+    assert ref.gradient_check(f, [x, y], good) < 1e-8
+    for value in (np.nan, np.inf):
+        for which in (0, 1):
+            held = [g.copy() for g in good]
+            held[which].flat[0] = value
+            assert np.isnan(ref.gradient_check(f, [x, y], held)), (value, which)
