@@ -351,7 +351,10 @@ print(f"largest difference between head 0 and head 1: {gap.max():.3f}")
 # 4. merge the heads, `(..., T, d_model)`, and apply `W_O`.
 #
 # `out` is `(..., T, d_model)` and `weights` `(..., n_heads, T, T)`. No mask is needed here. The self-check runs
-# your function with 1, 2, 3, 4, 6 and 12 heads and checks that the output always has `d_model` columns.
+# your function with 1, 2, 3, 4, 6 and 12 heads and checks that the output always has `d_model` columns. Build the
+# layer here: do not hand it to `attention_layer` below (the layer with a bug to find), which its hidden test
+# refuses to call; your `split_into_heads`, `merge_heads`, `head_weights`, `softmax` and `masked_attention` are
+# yours to use.
 
 # %% nbgrader={"grade_id": "mha_from_scratch", "solution": true}
 def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
@@ -457,7 +460,9 @@ check_masked_attention(masked_attention)
 # %% [markdown] nbgrader={"grade_id": "find_bug_layer_intro"}
 # **Bug 2.** `attention_layer(x, W_Q, W_K, W_V, W_O, n_heads)` is the whole multi-head layer in one function,
 # the same contract as your `mha_from_scratch`: x `(..., T, d_model)` -> `(out (..., T, d_model), weights
-# (..., n_heads, T, T))`. Its rows of weights sum to 1 and its shapes are right. Find the one line that is wrong.
+# (..., n_heads, T, T))`. Its rows of weights sum to 1 and its shapes are right. Find the one line that is wrong,
+# and fix it there: the fix may call your own functions of this notebook (your `split_into_heads`, say), but not
+# hand the whole layer to `mha_from_scratch`, which its hidden test refuses to call.
 
 # %% nbgrader={"grade_id": "attention_layer", "solution": true}
 def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):

@@ -407,7 +407,10 @@ check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_ap
 # Finally the loop: `decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads)` starts from empty caches,
 # shape `(..., n_kv_heads, 0, d_head)` (`np.zeros` accepts a 0 in a shape), feeds the tokens of `x` to
 # `decode_step` one at a time (`x[..., t:t+1, :]` keeps the time axis), and returns
-# `(out, cache_k, cache_v)` with `out` `(..., T, d_model)`, the step outputs joined along time.
+# `(out, cache_k, cache_v)` with `out` `(..., T, d_model)`, the step outputs joined along time. The loop is the
+# exercise: do not hand the sequence to a function that attends over all of it at once
+# (`scaled_dot_product_attention`, `multi_head_attention`, `grouped_query_attention`, `causal_self_attention`,
+# `cross_attention`, `tiled_attention`); its hidden test refuses those calls.
 
 # %% nbgrader={"grade_id": "decode_with_kv_cache", "solution": true}
 def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
@@ -521,7 +524,10 @@ plt.show()
 #   (`np.where(np.isfinite(m_new), m_new, 0.0)`) makes the blocked keys contribute $e^{-\infty} = 0$ and keeps your
 #   function right when you later add a mask;
 # - the result must equal plain attention within $10^{-10}$ in float64, for any block size (including 1 and one
-#   larger than $T_k$).
+#   larger than $T_k$);
+# - the tiles are the exercise: do not call a function that attends over the whole sequence at once
+#   (`scaled_dot_product_attention`, `multi_head_attention`, `grouped_query_attention`, `causal_self_attention`,
+#   `cross_attention`); its hidden tests refuse those calls.
 
 # %% nbgrader={"grade_id": "tiled_attention", "solution": true}
 def tiled_attention(Q, K, V, block_size, causal=False):

@@ -215,6 +215,7 @@ check_softmax_jacobian(softmax_jacobian)
 #
 # Implement `softmax_backward(weights, grad_weights, axis=-1)`: `weights` is `softmax(scores, axis)`, `grad_weights`
 # is $\partial L/\partial$`weights` (same shape); return $\partial L/\partial$`scores`. float32 in, float32 out.
+# Without the Jacobian, as step 3 derives: do not call `softmax_jacobian` (its hidden test refuses the call).
 
 # %% nbgrader={"grade_id": "softmax_backward", "solution": true}
 def softmax_backward(weights, grad_weights, axis=-1):
@@ -369,7 +370,8 @@ for what, grad in (("your softmax_backward, float64", exact),
 #
 # Write `attention_row_backward(q, K, V, grad_out)` returning `(dq, dK, dV)` with the shapes of `q`, `K`, `V`.
 # Use the given `softmax` for the forward pass and your `softmax_backward`; scale by `math.sqrt(d_k)`, a Python
-# float (`np.sqrt` would turn float32 into float64).
+# float (`np.sqrt` would turn float32 into float64). The row is the exercise: do not hand it to the matrix form you
+# write next, `scaled_dot_product_attention_backward` (its hidden test refuses the call).
 #
 # <details><summary>Hint 1: which rule</summary>
 #

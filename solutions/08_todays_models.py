@@ -562,9 +562,10 @@ check_mla_attention(mla_attention)
 #   concatenating then multiplying by $W_O$ is the sum over heads of head $h$ times its rows of $W_O$).
 #
 # Implement `mla_absorbed(...)`, same arguments and results as `mla_attention`, that uses only `c_KV`, `k_R` and
-# the queries: no `(..., n_heads, T, d_head)` key or value is ever built. Scores are the content part plus the
-# rotary part, divided by $\sqrt{d_\text{head} + d_\text{rope}}$, masked, then softmax. It must equal
-# `mla_attention` to float64 rounding.
+# the queries: no `(..., n_heads, T, d_head)` key or value is ever built, so do not call `mla_attention` (its
+# hidden test refuses the call; the lesson's `scaled_dot_product_attention` over the latents is yours to use).
+# Scores are the content part plus the rotary part, divided by $\sqrt{d_\text{head} + d_\text{rope}}$, masked, then
+# softmax. It must equal `mla_attention` to float64 rounding.
 #
 # <details><summary>Hint 1</summary>
 #

@@ -205,7 +205,8 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
 # ------------------------------------------------------------------------------------ mha from raw operations
 @hidden_test(
     uses=('mha_from_scratch',),
-    helpers=('split_into_heads', 'merge_heads', 'softmax', 'head_weights'), visible_check='check_mha_from_scratch')
+    helpers=('split_into_heads', 'merge_heads', 'softmax', 'head_weights'), visible_check='check_mha_from_scratch',
+    forbids=('attention_layer',), because="the layer is built here, not handed to the layer with a bug to find")
 def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=None, softmax=None, head_weights=None):
     """Equal to reference.multi_head_attention for several head counts, unbatched, batched and float32."""
     rng = rng_for("mha_from_scratch")
@@ -264,7 +265,8 @@ def masked_attention_test(masked_attention, softmax=None):
                ref=reference.scaled_dot_product_attention)
 
 
-@hidden_test(uses=('attention_layer',), helpers=('softmax',), visible_check='check_attention_layer')
+@hidden_test(uses=('attention_layer',), helpers=('softmax',), visible_check='check_attention_layer',
+             forbids=('mha_from_scratch',), because="the exercise is to fix the given layer, not to replace it")
 def attention_layer_test(attention_layer, softmax=None):
     """The fixed attention_layer equals the reference multi-head attention for several head counts, unbatched,
     batched and float32. Graded with the reference softmax."""

@@ -235,8 +235,14 @@ def decode_step_values(decode_step, **helpers):
     dtype_kept("decode_step", decode_step, [f32, cases[0]], outputs=("out_t", "cache_k", "cache_v"))
 
 
+# the functions that compute attention over a whole sequence at once (a (T, T) matrix of scores)
+_WHOLE_ATTENTION = ('scaled_dot_product_attention', 'multi_head_attention', 'grouped_query_attention',
+                    'causal_self_attention', 'cross_attention')
+
+
 @hidden_test(uses=('decode_with_kv_cache',), helpers=('decode_step', 'kv_cache_append', 'repeat_kv'),
-             visible_check='check_decode_with_kv_cache')
+             visible_check='check_decode_with_kv_cache', forbids=_WHOLE_ATTENTION + ('tiled_attention',),
+             because="the loop feeds the tokens to decode_step one at a time")
 def decode_loop_values(decode_with_kv_cache, **helpers):
     """Token-by-token decoding of a whole sequence equals the full causal path; graded with reference helpers. The
     loop feeds its tokens to decode_step: the functions that compute the whole causal path refuse."""
@@ -287,9 +293,13 @@ def _tiled_reference(Q, K, V, block_size, causal=False):
     return reference.scaled_dot_product_attention(Q, K, V, mask)[0]
 
 
-# Tiled attention is graded for its own work: it has no helpers, so every function of the lesson refuses to
-# answer while it runs (attention, and softmax too: the online softmax is the exercise).
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention')
+# Tiled attention is graded for its own work: a function that computes attention over the whole sequence refuses
+# to answer while it runs (the tiles and the online softmax are the exercise; the lesson says so).
+_TILED = dict(forbids=_WHOLE_ATTENTION,
+              because="it never holds the whole (T_q, T_k) matrix of scores; tiling is the exercise")
+
+
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_attention', **_TILED)
 def tiled_values(tiled_attention):
     """Equal to plain attention within 1e-10 in float64 (1e-5 in float32) for any block size, causal or not."""
     rng = _rng("tiled_values")
@@ -316,7 +326,7 @@ def _memory_failure(case, detail):
     return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
 
 
-@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory')
+@hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory', **_TILED)
 def tiled_memory(tiled_attention):
     """Never holds a (T_q, T_k) array: counted here when the function runs here; in the kernel, it computes
     attention at a T whose (T, T) float64 matrix the kernel cannot hold."""

@@ -69,7 +69,8 @@ def _softmax_case(rng, shape, axis, dtype, blocked_row=False, label=""):
     return Case((weights.astype(dtype), grad.astype(dtype)), {"axis": axis} if axis != -1 else {}, label=label)
 
 
-@hidden_test(uses=("softmax_backward",), visible_check="check_softmax_backward")
+@hidden_test(uses=("softmax_backward",), visible_check="check_softmax_backward", forbids=("softmax_jacobian",),
+             because="step 3: the backward function, without the Jacobian")
 def softmax_backward_values(softmax_backward):
     """Unbatched, batched, along axis 0, a fully blocked row, float32."""
     rng = rng_for("softmax_backward_values")
@@ -108,7 +109,8 @@ def _row_case(rng, d, dtype=np.float64):
 
 
 @hidden_test(uses=("attention_row_backward",), helpers=("softmax_backward",),
-             visible_check="check_attention_row_backward")
+             visible_check="check_attention_row_backward", forbids=("scaled_dot_product_attention_backward",),
+             because="the row is derived here, not handed to the matrix form")
 def attention_row_backward_values(attention_row_backward, softmax_backward=None):
     """One query against T_k keys, sizes all different, float64 and float32; graded with the reference
     softmax_backward bound in. The matrix form refuses: this cell grades the row derivation itself."""

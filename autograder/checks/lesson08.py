@@ -181,7 +181,8 @@ def mla_values(mla_attention, **helpers):
 
 
 @hidden_test(uses=("mla_absorbed",), helpers=("rope", "split_heads", "concat_heads", "softmax"),
-             visible_check="check_mla_absorbed")
+             visible_check="check_mla_absorbed", forbids=("mla_attention",),
+             because="it uses only the cached latent, the rotary key and the queries")
 def absorbed_values(mla_absorbed, **helpers):
     """As ``mla_values``; ``mla_attention`` refuses to answer while it runs (the absorbed form must do its own
     work)."""

@@ -2,15 +2,18 @@
 
 A lesson's hidden tests live in ``autograder/checks/lessonNN.py``; each is declared with ``@hidden_test``, which
 records the learner names it reads from the notebook (``uses``: the graded functions or values, passed
-positionally; ``helpers``: passed by keyword, the learner's own versions of the functions of the lesson the graded
-ones may call), the learner functions it grades together with ``uses`` (``together``: never replaced) and the
-visible self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a
-bug elsewhere costs nothing here).
+positionally; ``helpers``: passed by keyword, the learner's own versions of functions of the lesson the test itself
+uses), the learner functions it grades together with ``uses`` (``together``: never replaced), the functions the
+lesson tells the graded one, in words, not to call (``forbids``, with the lesson's reason) and the visible
+self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug
+elsewhere costs nothing here).
 
 Isolation: while a test runs, every other function of the lesson (``autograder/checks/stand_ins.py``: pasted from
-an earlier lesson, ungraded, or graded by another test) is replaced by a stand-in wherever a learner's function
-looks it up, so a cell's score depends only on the functions it grades: a helper by the reference, any other
-function by a refusal (``stand_ins.Refusal``), so the graded functions earn nothing for work a stand-in did.
+an earlier lesson, given, ungraded, or graded by another test) is replaced by a stand-in wherever a learner's
+function looks it up, so a cell's score depends only on the functions it grades: the reference answers for it, so
+a graded function may call any function the lesson gives or has the learner write (a correct solution that reuses
+one earns full marks, and a slip in that one costs only its own tests), except one the lesson forbids it: that
+stand-in refuses (``stand_ins.Refusal``), so the graded function earns nothing for the work the lesson asked of it.
 
 The hidden cell itself is one line, ``__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("<grade_id>")``; the
 grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
@@ -37,18 +40,19 @@ class HiddenTest:
     helpers: tuple = ()
     visible_check: str | None = None
     together: tuple = ()
+    forbids: tuple = ()  # the functions the lesson tells the graded ones not to call
+    because: str = ""  # the lesson's words for why
 
     @property
     def names(self) -> tuple:
         return self.uses + self.helpers
 
     def stand_ins(self, refused=None) -> dict:
-        """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference
-        for a helper, a ``Refusal`` for any other (each refusal appended to the list ``refused``)."""
+        """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference,
+        or a ``Refusal`` for a function the lesson forbids (each refusal appended to the list ``refused``)."""
         graded = set(self.uses) | set(self.together)
         lesson = stand_ins.of(self.lesson)
-        allowed = tuple(n for n in self.helpers if n in lesson and n not in graded)
-        return {n: f if n in allowed else stand_ins.Refusal(n, " and ".join(self.uses), allowed, refused)
+        return {n: stand_ins.Refusal(n, " and ".join(self.uses), self.because, refused) if n in self.forbids else f
                 for n, f in lesson.items() if n not in graded}
 
     def __call__(self, values: dict):
@@ -71,13 +75,17 @@ class HiddenTest:
 _TESTS: dict = {}
 
 
-def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None):
-    """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name)."""
+def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None, forbids=(), because=""):
+    """Register the decorated function as the hidden test of the cell ``name`` (default: the function's name).
+    ``forbids``: functions the lesson's text tells the graded ones not to call, ``because`` its reason in a few
+    words (the refusal says it)."""
+    if bool(forbids) != bool(because):
+        raise ValueError("a hidden test that forbids calls says why (because=...), and only then")
 
     def register(function):
         lesson = course.lesson_numbered(function.__module__)  # declared in autograder/checks/lessonNN.py
         test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
-                          tuple(together))
+                          tuple(together), tuple(forbids), " ".join(because.split()))
         _TESTS[(lesson, test.name)] = test
         return function
 

@@ -8,12 +8,13 @@ costs nothing here (the last costs its own tests). ``tests/unit/test_isolation.p
 defined in a lesson's answer cells has a stand-in. The stand-ins run in the grader's process only: the kernel never
 holds an answer.
 
-A stand-in answers only for work the graded function may hand on: the helpers its test declares, with
-``@hidden_test(helpers=...)``, from what the lesson asks the function to call (softmax inside attention, split_heads
-inside a layer, decode_step inside the decoding loop). Every other stand-in is a ``Refusal`` while the test runs: a
-call raises ``Refused``, which names the function refused and the helpers allowed, and the test fails whatever the
+A stand-in answers for any function the graded one calls, except one the lesson's text tells it not to call
+(``@hidden_test(forbids=..., because=...)``: ``tiled_attention`` must not hand its work to a function that forms the
+whole (T, T) matrix, ``softmax_backward`` must not build the Jacobian, ``mla_absorbed`` must not call
+``mla_attention``, the decoding loop must go through ``decode_step``). That stand-in is a ``Refusal`` while the test
+runs: a call raises ``Refused``, which names the function and the lesson's reason, and the test fails whatever the
 learner's code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in
-the grader). A graded function earns nothing for what a stand-in computed.
+the grader). A graded function earns nothing for the work the lesson asked of it and a stand-in did.
 """
 
 from __future__ import annotations
@@ -65,31 +66,30 @@ _BY_LESSON = {  # by lesson number
 
 
 class Refused(Exception):
-    """A graded function called a function of the lesson that is not among its test's helpers (raised by a
+    """A graded function called a function of the lesson that the lesson tells it not to call (raised by a
     ``Refusal``)."""
 
     refused = True  # how the grader's side of a kernel call knows it (``hidden_tests.Session``)
 
-    def __init__(self, name: str, graded: str, helpers=()):
-        allowed = ", ".join(helpers) if helpers else "none"
-        super().__init__(f"{graded} called {name}, which is not one of the helpers the lesson gives {graded} "
-                         f"(these answer for it: {allowed}): while its hidden test runs, {name} refuses to answer, "
-                         f"so {graded} must do that work itself")
-        self.name, self.graded, self.helpers = name, graded, tuple(helpers)
+    def __init__(self, name: str, graded: str, because: str = ""):
+        why = f" ({because})" if because else ""
+        super().__init__(f"{graded} called {name}, which the lesson asks it not to call{why}: while its hidden test "
+                         f"runs, {name} refuses to answer, so {graded} must do that work itself")
+        self.name, self.graded, self.because = name, graded, because
 
 
 class Refusal:
-    """The stand-in of ``name`` while a test grades ``graded``, whose helpers (``helpers``) do not include it.
+    """The stand-in of ``name`` while a test grades ``graded``, which the lesson tells not to call it (``because``).
     ``calls`` (a list) keeps every refusal, so the test fails even when the learner's code caught the error."""
 
-    def __init__(self, name: str, graded: str, helpers=(), calls=None):
+    def __init__(self, name: str, graded: str, because: str = "", calls=None):
         self.__name__ = self.name = name
         self.graded = graded
-        self.helpers = tuple(helpers)
+        self.because = because
         self.calls = calls if calls is not None else []
 
     def __call__(self, *args, **kwargs):
-        refused = Refused(self.name, self.graded, self.helpers)
+        refused = Refused(self.name, self.graded, self.because)
         self.calls.append(refused)
         raise refused
 

@@ -27,7 +27,8 @@ LAYERS = (
      ("kernel", "what runs inside the sandbox or starts it: hidden cell, wire protocol, launcher, bubblewrap, "
                 "warm server, cgroups, uids")),
     (("course", "the lesson sources: ids, paths, notebooks read from solutions/, the helper cell, model answers"),),
-    (("bugs", "the catalog of learner bugs: data"),),
+    (("bugs", "the catalog of learner bugs: data"),
+     ("alternatives", "the catalog of correct solutions written differently from the model answers: data")),
     (("checks", "the hidden tests: registry, stand-ins, runner, bug matcher, one module per lesson"),),
     (("publish", "generated files: lessons/, the bundle, the Binder environment, the answer key, the bug table"),
      ("grading.pipeline", "nbgrader's autograde steps: sandboxed execute, hidden tests in the grader, learner "

@@ -1,8 +1,10 @@
-"""A graded function earns its points for its own work, never for what a stand-in or the kernel said.
+"""A graded function earns its points for its own work, never for what a stand-in or the kernel said; and a correct
+function that reuses another function of the lesson earns full marks.
 
 Three ways a function could score without doing what it is graded for, each closed and each shown to stay fair to
-honest work: calling a stand-in of a function that is not among its test's helpers (``helpers`` in ``@hidden_test``;
-every other stand-in is a ``stand_ins.Refusal``), over the real channel of ``autograder/kernel/hidden_cell.py`` and
+honest work: calling a stand-in of a function the lesson tells it, in words, not to call (``forbids`` in
+``@hidden_test``: that stand-in is a ``stand_ins.Refusal``; every other function of the lesson is answered by the
+reference), over the real channel of ``autograder/kernel/hidden_cell.py`` and
 ``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer asked
 for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the lesson-04
 experiment. The mutation harness (``tests/grading/test_mutations.py``) grades the catalogued versions through the
@@ -18,7 +20,7 @@ import handed_on
 import numpy as np
 import pytest
 
-from autograder import bugs, reference
+from autograder import bugs, course, reference
 from autograder.checks import lesson04, registry, runner, stand_ins
 from autograder.checks.runner import WrongAnswer
 from autograder.course import answers
@@ -56,47 +58,55 @@ def _notebook(lesson, **sources):
 
 
 # ------------------------------------------------------------------------------------ stand-ins that refuse
-def test_only_the_declared_helpers_answer_every_other_stand_in_refuses():
+def test_only_what_the_lesson_forbids_refuses_every_other_stand_in_answers():
+    forbidding = 0
     for test in registry.all_tests().values():
         graded = set(test.uses) | set(test.together)
         for name, stand_in in test.stand_ins().items():
             assert name not in graded, test.name
-            assert isinstance(stand_in, stand_ins.Refusal) == (name not in test.helpers), (test.name, name)
+            assert isinstance(stand_in, stand_ins.Refusal) == (name in test.forbids), (test.name, name)
+        forbidding += bool(test.forbids)
+        for name in test.forbids:  # the lesson's text says it, where the learner reads the function's task
+            assert f"`{name}`" in (course.SOLUTIONS / f"{test.lesson}.py").read_text(encoding="utf-8"), (test.name, name)
+    assert forbidding >= 5
 
 
-HANDED_ON = {"gqa_values": (handed_on.GQA_VIA_MHA, "multi_head_attention"),
-             "decode_loop_values": (handed_on.DECODE_VIA_CAUSAL, "causal_self_attention")}
+def test_gqa_through_the_pasted_multi_head_attention_earns_full_marks(monkeypatch):
+    """The identity lesson 06 states (GQA is multi-head attention with each KV head's weights repeated), written
+    on the pasted multi_head_attention: correct, so its hidden test passes over the real channel."""
+    session = _grade(monkeypatch, LESSON06, "gqa_values", _notebook(LESSON06, cheat=handed_on.GQA_VIA_MHA))
+    assert session.verdict == (True, None)
 
 
-@pytest.mark.parametrize("grade_id", sorted(HANDED_ON))
-def test_a_function_that_hands_its_work_to_another_gets_nothing(monkeypatch, grade_id):
-    """Over the real channel: the refusal names the function refused and the helpers the test allows."""
-    source, refused = HANDED_ON[grade_id]
-    session = _grade(monkeypatch, LESSON06, grade_id, _notebook(LESSON06, cheat=source))
-    assert session.verdict[0] is False, grade_id
-    assert f"called {refused}, which is not one of the helpers" in session.verdict[1]
-    assert all(h in session.verdict[1] for h in registry.find(LESSON06, grade_id).helpers)
+def test_a_decoding_loop_handed_to_the_causal_layer_gets_nothing(monkeypatch):
+    """Over the real channel: the refusal names the function refused and the lesson's reason."""
+    session = _grade(monkeypatch, LESSON06, "decode_loop_values",
+                     _notebook(LESSON06, cheat=handed_on.DECODE_VIA_CAUSAL))
+    assert session.verdict[0] is False
+    assert ("decode_with_kv_cache called causal_self_attention, which the lesson asks it not to call (the loop feeds "
+            "the tokens to decode_step one at a time)") in session.verdict[1]
 
 
-@pytest.mark.parametrize("grade_id", sorted(HANDED_ON))
-def test_with_every_stand_in_answering_the_handed_on_work_would_pass(monkeypatch, grade_id):
-    """The check above can fail: were every stand-in the reference, each of those functions would earn full marks."""
+def test_with_every_stand_in_answering_the_handed_on_loop_would_pass(monkeypatch):
+    """The check above can fail: were every stand-in the reference, the loop would earn full marks."""
     monkeypatch.setattr(registry.HiddenTest, "stand_ins",
                         lambda self, refused=None: {n: f for n, f in stand_ins.of(self.lesson).items()
                                                     if n not in self.uses})
-    session = _grade(monkeypatch, LESSON06, grade_id, _notebook(LESSON06, cheat=HANDED_ON[grade_id][0]))
+    session = _grade(monkeypatch, LESSON06, "decode_loop_values",
+                     _notebook(LESSON06, cheat=handed_on.DECODE_VIA_CAUSAL))
     assert session.verdict == (True, None)
 
 
 def test_a_test_s_own_bind_does_not_lift_a_refusal():
-    """Lesson 02's output_projection test binds the reference split_heads too; split_heads is no helper of
-    output_projection, so a call still refuses."""
-    ns = _notebook("02_multi_head", cheat="""
-def output_projection(heads, W_O):
-    return concat_heads(split_heads(concat_heads(heads), heads.shape[-3])) @ W_O
-""")
-    test = registry.find("02_multi_head", "output_projection_values")
-    with pytest.raises(WrongAnswer, match="output_projection called split_heads"):
+    """Lesson 08's absorbed MLA test binds the reference helpers; mla_attention, which the lesson forbids it, still
+    refuses."""
+    ns = dict(salt_sweep.model_namespace("08_todays_models"))
+    exec("""
+def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
+    return mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask)
+""", ns)
+    test = registry.find("08_todays_models", "absorbed_values")
+    with pytest.raises(WrongAnswer, match=r"\[absorbed_calls_mla_attention\]"):
         test({n: ns[n] for n in test.names})
 
 
