@@ -49,10 +49,12 @@ WRONG_TOOLS = answers.model_answers(LESSON)["tools"].replace(
     "    return np.moveaxis(pieces, -1, -3)")
 
 
-# Right values, but first a causal mask of 30,000 tokens from the helper the grader answers for it: 900 million
-# cells the grader once built in its own process (2.6 GB), outside the kernel's limits, and full marks.
+# Right values, but first a causal mask of 60,000 tokens from the helper the grader answers for it (30,000 tokens,
+# 900 million cells, the grader once built in its own process: 2.6 GB outside the kernel's limits, and full marks).
+# 3.6 GB of mask is beyond any kernel's limit too, so the notebook's own cells that call it fail at once with
+# MemoryError, never a kernel killed or not as its baseline memory happens to be (30,000 was either).
 HUGE_HELPER_CALL = answers.model_answers(LESSON)["causal_self_attention"].replace(
-    "    T = x.shape[-2]\n", "    T = x.shape[-2]\n    causal_mask(30_000)\n")
+    "    T = x.shape[-2]\n", "    T = x.shape[-2]\n    causal_mask(60_000)\n")
 
 
 def points():
@@ -108,9 +110,9 @@ def test_a_wrong_pasted_tool_costs_no_point(results):
 
 
 def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_and_costs_only_its_caller(results):
-    """The grader answers causal_mask for causal_self_attention; asked for 30,000 tokens it refuses within the
-    kernel's memory limit instead of building 900 million cells, and only the caller's cell is lost, saying why."""
-    assert "causal_mask(30_000)" in HUGE_HELPER_CALL
+    """The grader answers causal_mask for causal_self_attention; asked for 60,000 tokens it refuses within the
+    kernel's memory limit instead of building 3.6 billion cells, and only the caller's cell is lost, saying why."""
+    assert "causal_mask(60_000)" in HUGE_HELPER_CALL
     r = results["huge_helper_call"]
     assert lost(r) == {"causal_full_values"}, r["errors"]
     assert "causal_mask was called with sizes whose result would not fit in" in r["feedback"]

@@ -82,12 +82,19 @@ def _formgrader_page(text: str) -> str:
 
 
 def _sized(transform, unit: str) -> int:
-    """How many units make the transform take at least 20 ms (at most 64,000), and the text too long to be
-    remembered (``page_safety.remembered``), so each run makes the page afresh."""
+    """How many units make the transform take at least 20 ms (at most a million: a shorter time is a timer's
+    noise), and the text too long to be remembered (``page_safety.remembered``), so each run makes the page
+    afresh."""
     n = max(1_000, page_safety.REMEMBERED_CHARS // len(unit) + 1)
-    while n < 64_000 and fastest(transform, unit * n, runs=1)[1] < 0.02:
+    while n < 1_000_000 and fastest(transform, unit * n, runs=1)[1] < 0.02:
         n *= 2
     return n
+
+
+def _ratio(transform, unit: str) -> float:
+    """The time of 8 times the text over the time of the text, both the fastest of two runs."""
+    n = _sized(transform, unit)
+    return fastest(transform, unit * (8 * n), runs=2)[1] / fastest(transform, unit * n, runs=2)[1]
 
 
 @pytest.mark.slow
@@ -98,8 +105,7 @@ def test_every_page_transform_costs_time_linear_in_the_text(transform, shape):
     (a pattern over the whole page, started again at every ``@font-face``); 144 KB of ``\\begin{x}`` took 24 s
     (nbconvert's maths patterns, each searching to the end of the text): 8 times the text must cost about 8 times
     the time, not 64."""
-    unit = SHAPES[shape]
-    n = _sized(transform, unit)
-    small = fastest(transform, unit * n, runs=2)[1]
-    large = fastest(transform, unit * (8 * n), runs=2)[1]
-    assert large / small < 24, (shape, n, small, large)
+    ratios = [_ratio(transform, SHAPES[shape])]
+    while ratios[-1] >= 24 and len(ratios) < 3:  # a busy machine slows one run: a quadratic cost is 64 every time
+        ratios.append(_ratio(transform, SHAPES[shape]))
+    assert min(ratios) < 24, (shape, ratios)
