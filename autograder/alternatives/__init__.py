@@ -4,8 +4,8 @@ Each entry is the whole source of one graded answer cell as a learner might writ
 loops, ``moveaxis``, checks that raise on input the lesson's contract rules out, calls to functions the lesson
 gives or has the learner write, float64 inside), with a line on how it differs. Every one must earn full marks:
 ``autograder/proofs/salt_sweep.py`` (``--alternatives``) runs every hidden test of its lesson with it in place of
-the model answer, at every grading salt, and ``tests/grading/test_alternatives.py`` grades notebooks made of them
-through the grading command. Each graded answer cell has at least two (``tests/unit/test_alternatives.py``).
+the model answer, at every grading salt, and ``tests/grading/test_mutations.py`` grades notebooks made of them
+through the grading command (``autograder/proofs/mutation.py``: ``fair_rounds``). Each graded answer cell has at least two (``tests/unit/test_alternatives.py``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,8 @@ functions, ``autograder/checks/stand_ins.py``), and ``tests/unit/test_isolation.
 The same run grades the submissions of ``autograder/proofs/placements.py``: catalogued bugs placed in the cells a lesson
 does not grade (pasted from an earlier lesson, or an ungraded exercise), which must lose no point, and probes, which
 must lose exactly their own tests. Together they prove that only a bug's own tests lose points, wherever it sits.
+And it grades the correct alternatives of ``autograder/alternatives/`` (``Fair``): round k puts the k-th
+alternative of every answer cell in one submission, which must lose no point at all.
 
 Prints the mutation score (caught / total) and the time taken.
 """
@@ -108,8 +110,35 @@ class PlacementVerdict:
         return self.placement.id
 
     def line(self) -> str:
-        placed = ", ".join(b.id for b in self.placement.bugs)
+        placed = ", ".join(x.id for x in (*self.placement.bugs, *getattr(self.placement, "alternatives", ())))
         return f"{course.lesson_number(self.placement.lesson)} {self.placement.id:38} {self.total[0]:g}/{self.total[1]:g} ({placed})"
+
+
+@dataclass(frozen=True)
+class Fair:
+    """A submission of correct alternatives, one per answer cell (``autograder/alternatives/``): full marks due."""
+
+    id: str  # the submission's student id
+    lesson: str
+    alternatives: tuple  # alternatives.Alternative, each of a different cell
+
+    tests = ()  # it must lose points on none
+    bugs = ()
+
+    def notebook(self):
+        return answers.fill(self.lesson, {a.cell: a.source for a in self.alternatives})
+
+
+def fair_rounds(lesson: str) -> list:
+    """Round k: the k-th alternative of every answer cell that has k alternatives."""
+    from autograder import alternatives
+
+    by_cell = {}
+    for a in alternatives.of_lesson(lesson):
+        by_cell.setdefault(a.cell, []).append(a)
+    rounds = max(map(len, by_cell.values()), default=0)
+    return [Fair(f"alternatives-{course.lesson_number(lesson)}-{k + 1}", lesson,
+                 tuple(found[k] for found in by_cell.values() if k < len(found))) for k in range(rounds)]
 
 
 def bugs_by_lesson() -> dict:
@@ -253,7 +282,7 @@ def run(lessons=None, workers=2, keep=None) -> list:
         workdir = Path(keep or tmp)
         klass = workdir / "class"
         mutants = {lesson: mutants_for(lesson, bug_list) for lesson, bug_list in by_lesson.items()}
-        placed = {lesson: placements.for_lesson(lesson) for lesson in by_lesson}
+        placed = {lesson: [*placements.for_lesson(lesson), *fair_rounds(lesson)] for lesson in by_lesson}
         for lesson in by_lesson:
             for m in (*mutants[lesson], *placed[lesson]):
                 notebooks.write_notebook(m.notebook(), klass / m.id / f"{lesson}.ipynb")

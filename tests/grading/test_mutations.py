@@ -33,6 +33,14 @@ def test_bug_is_caught_costed_and_named(verdicts, bug_id):
     assert v.caught, f"{bug_id}: " + "; ".join(v.problems)
 
 
+@pytest.mark.parametrize("fair_id", [f.id for lesson in course.lesson_names() for f in mutation.fair_rounds(lesson)])
+def test_correct_alternatives_earn_full_marks_through_the_grading_command(verdicts, fair_id):
+    """Every catalogued correct alternative (``autograder/alternatives/``), graded by ``autograder.grade.run`` in
+    the same run as the bugs, loses no point (``tests/unit/test_alternatives.py`` runs them at 200 salts)."""
+    v = verdicts[fair_id]
+    assert v.caught and v.total[0] == v.total[1] > 0, f"{fair_id} ({v.line()}): " + "; ".join(v.problems)
+
+
 @pytest.mark.parametrize("placement_id", [p.id for p in placements.all_placements()])
 def test_placed_bug_costs_only_its_own_tests(verdicts, placement_id):
     v = verdicts[placement_id]

@@ -1,7 +1,8 @@
 """Any correct solution earns full marks, however written: every catalogued alternative (``autograder/alternatives/``:
 einsum, loops, ``moveaxis``, input checks that raise, reuse of the lesson's other functions, float64 inside) passes
 every hidden test of its lesson, in place of the model answer, at every grading salt; and every graded answer cell
-has at least two. The same alternatives graded through the grading command: ``tests/grading/test_alternatives.py``.
+has at least two. The same alternatives graded through the grading command: ``tests/grading/test_mutations.py``
+(``mutation.fair_rounds``).
 """
 
 from __future__ import annotations
