@@ -195,12 +195,14 @@ def check_gradient_check(gradient_check):
     if not err < 1e-6:
         fail(f"float32 inputs with their exact gradient give an error of {err:.3g}: eps = 1e-6 is below float32's "
              "resolution; perturb float64 copies, np.array(a, dtype=np.float64)")
-    held = [good[0], good[1].copy()]
-    held[1][1] = np.nan  # the second input's gradient: the first input's error is already a number
-    err = call(gradient_check, "gradient_check", probe_loss, [x, y], held)
-    if np.isfinite(err):
-        fail(f"a gradient holding NaN gives an error of {err:.3g}; it must give nan (the table's last row), or a "
-             "broken gradient passes: take np.max of the errors, since Python's max(worst, err) drops a NaN")
+    for which in (1, 0):  # after a finite error (max(worst, err) drops it), then before one (max(err, worst))
+        held = [g.copy() for g in good]
+        held[which][1] = np.nan
+        err = call(gradient_check, "gradient_check", probe_loss, [x, y], held)
+        if np.isfinite(err):
+            fail(f"a gradient holding NaN (input {which + 1} of 2) gives an error of {err:.3g}; it must give nan "
+                 "(the table's last row), or a broken gradient passes: take np.max of the errors, since Python's "
+                 "max drops a NaN")
     ok("gradient_check: exact gradient passes, a wrong entry is measured, NaN reported, central differences, inputs "
        "kept")
 

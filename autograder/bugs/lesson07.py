@@ -279,11 +279,15 @@ bug("gc_per_entry_relative", "gradient_check",
     (almost) 0.""",
     _gc_source(error="np.max(np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), 1e-12))"), tests=_GC)
 
-bug("gc_max_drops_nan", "gradient_check",
-    """A gradient holding NaN or inf gives a small error instead of nan: Python's max(worst, err) drops a NaN,
-    because every comparison with NaN is false. Collect each input's error and return np.max of them, which keeps
-    the NaN.""",
-    _gc_source(), tests=_GC)
+_GC_NAN = """A gradient holding NaN or inf gives a small error instead of nan: Python's max drops a NaN as soon as it
+    is compared with a number (max(worst, err) at once, max(err, worst) at the next input). Collect each input's
+    error and return np.max of them, which keeps the NaN."""
+
+bug("gc_max_drops_nan", "gradient_check", _GC_NAN, _gc_source(), tests=_GC)
+
+bug("gc_max_keeps_nan_only_last", "gradient_check", _GC_NAN,
+    _gc_source().replace("worst = max(worst, float({error}))".format(error="np.max(np.abs(a - n)) / size"),
+                         "worst = max(float(np.max(np.abs(a - n)) / size), worst)"), tests=_GC)
 
 bug("gc_first_input_only", "gradient_check",
     """Only the first input is checked: return the largest error over every input and its gradient.""",

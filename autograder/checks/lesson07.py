@@ -289,8 +289,9 @@ def _gc_cases(rng):
         probe.probe_gradient(x.astype(np.float32).astype(np.float64), y.astype(np.float32).astype(np.float64)))
     for label, value in (("NaN", np.nan), ("inf", np.inf)):  # last: a number where nan is due is its own bug
         held = [g.copy() for g in good]
-        held[1 + int(rng.integers(2))].flat[int(rng.integers(2))] = value  # not the first input: max(0.0, nan)
-        add(f"third or second input's gradient holding {label}", [x, y, z], held)
+        # the middle input: a finite error before it catches max(worst, err), one after it max(err, worst)
+        held[1].flat[int(rng.integers(held[1].size))] = value
+        add(f"second input's gradient holding {label}", [x, y, z], held)
     return cases
 
 
