@@ -66,9 +66,24 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=Fa
             if diff > worst:
                 worst, worst_i = diff, i
     if worst_i >= 0:
+        if got.dtype != expected.dtype and _agree_to_precision_of(got.dtype, g, e):
+            return (f"{what} has dtype {got.dtype}, expected {expected.dtype}: its values agree only to "
+                    f"{got.dtype}'s precision (largest difference {worst:.3g} at flat index {worst_i}); compute "
+                    f"in {expected.dtype} as the lesson asks")
+        shown = 6
+        while f"{g[worst_i]:.{shown}g}" == f"{e[worst_i]:.{shown}g}" and shown < 17:  # never "got x, expected x"
+            shown += 3
         return (f"{what} differs from the expected values: largest difference {worst:.3g} at flat index "
-                f"{worst_i} (got {g[worst_i]:.6g}, expected {e[worst_i]:.6g})")
+                f"{worst_i} (got {g[worst_i]:.{shown}g}, expected {e[worst_i]:.{shown}g})")
     return None
+
+
+def _agree_to_precision_of(dtype, g, e) -> bool:
+    """Whether every entry of ``g`` is ``e`` rounded to ``dtype`` (a float type narrower than ``e``'s)."""
+    if _np.dtype(dtype).kind != "f":
+        return False
+    eps = float(_np.finfo(dtype).eps)
+    return all(a == b or abs(a - b) <= 4 * eps * max(abs(b), float(_np.finfo(dtype).tiny)) for a, b in zip(g, e))
 
 
 def magnitude(a) -> float:

@@ -229,3 +229,17 @@ def test_every_mask_of_lesson_07s_backward_tests_blocks_a_pair_and_leaves_each_q
         T_q, T_k = (int(v) for v in rng.choice(lesson07._SIZES, 2))
         mask = lesson07._mask(rng, T_q, T_k)
         assert mask.shape == (T_q, T_k) and mask.any() and not mask.all(axis=-1).any(), (seed, mask)
+
+
+def test_a_result_right_only_to_float32_s_precision_is_told_its_dtype_never_got_x_expected_x():
+    """Lesson 08's alibi_bias in float32 once read "got -2.12132, expected -2.12132" with no word of its dtype."""
+    import numpy as np
+
+    from autograder.checks import compare
+
+    expected = np.array([[-2.1213203435596424, -0.5], [0.0, -1.4142135623730951]])
+    said = compare.mismatch(expected.astype(np.float32), expected, rtol=1e-12, atol=1e-12, what="alibi_bias")
+    assert said.startswith("alibi_bias has dtype float32, expected float64")
+    close = compare.mismatch(expected + 1e-9, expected, rtol=1e-12, atol=1e-12, what="alibi_bias")
+    got, wanted = close.split("(got ")[1].rstrip(")").split(", expected ")
+    assert got != wanted, close
