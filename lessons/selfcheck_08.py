@@ -74,8 +74,14 @@ def check_rope(rope):
     if getattr(out32, "dtype", None) != np.float32:
         fail(f"float32 input came back as {getattr(out32, 'dtype', type(out32))}: cast the cosines and sines to "
              "x.dtype")
+    far, turn = np.array([500_001]), 500_001 * 10000.0 ** (-2 / d_head)  # a long context; pair 1's angle there
+    got = np.asarray(call(rope, "rope", _unit(d_head, 2).astype(np.float32), far), float)[0]
+    if not close(got[2:4], [math.cos(turn), math.sin(turn)], tol=1e-5):
+        fail("at position 500,001, float32 input turned by the wrong angle: float32 keeps about 7 significant "
+             "digits, so an angle of 50,000 radians computed in float32 is off by thousandths of a radian. Compute "
+             "the angles (positions times frequencies) in float64, then cast the cosines and sines to x.dtype")
     ok("rope: position 0 unchanged, pairs keep their length, both layouts pair the right columns, the turn's "
-       "direction and frequencies, float32 kept")
+       "direction and frequencies, float32 kept, angles in float64")
 
 
 def check_alibi_bias(alibi_bias):
