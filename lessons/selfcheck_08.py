@@ -228,7 +228,8 @@ def _mla_by_loops(x, Ws, n_heads, mask, scale_width=None):
 def _check_mla(fn, name):
     rng = np.random.default_rng(6)
     for lead, masked in (((), False), ((2,), True)):
-        T, n_heads, d_head, d_c, d_rope = 5, 3, 4, 9, 2  # d_c != d_head + d_rope: a scale by either differs
+        # d_c != d_head + d_rope: a scale by either differs; d_rope = 4, two pairs, where RoPE's two layouts differ
+        T, n_heads, d_head, d_c, d_rope = 5, 3, 4, 9, 4
         x, Ws = _mla_case(rng, lead, T, 7, n_heads, d_head, d_c, d_rope)
         mask = np.triu(np.ones((T, T), dtype=bool), k=1) if masked else None
         got = call(fn, name, x, *Ws, n_heads, mask)
@@ -248,12 +249,12 @@ def _check_mla(fn, name):
                 fail(f"{name}{where}: the scores are divided by sqrt(d_c), the latent's width. Absorbing W_UK only "
                      "regroups the same products: each score is still a dot product of d_head + d_rope numbers")
             fail(f"{name}{where}: the weights differ from MLA's. Check the rotary parts (the key part is rotated, "
-                 "once, and shared by all heads; only the rotary parts are rotated) and which columns of W_UK and W_Q "
-                 "belong to each head")
+                 "once, and shared by all heads; only the rotary parts are rotated, in rope's default interleaved "
+                 "layout: pairs of columns 2i and 2i + 1) and which columns of W_UK and W_Q belong to each head")
         if not close(out, expected_out, tol=1e-9):
             fail(f"{name}{where}: the weights are right but the output is not: check the values (the latent times "
                  "head h's columns of W_UV) and W_O (head h's rows)")
-    x, Ws = _mla_case(rng, (2,), 4, 7, 3, 4, 9, 2, np.float32)
+    x, Ws = _mla_case(rng, (2,), 4, 7, 3, 4, 9, 4, np.float32)
     got = call(fn, name, x, *Ws, 3)
     if any(getattr(a, "dtype", None) != np.float32 for a in got):
         fail(f"{name}: float32 input gave a result that is not float32")

@@ -243,3 +243,19 @@ def test_a_result_right_only_to_float32_s_precision_is_told_its_dtype_never_got_
     close = compare.mismatch(expected + 1e-9, expected, rtol=1e-12, atol=1e-12, what="alibi_bias")
     got, wanted = close.split("(got ")[1].rstrip(")").split(", expected ")
     assert got != wanted, close
+
+
+def test_an_mla_on_split_half_rope_fails_its_self_check():
+    """With d_rope = 2 (one pair) both RoPE layouts agree: a split-half MLA got a tick from its self-check, then
+    lost 3/3 in grading."""
+    from autograder import reference
+    from autograder.course import answers, import_helper
+    from autograder.proofs import salt_sweep
+
+    lesson = "08_todays_models"
+    ns = dict(salt_sweep.model_namespace(lesson))
+    ns["rope"] = lambda x, positions, base=10000.0, interleaved=True: reference.rope(x, positions, base,
+                                                                                     interleaved=False)
+    exec(answers.model_answers(lesson)["mla"], ns)
+    with pytest.raises(AssertionError, match="rotary parts"):
+        import_helper("selfcheck_08").check_mla_attention(ns["mla_attention"])
