@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, effective_scale, fail, ok
+from selfcheck_common import call, close, effective_scale, fail, ok, own
 
 __all__ = ["check_softmax", "check_softmax_stable", "check_attention", "check_attention_mask", "attention_example"]
 
@@ -211,3 +211,8 @@ def check_attention_mask(scaled_dot_product_attention):
              "instead of -inf gives equal scores, so uniform weights")
     ok("masked attention: blocked weights are exactly 0 (a fully blocked row too), rows still sum to 1, the mask "
        "broadcasts")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("softmax", check_softmax, check_softmax_stable)

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, fail, ok
+from selfcheck_common import SelfCheckFailed, _blame_callee, _checked, call, close, fail, ok, own
 
 __all__ = ["check_numeric_jacobian", "check_softmax_jacobian", "check_softmax_backward", "check_gradient_check",
            "check_attention_row_backward", "check_attention_backward", "check_mha_backward",
@@ -290,35 +290,19 @@ def check_attention_backward(attention_backward, softmax_backward=None):
 
 def check_mha_backward(mha_backward, multi_head_attention):
     """A dict of five gradients of the right shapes that agree with directional derivatives; float32 kept. When
-    it fails, the backward functions it calls are checked first, and one that fails its own check is named."""
+    it fails, or crashes, the backward functions it calls are checked first, and one that fails its own check is
+    named (selfcheck_common.own)."""
     try:
         _check_mha_backward(mha_backward, multi_head_attention)
     except NotImplementedError:  # the function itself is still the stub (a stub it calls is a failure, below)
         raise
-    except Exception:  # noqa: BLE001 - a failure or a crash: is an earlier function the cause?
-        _blame_upstream(mha_backward)
+    except SelfCheckFailed:  # its message already names a function it calls that fails its own check (fail)
         raise
-
-
-def _blame_upstream(mha_backward):
-    """Fail naming the first backward function of the notebook (``mha_backward``'s namespace) that fails its own
-    self-check; return when each passes."""
-    import contextlib
-    import io
-
-    namespace = getattr(mha_backward, "__globals__", {})
-    for name, check in (("softmax_backward", check_softmax_backward),
-                        ("scaled_dot_product_attention_backward", check_attention_backward)):
-        fn = namespace.get(name)
-        if not callable(fn):
-            continue
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                check(fn)
-        except Exception as exc:  # noqa: BLE001 - its own check failed: that is the function to fix first
-            fail(f"multi_head_attention_backward calls your `{name}`, which fails its own self-check above, so "
-                 f"this check cannot judge the multi-head part yet. Fix `{name}` first, run its cell and its "
-                 f"check, then this one again. What its check says: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a crash: is a function it calls the cause?
+        _checked[0] = mha_backward
+        if _blame_callee():
+            fail(f"{type(exc).__name__}: {exc}")
+        raise
 
 
 def _check_mha_backward(mha_backward, multi_head_attention):
@@ -383,3 +367,11 @@ def check_sinusoidal_positions(sinusoidal_positions):
             fail(f"columns {2 * i} and {2 * i + 1} should be sin and cos of t / 10000^({2 * i}/{d_model}): both "
                  "columns of a pair share one frequency, set by the pair's first column index 2i")
     ok("sinusoidal_positions: shape, sine/cosine pairs interleaved, one frequency per pair")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("softmax_jacobian", check_softmax_jacobian)
+own("softmax_backward", check_softmax_backward)
+own("attention_row_backward", check_attention_row_backward)
+own("scaled_dot_product_attention_backward", check_attention_backward)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, fail, ok
+from selfcheck_common import call, close, fail, ok, own
 
 __all__ = ["check_rope", "check_alibi_bias", "check_sliding_window_mask", "check_streaming_decode",
            "check_mla_attention", "check_mla_absorbed", "check_kv_cache_elements"]
@@ -290,3 +290,10 @@ def check_kv_cache_elements(kv_cache_elements_per_token):
         fail(f"DeepSeek-V2 (d_c = 512, d_rope = 64, d_head = 128) should cache as much as GQA with 2.25 groups; your "
              f"count says {groups:g}")
     ok("kv_cache_elements_per_token: MHA, GQA, MQA and MLA counted; DeepSeek-V2 equals GQA with 2.25 groups")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("rope", check_rope)
+own("alibi_bias", check_alibi_bias)
+own("sliding_window_mask", check_sliding_window_mask)

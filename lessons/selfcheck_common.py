@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale", "pasted", "check_pasted"]
+__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale", "pasted", "check_pasted", "own"]
 
 
 class SelfCheckFailed(AssertionError):
@@ -22,7 +22,70 @@ class SelfCheckFailed(AssertionError):
 
 
 def fail(message):
-    raise SelfCheckFailed(_blame_pasted() + message)
+    raise SelfCheckFailed((_blame_pasted() or _blame_callee()) + message)
+
+
+# ------------------------------------------------------------------ this lesson's functions, each with its checks
+_OWN = {}  # name -> the checks that take that function alone, declared by a lesson's self-check module
+_checked = [None]  # the notebook function a check called last (``call``)
+_checking_callee = False
+
+
+def own(name, *checks):
+    """Declare that this lesson has the learner write ``name``, checked by ``checks`` (each taking it alone): a
+    check of another function that calls it, and fails because it is wrong, then names it."""
+    _OWN[name] = checks
+
+
+def _names_used(code) -> set:
+    """The global names a function's code (and the code nested in it) looks up."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names_used(const)
+    return names
+
+
+def _blame_callee():
+    """'This comes from your `f` ...' when the function this check called uses ``f``, another of the lesson's
+    functions (``own``), directly or through another, and ``f`` fails its own checks now (the deepest such one);
+    else ''. So a check never blames a caller for its callee's mistake."""
+    global _checking_callee
+    fn = _checked[0]
+    if _checking_callee or _checking_pasted or fn is None or not hasattr(fn, "__code__"):
+        return ""
+    _checking_callee = True
+    try:
+        name = _failing_callee(fn, {fn})
+    finally:
+        _checking_callee = False
+        _checked[0] = fn
+    if name is None:
+        return ""
+    return (f"This comes from your `{name}`, which {getattr(fn, '__name__', 'this function')} calls and which fails "
+            f"its own self-check: fix `{name}` first (run its cell and its check), then run this check again. What "
+            "this check saw: ")
+
+
+def _failing_callee(fn, seen):
+    """The name of the deepest of the lesson's functions (``own``) that ``fn`` calls, directly or not, and that
+    fails its own checks; None when each passes."""
+    import contextlib
+    import io
+
+    used, notebook = _names_used(fn.__code__), getattr(fn, "__globals__", {})
+    for name, checks in _OWN.items():
+        callee = notebook.get(name)
+        if name not in used or callee in seen or not callable(callee):
+            continue
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                for check in checks:
+                    check(callee)
+        except Exception:  # a failed check, a stub or a crash: the callee is not right yet; is its own callee?
+            deeper = _failing_callee(callee, seen | {callee}) if hasattr(callee, "__code__") else None
+            return deeper or name
+    return None
 
 
 # ------------------------------------------------------------------ functions pasted from earlier lessons
@@ -90,6 +153,7 @@ _SHAPE_ERRORS = ("matmul", "could not be broadcast", "axes don't match", "cannot
 
 
 def call(fn, name, *args, **kwargs):
+    _checked[0] = fn
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
@@ -108,6 +172,12 @@ def call(fn, name, *args, **kwargs):
                  "reverses *all* axes and transpose(0, 2, 1) names fixed ones, so a leading batch axis moves; count "
                  "axes from the end (-1, -2, ...) so leading axes pass through") if _runs_unbatched(fn, args, kwargs) \
             else ""
+        if batch and any(isinstance(a, np.ndarray) and a.dtype == bool and a.ndim > 2
+                         for a in (*args, *kwargs.values())):
+            batch = (" It runs on one sequence of this batch alone. A batched mask (B, T_q, T_k) meets the scores "
+                     "(B, n_heads, T_q, T_k) only with a head axis of its own: np.expand_dims(mask, -3) makes it "
+                     "(B, 1, T_q, T_k), which broadcasts over the heads. Otherwise an axis is counted from the front "
+                     "(.T reverses *all* axes); count axes from the end (-1, -2, ...)")
         fail(f"{name} failed on inputs of shapes {shapes} with numpy's error: {exc}. Two arrays in one product, "
              f"broadcast or reshape do not fit: print the shapes on the line that failed.{batch}")
 

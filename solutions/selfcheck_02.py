@@ -13,7 +13,7 @@ import numpy as np
 
 # lesson 01's checks, for the pasted attention
 from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
-from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, pasted
+from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, own, pasted
 
 # the paste cell's functions, from lesson 01: a failure of theirs is reported as coming from lesson 01
 pasted("01", "softmax", check_softmax, check_softmax_stable)
@@ -374,3 +374,10 @@ def check_round_trip(split_heads, concat_heads):
             fail(f"concat_heads(split_heads(x, {n_heads})) does not give x back exactly (shape {np.shape(back)}); "
                  "the two must be exact inverses: the same reshape and axis swap, in reverse order")
     ok("concat_heads(split_heads(x, n_heads)) == x exactly, for 1, 3, 4 and 12 heads")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("split_heads", check_split_heads)
+own("concat_heads", check_concat_heads)
+own("output_projection", check_output_projection)

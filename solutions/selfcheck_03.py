@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from selfcheck_common import call, fail, ok
+from selfcheck_common import call, fail, ok, own
 
 __all__ = ["check_mha_param_count", "check_mha_param_count_bias", "check_exercise_512", "check_gqa_param_count",
            "check_kv_cache_bytes"]
@@ -145,3 +145,8 @@ def check_kv_cache_bytes(kv_cache_bytes_per_token):
     if _count(kv_cache_bytes_per_token, "kv_cache_bytes_per_token", 40, 8, 128) * 2 != got:
         fail("half the layers should cache half the bytes: multiply by n_layers")
     ok("kv_cache_bytes_per_token: 327,680 bytes per token for Llama-2 70B, linear in every argument")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("mha_param_count", check_mha_param_count)

@@ -13,7 +13,7 @@ import numpy as np
 
 # lesson 01's check, for the warm-up
 from selfcheck_01 import check_softmax, check_softmax_stable
-from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, pasted
+from selfcheck_common import call, check_pasted, close, effective_scale, fail, ok, own, pasted
 
 # the paste cell's softmax, from lesson 01: a failure of it is reported as coming from lesson 01
 pasted("01", "softmax", check_softmax, check_softmax_stable)
@@ -460,3 +460,9 @@ def check_attention_layer(attention_layer):
     if getattr(out32, "dtype", None) != np.float32:
         fail(f"float32 input gave {getattr(out32, 'dtype', type(out32))} output")
     ok("attention_layer: each head reads its own block of columns, and uniform weights give the mean of the values")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("head_weights", check_head_weights)
+own("masked_attention", check_masked_attention)

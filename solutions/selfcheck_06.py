@@ -13,7 +13,7 @@ import numpy as np
 
 from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
 from selfcheck_02 import check_concat_heads, check_mha_mask, check_multi_head_attention, check_split_heads
-from selfcheck_common import call, check_pasted, close, fail, ok, pasted
+from selfcheck_common import call, check_pasted, close, fail, ok, own, pasted
 
 # the paste cell's functions, from lessons 01 and 02: a failure of theirs is reported as coming from that lesson
 pasted("01", "softmax", check_softmax, check_softmax_stable)
@@ -557,3 +557,10 @@ def check_cross_attention(cross_attention, multi_head_attention):
              "(math.sqrt), and create any array with the input's dtype")
     ok("cross_attention: T_q queries over T_k keys, padded keys ignored, an all-padding sequence gives zero "
        "weights, batched and unbatched, float32 kept")
+
+
+# this lesson's functions, each with the checks that take it alone: a check of a function that calls one of
+# them names it when it is the one that is wrong (selfcheck_common.own)
+own("repeat_kv", check_repeat_kv)
+own("causal_mask", check_causal_masks)
+own("kv_cache_append", check_kv_cache_append)

@@ -227,6 +227,33 @@ def _visible_check_fails(lesson: str, bug) -> bool:
         return False
 
 
+def misblamed(bug) -> list:
+    """[(self-check, what it said)] for each of the lesson's visible self-checks of *another* function that fails
+    with ``bug`` in place without naming the bug's function: a check must never blame a correct caller for its
+    callee's mistake (``selfcheck_common.own``). Checks of the bug's own function, and cells that need cells other
+    than the answers (a NameError here), are left out."""
+    from autograder.checks import registry
+
+    own = {t.visible_check for t in registry.tests_of(bug.lesson).values() if bug.function in (*t.uses, *t.together)}
+    found = []
+    nb = answers.fill(bug.lesson, {bug.function: bug.source})
+    with answers_run_here(bug.lesson, nb) as namespace:
+        for i, cell in enumerate(nb.cells):
+            checks = re.findall(r"^\s*(check_\w+)\((\w+)", cell.source, re.M) if cell.cell_type == "code" else []
+            if not checks or checks[0][0] in own or any(arg == bug.function for _, arg in checks):
+                continue
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    exec(compile(cell.source, f"<{bug.lesson}:cell {i}>", "exec"), namespace)
+            except (NotImplementedError, NameError):
+                continue
+            except Exception as exc:  # noqa: BLE001 - a self-check's verdict, or a crash inside one
+                said = f"{type(exc).__name__}: {exc}"
+                if f"`{bug.function}`" not in said and bug.function not in said:
+                    found.append((checks[0][0], said[:300]))
+    return found
+
+
 def _lost(settings, lesson: str, student: str) -> set:
     return {gid for gid, (s, m) in results.cell_scores(settings, lesson, student).items() if s < m}
 

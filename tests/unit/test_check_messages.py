@@ -168,7 +168,8 @@ def test_the_multi_head_backward_check_names_the_wrong_function_it_calls(bug):
         with contextlib.redirect_stdout(io.StringIO()):
             course.import_helper("selfcheck_07").check_mha_backward(mha_backward, notebook["multi_head_attention"])
     except AssertionError as exc:
-        assert str(exc).startswith(f"multi_head_attention_backward calls your `{bug.function}`"), str(exc)
+        assert str(exc).startswith(f"This comes from your `{bug.function}`, which multi_head_attention_backward "
+                                   "calls"), str(exc)
     else:
         rng = np.random.default_rng(0)
         x, *Ws = (rng.normal(size=s) for s in ((2, 5, 6), (6, 6), (6, 6), (6, 6), (6, 6)))
@@ -259,3 +260,33 @@ def test_an_mla_on_split_half_rope_fails_its_self_check():
     exec(answers.model_answers(lesson)["mla"], ns)
     with pytest.raises(AssertionError, match="rotary parts"):
         import_helper("selfcheck_08").check_mla_attention(ns["mla_attention"])
+
+
+@pytest.mark.slow
+def test_no_self_check_blames_a_correct_caller_for_a_catalogued_bug_of_its_callee():
+    """Every visible catalogued bug of a function, against every other self-check of its lesson: one that fails
+    names the wrong function (a softmax_backward bug once made the attention-backward check say "dQ disagrees ...
+    check which axes you swap", a concat_heads bug the output_projection check "do not sum or average them")."""
+    from autograder import bugs
+    from autograder.proofs import mutation
+
+    found = {b.id: mutation.misblamed(b) for b in bugs.CATALOG if b.visible}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_blame_proof_can_fail():
+    """Without the lesson's declarations of its functions (selfcheck_common.own), a softmax_backward bug is blamed
+    on the attention backward pass."""
+    from autograder import bugs
+    from autograder.course import import_helper
+    from autograder.proofs import mutation
+
+    common = import_helper("selfcheck_common")
+    saved = dict(common._OWN)
+    common._OWN.clear()
+    try:
+        found = mutation.misblamed(bugs.by_id("softmax_backward_global_sum"))
+    finally:
+        common._OWN.update(saved)
+    assert "check_attention_backward" in [check for check, _ in found]
+    assert mutation.misblamed(bugs.by_id("softmax_backward_global_sum")) == []
