@@ -152,7 +152,7 @@ for d, u, s in zip(d_ks[::2], unscaled[::2], scaled[::2]):
 # *Figure (alt text): left, a bar chart of one query's attention weights over eight keys labelled with the
 # words "the cat sat on a warm mat ."; at d_k = 256 unscaled one bar is near 1 and the rest near 0. Right, the
 # softmax gradient norm against d_k on log axes: the unscaled curve stays near 0.35 up to d_k = 4, then drops
-# about six-fold by d_k = 512, not monotonically (random draws make it wobble; it rises again at 1024), while
+# about seven-fold by d_k = 512, not monotonically (random draws make it wobble; it rises again at 1024), while
 # the scaled curve stays flat near 0.36; a marker shows the chosen d_k.*
 
 # %% tags=["nbval-ignore-output"]
