@@ -670,11 +670,13 @@ print(f"with positions:    largest difference                    = {placed.max()
 # | $x_{l+1} = x_l + \mathrm{MHA}_l(x_l)$ with the causal mask (residual connection) | `(B, T, d_model)` |
 # | logits $= x_L W_U$, then cross-entropy against the next token | `(B, T, n_vocab)` |
 #
-# The positions start at your `sinusoidal_positions` (times 1.5, three times the spread of the token embeddings)
-# and are learned, like everything else. The
+# The positions start at your `sinusoidal_positions` times 1.5 (the token embeddings are random normal times 0.5;
+# a sine's own spread is about 0.71, so the position codes start about twice as spread as the embeddings) and are
+# learned, like everything else. The
 # backward pass runs your `multi_head_attention_backward` once per layer; a residual connection passes its
 # gradient straight through *and* through the layer, so the two add. Adam (given) updates every array. The
-# model trains in float32: your functions keep float32, and that halves the time. Seeds are fixed.
+# model trains in float32: your functions keep float32, which moves half the bytes of float64 and is faster on
+# most machines. Seeds are fixed.
 #
 # Two numbers say what a head does, from its weights on a fixed evaluation batch:
 # - **previous-token score**: the mean weight from each position $t \ge 1$ on key $t-1$;
@@ -832,13 +834,31 @@ def trained(task, seed=None):
     return runs[task, seed]
 
 
+def loss_fell(run):
+    """None when the run's loss fell as a working model's does, else what it did. Previous-token prediction: the
+    loss ends below a tenth of where it started (a working model ends near 0.001). Induction: the repeated
+    half's loss ends below half the random half's (which cannot fall below ln 16, about 2.8)."""
+    if run["task"] == "previous":
+        start, end = run["loss"][0], run["loss"][-1]
+        return None if end < 0.1 * start else f"the loss barely moved ({start:.2f} -> {end:.2f})"
+    random_half, repeated_half = run["first_half"][-1], run["second_half"][-1]
+    return None if repeated_half < 0.5 * random_half else (
+        f"the repeated half's loss ({repeated_half:.2f}) is not below half the random half's ({random_half:.2f})")
+
+
 def verdict(run, scores, threshold=0.6):
-    """What a finished run grew, or why it did not and what to try: a sentence, never an exception."""
+    """What a finished run grew, or why it did not and what to try: a sentence, never an exception. It reads the
+    loss as well as the head scores: a head whose pattern looks right while the loss stays up is not working."""
     best = int(np.argmax(scores[-1]))
     if SHORT:
         return "short mode (MHA_SHORT_TRAINING=1): a few steps only, so no head is expected yet"
+    stuck = loss_fell(run)
+    if scores[-1, best] > threshold and stuck is None:
+        return f"head {best} scores {scores[-1, best]:.2f} > {threshold} and the loss fell: the head appeared"
     if scores[-1, best] > threshold:
-        return f"head {best} scores {scores[-1, best]:.2f} > {threshold}: the head appeared"
+        return (f"head {best} scores {scores[-1, best]:.2f} > {threshold}, but {stuck}: a head that looks right "
+                "while the model does not learn points at the backward pass. Run the gradient checks of sections "
+                "2 and 4 first.")
     return (f"no head appeared: the best score is {scores[-1, best]:.2f}, not above {threshold}, after "
             f"{run['steps'][-1]} steps with seed {run['seed']}. Try, in this order: the gradient checks of sections "
             "2 and 4; twice the steps (n_steps in TRAINING); another SEED. 'When a head does not appear' below "
@@ -895,11 +915,18 @@ print(verdict(run, scores))
 # the position whose previous token equals the current token and copies what it finds there.
 #
 # **Why these settings.** The budget is 500 steps of 32 sequences, about 2 s of one core here. The first layer
-# must find "one position back" before the second can use it, so the position codes start three times as strong
-# as the token embeddings (1.5 against 0.5): with equal strengths, about half of the seeds spent their 500 steps on
-# the plateau before the phase change and grew no induction head. Adam's step size is `lr=2e-2`, on small batches
-# of 32: many quick, slightly noisy steps. With these settings every seed from 0 to 19 grows a previous-token head
-# and an induction head above 0.6 within its budget (the course's tests train all twenty).
+# must find "one position back" before the second can use it, so the position codes start with three times the
+# embeddings' scale (1.5 against 0.5, about twice their spread): with equal scales, about half of the seeds spent
+# their 500 steps on the plateau before the phase change and grew no induction head. Adam's step size is `lr=2e-2`, on small batches
+# of 32: many quick, slightly noisy steps. With these settings every seed from 0 to 19 grows an induction head
+# above 0.6 within its budget, and the repeated half's loss ends far below the random half's (the course's tests
+# train all twenty).
+#
+# **What the runs show.** Layer 1's previous-token work is done, but not sharply: its best head's previous-token
+# score ends between 0.3 and 0.6 (printed under the figure), enough for layer 2 to find "the token after my
+# earlier copy", because the loss pays only for that. The induction score stops short of 1 (between 0.6 and 0.9
+# over the twenty seeds): the loss pays for the next token, not for sharp attention, and the last of the `T_half`
+# queries the score averages has no next token to predict, so nothing trains where that query looks.
 #
 # *Figure (alt text): left, the four layer-2 heads' induction scores against the training step; right, the loss
 # on the first (random) and second (repeated) half against the step. The line printed under the figure gives the
@@ -936,7 +963,8 @@ print(verdict(run, scores))
 #
 # *Figure (alt text): a 20 by 20 grid of attention weights, queries down and keys across, labelled with the
 # sequence's tokens; below the diagonal only (causal). At the last checkpoint the best layer-2 head has a bright
-# stripe from query 10, key 1 to query 19, key 10, and little weight anywhere else.*
+# stripe from query 10, key 1 to query 19, key 10, bright on most of its ten queries, and little weight
+# anywhere else.*
 
 # %% tags=["nbval-ignore-output"]
 run = trained("induction")
@@ -988,28 +1016,30 @@ head_choice.observe(redraw, names="value")
 #
 # You notice it in the numbers above: the best score stays near the uniform level ($1/t$, about 0.1-0.2) and, for
 # task 2, the second half's loss stays close to the first half's. Check in this order:
-# 1. **The gradients.** Run the gradient checks of sections 2 and 4 again; a factor missing in `dQ`/`dK` still
-#    trains, slowly and badly.
+# 1. **The gradients.** Run the gradient checks of sections 2 and 4 again. Training alone does not catch every
+#    mistake: Adam divides each array's gradient by its own running size, so a constant factor missing in `dQ`
+#    or `dK` (the $1/\sqrt{d_k}$) cancels and the model trains as well; a wrong transpose or sign does not.
 # 2. **The step size.** With `lr` ten times smaller the heads need many times more steps; much larger and the loss
 #    jumps about. `lr=2e-2` is used here.
 # 3. **The steps.** Induction heads appear suddenly after a plateau (Olsson et al. call it a phase change); give
 #    `n_steps` twice as many before you change anything else.
 # 4. **A shortcut.** With `T_half` fixed at 10, a layer-1 head can learn to look exactly 9 positions back and
-#    predict the repeat with no induction head at all; the loss falls, the induction score stays at 0. Random
-#    `T_half` removes that shortcut. A loss that falls while the score does not is a model solving the task
-#    another way, worth a look in the widget.
+#    predict the repeat without the two-step circuit: the loss falls whether or not an induction head grows, so
+#    the loss alone proves nothing. Random `T_half` removes that shortcut. A loss that falls while the score does
+#    not is a model solving the task another way, worth a look in the widget.
 # 5. **The seed.** A different `SEED` gives different heads (which head number becomes the induction head
-#    changes). With the settings above, seeds 0 to 19 all grow both heads; with position codes as weak as the
-#    embeddings, many do not in this budget. If you change the sizes, expect some seeds to need more steps.
+#    changes). With the settings above, seeds 0 to 19 all grow an induction head; with position codes as weak as
+#    the embeddings, many do not in this budget. If you change the sizes, expect some seeds to need more steps.
 #
 # ## Summary
 #
-# - You measured softmax's Jacobian, derived it, and turned it into a backward pass that never builds it:
-#   $p \odot (g - g \cdot p)$ per row.
+# - You measured softmax's Jacobian, derived it, and turned it into a backward pass that never builds it: one
+#   product and one sum per row.
 # - One query first, then every query: a key and a value are read by every query, so their gradients sum over
 #   the queries, which is what the transposed products do.
-# - Attention backward: $dV = P^\top G$, $dS$ from softmax backward, $dQ = dS K/\sqrt{d_k}$,
-#   $dK = dS^\top Q/\sqrt{d_k}$; blocked pairs get no gradient because their weight is 0.
+# - Attention backward: the values' gradient from the weights and the output's gradient, the scores' from your
+#   softmax backward, then the queries' and keys' from the scores', each with the same $1/\sqrt{d_k}$ as the
+#   forward pass; blocked pairs get no gradient because their weight is 0. (Your cells above hold the formulas.)
 # - Split and concat are permutations, so gradients go back through the inverse permutation; weight gradients
 #   sum over batch and positions; $x$'s gradient sums its three paths.
 # - Central differences check any gradient, with an error measured relative to the whole gradient.

@@ -27,7 +27,13 @@ def main(seeds):
             run = ns["trained"](task, seed)
             scores = np.array([s[layer] for s in run["scores"]])  # (checkpoints, n_heads)
             result[task][seed] = {"final": scores[-1].tolist(), "verdict": ns["verdict"](run, scores),
-                                  "seconds": run["seconds"]}
+                                  "seconds": run["seconds"], "loss": [run["loss"][0], run["loss"][-1]],
+                                  "halves": [run["first_half"][-1], run["second_half"][-1]],
+                                  "layer_1_previous": np.asarray(run["scores"][-1][0]).tolist()}
+            if task == "induction":  # the pattern figure's stripe: the best layer-2 head, its query t on key t - 9
+                w = np.asarray(run["patterns"][-1][1][int(np.argmax(scores[-1]))])  # (T, T), the example shown
+                half = w.shape[-1] // 2
+                result[task][seed]["stripe"] = [float(w[t, t - half + 1]) for t in range(half, w.shape[-1])]
     quick = ns["train"]("induction", n_steps=3, every=3, n_vocab=16, seed=0)
     result["unfinished"] = ns["verdict"](quick, np.array([s[1] for s in quick["scores"]]))
     print(json.dumps(result))
