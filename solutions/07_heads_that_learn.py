@@ -820,7 +820,7 @@ def train(task, n_steps, every, *, n_vocab, d_model=32, n_heads=4, B=32, lr=2e-2
     return history
 
 
-SEED = 0  # change it and run the cells below again: every seed from 0 to 19 grows both heads
+SEED = 0  # change it and run the cells below again: every seed from 0 to 19 grows the heads of both tasks
 TRAINING = {"previous": dict(n_steps=15 if SHORT else 100, every=5 if SHORT else 10, n_vocab=64),
             "induction": dict(n_steps=15 if SHORT else 500, every=5 if SHORT else 25, n_vocab=16)}
 runs = {}
