@@ -197,8 +197,8 @@ for distance in (3, 10):
 # still depends on.
 #
 # *How it is marked (2 points):* 1 point for the derivation of one pair's term down to $q^\top R((n - m)\theta) k$
-# (or the same with $m - n$), each step named; 1 point for the sentence about the sum, with what else the score
-# depends on.
+# (or the same written $q^\top R(-(m - n)\theta) k$; the angle's sign matters, and $R((m - n)\theta)$ is wrong),
+# each step named; 1 point for the sentence about the sum, with what else the score depends on.
 
 # %% [markdown] nbgrader={"grade_id": "rope_relative", "solution": true, "points": 2}
 # ### BEGIN SOLUTION
@@ -674,30 +674,40 @@ check_kv_cache_elements(kv_cache_elements_per_token)
 # %%
 MODELS = {
     "Llama 2 7B": dict(attention="MHA", n_layers=32, n_heads=32, d_head=128, positions="RoPE, base 10,000",
-                       window="none (4,096-token context)",
+                       window="none (4,096-token context)", context=4096,
                        source="Touvron et al., 2023, Llama 2; Meta's published config.json"),
     "Llama 3 8B": dict(attention="GQA", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128,
-                       positions="RoPE, base 500,000", window="none (8,192-token context)",
+                       positions="RoPE, base 500,000", window="none (8,192-token context)", context=8192,
                        source="Meta, 2024, Llama 3 model card; config.json rope_theta 500000"),
     "Mistral 7B": dict(attention="GQA", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128,
-                       positions="RoPE, base 10,000", window="sliding window of 4,096",
+                       positions="RoPE, base 10,000", window="sliding window of 4,096 (rolling cache)",
+                       context=8192, cache_window=4096,
                        source="Jiang et al., 2023, Mistral 7B, Table 1"),
     "Falcon 7B": dict(attention="MQA", n_layers=32, n_heads=71, d_head=64, positions="RoPE",
-                      window="none (2,048-token context)",
+                      window="none (2,048-token context)", context=2048,
                       source="TII, 2023, Falcon-7B config.json (multi_query, 71 heads of 64)"),
-    "BLOOM 176B": dict(attention="MHA", n_layers=70, n_heads=112, d_head=128, positions="ALiBi", window="none",
+    "BLOOM 176B": dict(attention="MHA", n_layers=70, n_heads=112, d_head=128, positions="ALiBi",
+                       window="none (2,048-token context)", context=2048,
                        source="BigScience, 2022, BLOOM (arXiv:2211.05100); bigscience/bloom config.json"),
     "DeepSeek-V2": dict(attention="MLA", n_layers=60, n_heads=128, d_head=128, d_c=512, d_rope=64,
                         positions="decoupled RoPE (64-wide, one key part for all heads)",
-                        window="none (128K-token context)",
+                        window="none (128K-token context)", context=131072,
                         source="DeepSeek-AI, 2024, DeepSeek-V2, sections 2.1 and 3.1.2"),
 }
-print(f"{'model':12} {'attention':9} {'heads (query/KV)':>17} {'per token':>12} {'KiB/token':>9} {'GiB at 128K':>11}")
+def cache_gib(config, tokens):
+    """The KV cache of one sequence of `tokens` tokens, in GiB (bfloat16): a rolling cache (Mistral's) holds at
+    most its window, so it stops growing there."""
+    return 2 * kv_cache_elements_per_token(config) * np.minimum(tokens, config.get("cache_window", tokens)) / 2 ** 30
+
+
+print(f"{'model':12} {'attention':9} {'heads (query/KV)':>17} {'per token':>12} {'KiB/token':>9} {'GiB at 128K':>12}")
 for name, config in MODELS.items():
     elements = kv_cache_elements_per_token(config)
     kv = {"MHA": config["n_heads"], "GQA": config.get("n_kv_heads"), "MQA": 1, "MLA": "latent"}[config["attention"]]
+    beyond = "*" if config["context"] < 131072 else " "  # past the context the model was trained for
     print(f"{name:12} {config['attention']:9} {str(config['n_heads']) + ' / ' + str(kv):>17} {elements:>12,} "
-          f"{2 * elements / 1024:>9,.1f} {2 * elements * 131072 / 2 ** 30:>11,.1f}")
+          f"{2 * elements / 1024:>9,.1f} {cache_gib(config, 131072):>11,.1f}{beyond}")
+print("* beyond the model's context length: what its cache would be, not a length it was trained to read")
 v2 = MODELS["DeepSeek-V2"]
 groups = kv_cache_elements_per_token(v2) / kv_cache_elements_per_token(dict(v2, attention="GQA", n_kv_heads=1))
 print(f"DeepSeek-V2's MLA caches as much as GQA with {groups:g} groups would "
@@ -705,16 +715,22 @@ print(f"DeepSeek-V2's MLA caches as much as GQA with {groups:g} groups would "
 
 # %% [markdown] nbgrader={"grade_id": "cache_plot_intro"}
 # *Figure (alt text): the KV cache in GiB against the context length, 1K to 128K tokens, both axes logarithmic,
-# one line per model of the table. At 128K tokens BLOOM needs about 490 GiB, Llama 2 7B 64 GiB, Llama 3 8B and
-# Mistral 7B 16 GiB, DeepSeek-V2 8.4 GiB, and Falcon 7B, with its single key/value head, 1 GiB; every line is
-# straight, because the cache grows in proportion to the context.*
+# one line per model of the table, solid up to the model's own context length and dashed beyond it (an
+# extrapolation). At 128K tokens BLOOM would need about 490 GiB, Llama 2 7B 64 GiB, Llama 3 8B 16 GiB, DeepSeek-V2
+# 8.4 GiB, and Falcon 7B, with its single key/value head, 1 GiB; Mistral 7B's line stops rising at its 4,096-token
+# window (its rolling cache keeps only the window), at 0.5 GiB. The other lines are straight, because their cache
+# grows in proportion to the context.*
 
 # %%
 context = 2.0 ** np.arange(10, 18)  # 1K ... 128K tokens
 fig, ax = plt.subplots(figsize=(7, 4))
 for k, (name, config) in enumerate(MODELS.items()):
-    gib = 2 * kv_cache_elements_per_token(config) * context / 2 ** 30
-    ax.plot(context, gib, "o-", ms=3, color=plt.cm.viridis(k / len(MODELS)), label=f"{name} ({config['attention']})")
+    color, trained = plt.cm.viridis(k / len(MODELS)), context <= config["context"]
+    ax.plot(context[trained], cache_gib(config, context[trained]), "o-", ms=3, color=color,
+            label=f"{name} ({config['attention']})")
+    if not trained.all():  # dashed from the last length the model reads: an extrapolation
+        tail = context[max(int(trained.sum()) - 1, 0):]
+        ax.plot(tail, cache_gib(config, tail), "o--", ms=3, color=color, alpha=0.6)
 ax.set(xscale="log", yscale="log", xlabel="context length (tokens)", ylabel="KV cache (GiB, bfloat16)",
        title="KV cache of one sequence")
 ax.legend(fontsize=8)
@@ -732,6 +748,18 @@ for name, c in MODELS.items():
     rows.append(f"| {name} | {c['positions']} | {c['n_heads']} / {kv[c['attention']]} | {c['attention']} | "
                 f"{c['window']} | {c['source']} |")
 display(Markdown("\n".join(rows)))
+
+# %% [markdown] nbgrader={"grade_id": "real_models_add"}
+# ### What the real code adds
+#
+# This lesson's pieces are the ideas, not every detail of the released models. Reading their code you will meet:
+# - **in DeepSeek-V2's MLA**, an RMSNorm on the latent $c_{KV}$ (and on the query's own latent) before the
+#   up-projections, so its outputs differ from this lesson's for the same weights; a softmax scale larger than
+#   $1/\sqrt{d_\text{head} + d_\text{rope}}$ when the context is stretched beyond training (YaRN's correction); and
+#   keys and values that may have different widths (the content key's width need not be the value's);
+# - **in streaming with attention sinks** (StreamingLLM), positions counted within the cache rather than in the
+#   text: once tokens are evicted, the kept ones are re-numbered, so RoPE never sees a distance longer than the
+#   cache. This lesson's `streaming_decode` keeps the text's positions, which is enough to see what the sinks do.
 
 # %% [markdown] nbgrader={"grade_id": "summary"}
 # ## Summary

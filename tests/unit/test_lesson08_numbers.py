@@ -59,7 +59,20 @@ def test_the_alibi_slopes_are_the_reference_slopes():
 def test_the_cache_sizes_are_the_table_s():
     text, models = _alt_texts(), _models()
     for name, config in models.items():
-        gib = 2 * reference.kv_cache_elements_per_token(config) * 2 ** 17 / 2 ** 30  # bfloat16, 128K tokens
+        tokens = min(2 ** 17, config.get("cache_window", 2 ** 17))  # 128K tokens; a rolling cache holds its window
+        gib = 2 * reference.kv_cache_elements_per_token(config) * tokens / 2 ** 30  # bfloat16
         short = re.sub(r" \d+B$", "", name)  # the text may drop the parameter count: "BLOOM", "Llama 2"
         said = re.search(rf"{re.escape(short)}\b[^;]*?(\d[\d.,]*) GiB", text)  # the first size after the name
         assert said and said.group(1) == _sig(gib), (name, _sig(gib), said and said.group(0))
+
+
+def test_only_a_rolling_cache_stops_growing_and_every_extrapolation_is_marked():
+    """Mistral 7B's 4,096-token rolling cache caps it at 0.5 GiB (it once read 16 GiB at 128K); a model whose
+    context is shorter than 128K is drawn dashed beyond it."""
+    text, models = _alt_texts(), _models()
+    assert [n for n, c in models.items() if "cache_window" in c] == ["Mistral 7B"]
+    mistral = models["Mistral 7B"]
+    gib = 2 * reference.kv_cache_elements_per_token(mistral) * mistral["cache_window"] / 2 ** 30
+    assert f"at {_sig(gib)} GiB" in text and "4,096-token window" in text
+    assert all(isinstance(c["context"], int) for c in models.values())
+    assert "dashed beyond it" in text and any(c["context"] < 2 ** 17 for c in models.values())
