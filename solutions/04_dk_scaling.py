@@ -47,12 +47,11 @@ from selfcheck_04 import check_dot_product_std, check_multi_head_scores
 
 # %% nbgrader={"grade_id": "given"}
 def softmax(x, axis=-1):
-    """Stable softmax along `axis`; a row of -inf (every key blocked) gives zeros (lesson 01)."""
-    row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
-    row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
-    e = np.exp(x - row_max)
+    """Stable softmax along `axis`; a row whose entries are all -inf gets all-zero weights (lesson 01)."""
+    row_max = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total > 0, total, 1)  # an all-zero row stays 0 instead of 0/0
+    return np.where(total > 0, e / np.where(total > 0, total, 1), 0).astype(e.dtype)
 
 
 def split_heads(x, n_heads):

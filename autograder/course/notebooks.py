@@ -8,6 +8,7 @@ every cell a stable id and adds the lesson's helper cell; ``make_course`` writes
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -160,3 +161,48 @@ def make_course(course_root, lessons=None, *, generate=True):
     return course_root
 
 
+
+
+def function_fingerprint(node) -> str:
+    """A function definition as its syntax tree says it, without its docstring, comments or layout: two copies of
+    one function have the same fingerprint however they are spaced or commented."""
+    import ast
+    import copy
+
+    node = copy.deepcopy(node)
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        node.body = body[1:] or [ast.Pass()]
+    return ast.dump(node, include_attributes=False)
+
+
+def given_functions() -> dict:
+    """{fingerprint: [(lesson, name), ...]} of every function a lesson gives its learners in a cell they do not
+    answer (code they run as it is), with every lesson that gives it: what another lesson's answer cell must not
+    simply hold."""
+    found = {}
+    for fingerprint, where in _given_functions():
+        found.setdefault(fingerprint, []).append(where)
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _given_functions() -> tuple:
+    import ast
+
+    from autograder import course
+
+    found = []
+    for path in course.lesson_sources():
+        for cell in read_source(path).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or meta.get("solution") or meta.get("grade"):
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue
+            found += [(function_fingerprint(n), (path.stem, n.name)) for n in tree.body
+                      if isinstance(n, ast.FunctionDef)]
+    return tuple(found)

@@ -8,8 +8,9 @@ metadata a notebook carries can make nbgrader fail (the learner's tampering is t
 never a grading error); and the release's opening (its code cells up to and including the setup cell) before any
 other code cell, so no code of the learner's runs before the setup cell.
 ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused by the hidden
-tests, a course module whose import the notebook broke, ``sys.exit``, truncated output). ``submission_time`` reads
-a ``timestamp.txt``.
+tests, a course module whose import the notebook broke, ``sys.exit``, truncated output). ``given_elsewhere`` flags a
+graded function whose answer is another lesson's given code, unchanged (it earns the points: the instructor
+decides). ``submission_time`` reads a ``timestamp.txt``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from datetime import datetime, timedelta
 
 from nbformat.v4 import new_code_cell
 
+from autograder.checks import registry
+from autograder.course import notebooks
 from autograder.grading.outcome import SETUP, course_import_error
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
@@ -114,6 +117,32 @@ def _before_setup(submitted, ids) -> int:
             count += gid not in ids or gid in seen
             seen.add(gid)
     return 0  # no setup cell: the released one is added first
+
+
+def given_elsewhere(lesson: str, autograded) -> list:
+    """A flag for each function of ``lesson`` that a hidden test grades and whose answer cell holds another lesson's
+    given code of it, unchanged but for layout, comments and docstring (``notebooks.given_functions``): when lessons
+    are released together, lesson 07's working ``softmax`` pasted into lesson 01 earns lesson 01's points. It is
+    correct, so it keeps them; the flag lets the instructor see whose work it is."""
+    import ast
+
+    graded = {n for t in registry.tests_of(lesson).values() for n in (*t.uses, *t.together)}
+    given, flags = notebooks.given_functions(), []
+    for cell in autograded.cells:
+        if cell.cell_type != "code" or not (_nbgrader(cell) or {}).get("solution"):
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in graded:
+                where = [other for other, _ in given.get(notebooks.function_fingerprint(node), ()) if other != lesson]
+                if where:
+                    flags.append(f"given code of another lesson: {node.name} is the code lesson {', '.join(where)} "
+                                 "gives, pasted unchanged; it earns this lesson's points, so check that the work is "
+                                 "the learner's own")
+    return flags
 
 
 def run_flags(autograded) -> list:

@@ -97,7 +97,7 @@ class Worker:
             problem = outcome.grading_error(nb)
             if problem:
                 raise outcome.GradingError(problem)
-            record["flags"] = findings.run_flags(nb) + record["flags"]
+            record["flags"] = findings.run_flags(nb) + findings.given_elsewhere(lesson, nb) + record["flags"]
             record["answers"] = marks.written_answers(nb)
             released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
             with gradebook.opened(s) as gb:

@@ -30,6 +30,7 @@ import builtins
 import io
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -86,7 +87,11 @@ def _call(namespace: dict, message: dict) -> dict:
     try:
         if not callable(fn):
             raise NameError(f"name {message['name']!r} is not defined as a function")
-        result = fn(*args, **kwargs)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            # the grader's inputs (a NaN gradient, an overflow the test asks for) are no warning the learner's cell
+            # should print: a cell's stderr makes nbgrader score it 0, as it does in the grader's own runs
+            warnings.simplefilter("ignore")
+            result = fn(*args, **kwargs)
     except Exception as exc:  # the learner's error: the grader reports it with the learner's own frames
         return {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:2000],
                 "traceback": _learner_traceback(exc)}

@@ -22,7 +22,20 @@ def submissions():
         "overflow": answers.fill(LESSON, {"softmax": by_id("softmax_no_max_subtraction").source}),
         "hard_coded": answers.fill(LESSON, {
             "scaled_dot_product_attention": by_id("attention_hard_coded").source}),
+        "pasted_given": answers.fill(LESSON, {"softmax": _given("07_heads_that_learn", "softmax")}),
     }
+
+
+def _given(lesson: str, name: str) -> str:
+    """A function as another lesson gives it, from that lesson's given cell."""
+    import ast
+
+    from autograder.course import notebooks
+
+    cell = next(c for c in notebooks.read_source(notebooks.SOLUTIONS / f"{lesson}.py").cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == "given")
+    node = next(n for n in ast.parse(cell.source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(cell.source, node) + "\n"
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +78,13 @@ def test_values_hard_coded_for_the_visible_example_fail_the_hidden_tests(results
     r = results["hard_coded"]
     assert lost(r) == {"attention_values", "attention_mask"}
     assert "[attention_hard_coded]" in r["feedback"]
+
+
+def test_another_lesson_s_given_code_pasted_as_an_answer_keeps_its_points_and_is_flagged(results):
+    """Lesson 07's given softmax, pasted into lesson 01 when lessons are released together: correct, so 8/8, and
+    the report tells the instructor whose code it is (the model answers are never flagged)."""
+    r = results["pasted_given"]
+    assert r["total"] == (8.0, 8.0)
+    assert "given code of another lesson: softmax is the code lesson 04_dk_scaling, 07_heads_that_learn, " \
+           "08_todays_models gives" in r["flags"], r["flags"]
+    assert "given code of another lesson" not in results["complete"]["flags"]

@@ -214,3 +214,25 @@ def test_a_test_cell_without_a_self_check_never_says_the_learner_s_self_check_wa
     checked = cell + "assert 1 == 2, 'the heads are joined in the wrong order'\n"
     assert _said_by_self_check(monkeypatch, checked, {}) == (
         "Your self-check says: the heads are joined in the wrong order")
+
+
+def test_a_learner_function_warning_on_the_grader_s_inputs_prints_nothing_into_its_cell():
+    """A NaN gradient (lesson 07's hidden test sends one) makes numpy warn "invalid value encountered"; printed on
+    the cell's stderr, nbgrader scored the cell 0 though the function was right (the model answer's canary lost
+    2 points so)."""
+    import warnings
+
+    import numpy as np
+
+    from autograder.kernel import hidden_cell
+    from autograder.kernel.protocol import decode_value, encode_value
+
+    namespace = {"np": np}
+    exec("def ratio(a, b):\n    return np.float64(a) / np.float64(b)\n", namespace)
+    with warnings.catch_warnings(record=True) as caught, np.errstate(all="warn"):
+        warnings.simplefilter("always")
+        reply = hidden_cell._call(namespace, {"name": "ratio", "args": [encode_value(0.0), encode_value(0.0)]})
+        assert reply["op"] == "result" and np.isnan(decode_value(reply["value"]))
+        assert caught == []
+        namespace["ratio"](0.0, 0.0)  # the check can fail: the same call outside the grader's call warns
+        assert [str(w.message) for w in caught] == ["invalid value encountered in scalar divide"]
