@@ -58,6 +58,9 @@ def check_rope(rope):
         fail(f"(1, 0) in pair 0 at position 1 should turn by 1 radian to (cos 1, sin 1) = (0.540, 0.841), got "
              f"{np.round(turned[:2], 3).tolist()}")
     half = np.asarray(call(rope, "rope", _unit(d_head, 0), np.array([1]), interleaved=False), float)[0]
+    if close(half[[0, d_head // 2]], [math.cos(1), -math.sin(1)]):
+        fail("with interleaved=False, column pair 0 (columns 0 and d_head/2) turned clockwise: the rotation of "
+             "(a, b) by phi is (a cos phi - b sin phi, a sin phi + b cos phi), in both layouts")
     if not close(half[[0, d_head // 2]], [math.cos(1), math.sin(1)]):
         fail("with interleaved=False, column 0 should pair with column d_head/2 (rotate_half): (1, 0) at position "
              f"1 should become cos 1 in column 0 and sin 1 in column {d_head // 2}")

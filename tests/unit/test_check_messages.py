@@ -290,3 +290,16 @@ def test_the_blame_proof_can_fail():
         common._OWN.update(saved)
     assert "check_attention_backward" in [check for check, _ in found]
     assert mutation.misblamed(bugs.by_id("softmax_backward_global_sum")) == []
+
+
+def test_a_split_half_rope_that_turns_clockwise_is_told_so_not_that_its_columns_are_paired_wrong():
+    import numpy as np
+
+    from autograder import reference
+    from autograder.course import import_helper
+
+    def clockwise_split_half(x, positions, base=10000.0, interleaved=True):
+        return reference.rope(x, positions if interleaved else -np.asarray(positions), base, interleaved)
+
+    with pytest.raises(AssertionError, match="interleaved=False, column pair 0 .* turned clockwise"):
+        import_helper("selfcheck_08").check_rope(clockwise_split_half)
