@@ -163,15 +163,32 @@ class Fairness:
         return f"{self.alternative.id:44} {self.alternative.cell:26} full marks at {self.passed}/{self.salts} salts"
 
 
+def _defined(source: str) -> set:
+    """The names a cell's source defines at its top level (functions and assigned values)."""
+    import ast
+
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    return names
+
+
 def fairness(alternative_list=None, salts=range(200), lessons=None) -> list:
     """One ``Fairness`` per correct alternative: its cell's source executed in the lesson's model namespace (as a
-    notebook runs it: its functions look up the notebook's names), then every hidden test of the lesson."""
+    notebook runs it: its functions look up the notebook's names), then every hidden test of the lesson that grades
+    what it defines (every other test runs the reference in its place: ``stand_ins``)."""
     chosen = [a for a in (alternative_list or correct.CATALOG) if not lessons or a.lesson in lessons]
     found = []
     for alt in chosen:
         values = dict(model_namespace(alt.lesson))
         exec(compile(alt.source, f"<alternative {alt.id}>", "exec"), values)
-        tests = registry.tests_of(alt.lesson)
+        defined = _defined(alt.source)
+        tests = {tid: t for tid, t in registry.tests_of(alt.lesson).items()
+                 if defined & {*t.uses, *t.together}}
         rate = Fairness(alt)
         for salt in salts:
             rate.salts += 1
