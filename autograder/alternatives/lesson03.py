@@ -83,3 +83,51 @@ alternative("kv_bytes_product", "kv_cache_bytes_per_token",
                     raise ValueError("every size must be positive")
                 return math.prod((2, n_layers, n_kv_heads, d_head, bytes_per_value))
             """)
+
+alternative("mha_count_factored", "mha_param_count",
+            """the count factored as 4 d_model (d_model + bias), the bias flag turned into 0 or 1 with int(),
+            after a divmod check that raises ValueError""",
+            """
+            def mha_param_count(d_model, n_heads, bias=False):
+                d_head, rest = divmod(d_model, n_heads)
+                if rest or d_head == 0:
+                    raise ValueError(f"n_heads={n_heads} cannot split d_model={d_model} into equal heads")
+                return 4 * d_model * (d_model + int(bool(bias)))  # four (d_model, d_model) matrices, four biases
+            """)
+
+alternative("exercise_512_loop_over_heads", "exercise_512",
+            """the two counts from the learner's mha_param_count in a comprehension over the head counts 8 and
+            1, the tuple built from a list""",
+            """
+            def exercise_512():
+                d_model = 512
+                counts = [mha_param_count(d_model, h, bias=False) for h in (8, 1)]  # 8 heads, then 1 full-width head
+                return tuple([d_model // 8] + counts)
+            """)
+
+alternative("gqa_count_shapes_table", "gqa_param_count",
+            """each matrix's shape written in a dict and the sizes summed, biases as long as each matrix's
+            output, with checks that raise ValueError on heads that cannot be grouped""",
+            """
+            def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
+                if d_model % n_heads or n_heads % n_kv_heads:
+                    raise ValueError("n_heads must divide d_model and n_kv_heads must divide n_heads")
+                d_head = d_model // n_heads  # set by the query heads
+                shapes = {"W_Q": (d_model, d_model), "W_K": (d_model, n_kv_heads * d_head),
+                          "W_V": (d_model, n_kv_heads * d_head), "W_O": (d_model, d_model)}
+                count = sum(rows * cols for rows, cols in shapes.values())
+                if bias:
+                    count += sum(cols for _, cols in shapes.values())  # one bias per output column
+                return count
+            """)
+
+alternative("kv_bytes_loop_over_layers", "kv_cache_bytes_per_token",
+            """a loop over the layers and over the two cached tensors (key, value), adding each one's bytes""",
+            """
+            def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
+                total = 0
+                for _ in range(n_layers):
+                    for _tensor in ("key", "value"):
+                        total += n_kv_heads * d_head * bytes_per_value  # one vector of d_head per KV head
+                return total
+            """)
