@@ -20,6 +20,9 @@ alternative("mha_count_matrix_shapes", "mha_param_count",
             """the sizes of the four weight matrices (and bias vectors) listed and summed, after the lesson's
             check""",
             """
+            import math
+
+
             def mha_param_count(d_model, n_heads, bias=False):
                 if d_model % n_heads != 0:
                     raise ValueError(f"{n_heads} heads cannot split {d_model} columns equally")
@@ -78,6 +81,9 @@ alternative("kv_bytes_explicit", "kv_cache_bytes_per_token",
 alternative("kv_bytes_product", "kv_cache_bytes_per_token",
             """one product of every factor with math.prod and a check on the sizes""",
             """
+            import math
+
+
             def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
                 if min(n_layers, n_kv_heads, d_head, bytes_per_value) <= 0:
                     raise ValueError("every size must be positive")

@@ -64,9 +64,9 @@ bug("rope_float64_cos_sin", "rope",
 
 bug("rope_angles_in_float32", "rope",
     """The angles are computed in float32 for float32 input: float32 keeps about 7 significant digits, so far
-    into a long context (positions near 500,000) an angle of thousands of radians is off by thousandths of a
-    radian or more. Compute positions times frequencies in float64 and cast only the cosines and sines to
-    x.dtype.""",
+    into a long context (positions in the hundreds of thousands or millions) an angle of thousands of radians is
+    off by thousandths of a radian or more. Compute positions times frequencies in float64 and cast only the
+    cosines and sines to x.dtype.""",
     _rope_source(freq="(base ** (-np.arange(0, d_head, 2) / d_head)).astype(x.dtype)").replace(
         "dtype=np.float64", "dtype=x.dtype"), tests=_ROPE)
 

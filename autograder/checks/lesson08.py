@@ -28,7 +28,7 @@ _ODD = (3, 5, 7, 9, 11)
 @hidden_test(uses=("rope",), visible_check="check_rope")
 def rope_values(rope):
     """Both layouts; unbatched (T, d_head) and batched (B, n_heads, T, d_head); positions that do not start at 0
-    and are not consecutive; another base; float32, near position 500,000 too (angles in float64, as the lesson
+    and are not consecutive; another base; float32, near position 2,000,000 too (angles in float64, as the lesson
     asks)."""
     rng = rng_for("rope_values")
     d_head = int(rng.choice(_EVEN))
@@ -47,10 +47,10 @@ def rope_values(rope):
              case((B, T, d_head), gaps, interleaved=False, base=100.0)]
     against_reference("rope", rope, cases, rtol=1e-7, atol=1e-10, inspect="which columns form pair i, the "
                       "frequency of pair i, and the direction of the turn")
-    far = gaps + 500_000  # a long context: angles computed in float32 there are off by thousandths of a radian
+    far = gaps + 2_000_000  # a long context: angles computed in float32 there are off by hundredths of a radian
     f32 = [case((n_heads, T, d_head), gaps, np.float32), case((B, T, d_head), np.arange(T), np.float32,
                                                                 interleaved=False),
-           case((B, T, d_head), far, np.float32)]
+           case((B, T, d_head), far, np.float32), case((n_heads, T, d_head), far, np.float32, interleaved=False)]
     against_reference("rope", rope, f32, rtol=1e-4, atol=1e-5)
     dtype_kept("rope", rope, [f32[0], cases[2]])
 

