@@ -171,9 +171,9 @@ alternative("cache_kv_heads_first", "cache",
             def kv_cache_elements_per_token(config):
                 kind, layers = config["attention"], config["n_layers"]
                 if kind == "MLA":
-                    return layers * (config["d_c"] + config["d_rope"])
+                    return int(layers * (config["d_c"] + config["d_rope"]))
                 kv_heads = {"MHA": config["n_heads"], "MQA": 1}.get(kind) or config["n_kv_heads"]
-                return layers * kv_heads * config["d_head"] * 2
+                return int(layers * kv_heads * config["d_head"] * 2)
             """)
 
 alternative("mla_einsum", "mla",
@@ -197,7 +197,8 @@ alternative("mla_einsum", "mla",
                     scores = np.where(mask, -np.inf, scores)
                 weights = softmax(scores, axis=-1)  # (..., n_heads, T, T)
                 heads = np.einsum("...hts,...shd->...thd", weights, v)  # (..., T, n_heads, d_head)
-                return heads.reshape(*heads.shape[:-2], -1) @ W_O, weights
+                concat = heads.reshape(*heads.shape[:-2], -1)  # (..., T, n_heads * d_head)
+                return concat @ W_O, weights
             """)
 
 alternative("mla_loop_over_heads", "mla",
@@ -264,7 +265,7 @@ alternative("absorbed_loop_over_heads", "absorbed",
                     cols, rcols = slice(h * d_head, (h + 1) * d_head), slice(h * d_rope, (h + 1) * d_rope)
                     folded_q = W_Q[:, cols] @ W_UK[:, cols].T  # (d_model, d_c)
                     folded_o = W_UV[:, cols] @ W_O[cols]  # (d_c, d_model)
-                    scores = ((x @ folded_q) @ np.swapaxes(c, -1, -2)
+                    scores = ((x @ folded_q) @ np.swapaxes(c, -1, -2)  # (..., T, d_c) @ (..., d_c, T)
                               + rope(x @ W_QR[:, rcols], positions) @ np.swapaxes(k_r, -1, -2))
                     scores = scores / math.sqrt(d_head + d_rope)  # (..., T, T)
                     if mask is not None:
