@@ -693,8 +693,7 @@ def _mla_parts(x, W_DKV, W_KR, W_Q, W_QR, n_heads):
     and the queries' content part (..., n_heads, T, d_head) and rotated part (..., n_heads, T, d_rope)."""
     x = np.asarray(x)
     positions = np.arange(x.shape[-2])
-    c_kv = x @ W_DKV  # (..., T, d_c)
-    k_r = rope(x @ W_KR, positions)  # (..., T, d_rope): one key part for every head
+    c_kv, k_r = mla_cache(x, W_DKV, W_KR)  # (..., T, d_c), (..., T, d_rope): one key part for every head
     q_c = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
     q_r = rope(split_heads(x @ W_QR, n_heads), positions)  # (..., n_heads, T, d_rope)
     return c_kv, k_r, q_c, q_r
@@ -719,27 +718,43 @@ def mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None
     return concat_heads(heads) @ W_O, weights  # (..., T, d_model)
 
 
-def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-    """``mla_attention`` computed from the cache alone (c_KV and k_R): no head's key or value is ever built.
+def mla_cache(x, W_DKV, W_KR):
+    """What MLA caches for tokens x (..., T, d_model) at positions 0 ... T-1: the latent c_KV = x W_DKV
+    (..., T, d_c) and the rotated shared key k_R = rope(x W_KR) (..., T, d_rope)."""
+    x = np.asarray(x)
+    return x @ W_DKV, rope(x @ W_KR, np.arange(x.shape[-2]))
 
-    W_UK is absorbed into the queries (head h's content score is (q_h W_UK_h^T) . c_KV) and W_UV into W_O (head h
-    contributes (weights_h @ c_KV) W_UV_h W_O_h), where W_UK_h, W_UV_h are columns h*d_head ... of W_UK, W_UV and
-    W_O_h rows h*d_head ... of W_O. Equal to ``mla_attention`` up to rounding; same arguments and results.
+
+def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+    """The newest tokens' MLA read from the cache alone: no head's key or value of a cached token is ever built.
+
+    x (..., T_q, d_model) holds the newest T_q tokens, at positions T - T_q ... T - 1; c_kv (..., T, d_c) and k_r
+    (..., T, d_rope) are the cache of all T tokens (``mla_cache``), the newest last; ``mask`` (T_q, T), True where
+    blocked, or None. W_UK is absorbed into the queries (head h's content score is (q_h W_UK_h^T) . c_KV) and W_UV
+    into W_O (head h contributes (weights_h @ c_KV) W_UV_h W_O_h), where W_UK_h, W_UV_h are columns h*d_head ... of
+    W_UK, W_UV and W_O_h rows h*d_head ... of W_O. With the cache of x, equal to the last T_q rows of
+    ``mla_attention(x, ...)`` up to rounding. Returns ``(out (..., T_q, d_model), weights (..., n_heads, T_q, T))``.
     """
-    c_kv, k_r, q_c, q_r = _mla_parts(x, W_DKV, W_KR, W_Q, W_QR, n_heads)
+    x, c_kv, k_r = np.asarray(x), np.asarray(c_kv), np.asarray(k_r)
+    T_q, T = x.shape[-2], c_kv.shape[-2]
+    if T_q > T:
+        raise ValueError(f"x holds {T_q} tokens but the cache only {T}: the cache holds every token, the newest last")
+    positions = np.arange(T - T_q, T)  # the newest tokens' positions
+    q_c = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T_q, d_head)
+    q_r = rope(split_heads(x @ W_QR, n_heads), positions)  # (..., n_heads, T_q, d_rope)
     d_c, d_head, d_rope = c_kv.shape[-1], q_c.shape[-1], k_r.shape[-1]
     W_UK_h = np.swapaxes(W_UK.reshape(d_c, n_heads, d_head), 0, 1)  # (n_heads, d_c, d_head)
     W_UV_h = np.swapaxes(W_UV.reshape(d_c, n_heads, d_head), 0, 1)  # (n_heads, d_c, d_head)
     W_O_h = W_O.reshape(n_heads, d_head, W_O.shape[-1])  # (n_heads, d_head, d_model)
-    q_latent = q_c @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T, d_c)
+    q_latent = q_c @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T_q, d_c)
     c = np.expand_dims(c_kv, -3)  # (..., 1, T, d_c): one latent for every head
     scores = (q_latent @ np.swapaxes(c, -1, -2)
-              + q_r @ np.swapaxes(np.expand_dims(k_r, -3), -1, -2)) / math.sqrt(d_head + d_rope)  # (..., n_heads, T, T)
+              + q_r @ np.swapaxes(np.expand_dims(k_r, -3), -1, -2)) / math.sqrt(d_head + d_rope)  # (..., n_heads, T_q, T)
     if mask is not None:
         scores = np.where(mask, -np.inf, scores)
-    weights = softmax(scores, axis=-1)  # (..., n_heads, T, T)
+    weights = softmax(scores, axis=-1)  # (..., n_heads, T_q, T)
     W_OV = W_UV_h @ W_O_h  # (n_heads, d_c, d_model): W_UV absorbed into W_O
-    return np.sum((weights @ c) @ W_OV, axis=-3), weights  # (..., n_heads, T, d_c) @ ... summed: (..., T, d_model)
+    return np.sum((weights @ c) @ W_OV, axis=-3), weights  # (..., n_heads, T_q, d_c) @ ... summed: (..., T_q, d_model)
 
 
 KV_CACHE_ATTENTION = ("MHA", "GQA", "MQA", "MLA")

@@ -46,8 +46,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Markdown, display
 
-from selfcheck_08 import (check_alibi_bias, check_kv_cache_elements, check_mla_absorbed, check_mla_attention,
-                          check_rope, check_sliding_window_mask, check_streaming_decode)
+from selfcheck_08 import (check_alibi_bias, check_kv_cache_elements, check_mla_absorbed, check_mla_absorbed_memory,
+                          check_mla_attention, check_rope, check_sliding_window_mask, check_streaming_decode)
 
 # %% [markdown] nbgrader={"grade_id": "given_intro"}
 # The functions this lesson builds on, from lessons 01, 02 and 06, given here so it stands on its own. Lesson 06's
@@ -561,11 +561,23 @@ check_mla_attention(mla_attention)
 #   latents with the weights, then one `(d_c, d_model)` matrix per head, and sum over the heads (lesson 02:
 #   concatenating then multiplying by $W_O$ is the sum over heads of head $h$ times its rows of $W_O$).
 #
-# Implement `mla_absorbed(...)`, same arguments and results as `mla_attention`, that uses only `c_KV`, `k_R` and
-# the queries: no `(..., n_heads, T, d_head)` key or value is ever built, so do not call `mla_attention` (its
-# hidden test refuses the call; the lesson's `scaled_dot_product_attention` over the latents is yours to use).
-# Scores are the content part plus the rotary part, divided by $\sqrt{d_\text{head} + d_\text{rope}}$, masked, then
-# softmax. It must equal `mla_attention` to float64 rounding.
+# This is what a decoding step does: the newest token's query reads the whole cache. So `mla_absorbed` takes the
+# cache, not the tokens behind it:
+#
+# `mla_absorbed(x, c_KV, k_R, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None)`
+#
+# - `x` `(..., T_q, d_model)`: the newest `T_q` tokens (one, in a decoding step), at positions `T - T_q ... T - 1`;
+# - `c_KV` `(..., T, d_c)` and `k_R` `(..., T, d_rope)`: the cache of all `T` tokens, the newest last, `k_R` already
+#   rotated (for the tokens `x_all` it is `x_all @ W_DKV` and `rope(x_all @ W_KR, np.arange(T))`); `T_q <= T`;
+# - `mask` `(T_q, T)` (True where blocked) or None.
+#
+# Return `(out (..., T_q, d_model), weights (..., n_heads, T_q, T))`: with the cache of `x_all`, the last `T_q` rows
+# of `mla_attention(x_all, ...)`, to float64 rounding. The queries are rotated at their own positions, and the
+# scores are the content part plus the rotary part, divided by $\sqrt{d_\text{head} + d_\text{rope}}$, masked,
+# then softmax. The rule: **no key or value of a cached token is built for any head** (no `c_KV @ W_UK`, no
+# `c_KV @ W_UV`, not even one head at a time). The hidden test checks it the way lesson 06 checks tiled attention:
+# it hands your function a cache whose tokens' keys would not fit in the memory the grader gives it. The lesson's
+# `split_heads`, `softmax` and `scaled_dot_product_attention` (over the latents) are yours to use.
 #
 # <details><summary>Hint 1</summary>
 #
@@ -577,41 +589,52 @@ check_mla_attention(mla_attention)
 # <details><summary>Hint 2</summary>
 #
 # Give `c_KV` and `k_R` a head axis of length 1 (`np.expand_dims(a, -3)`) and let matmul broadcast them against
-# the `n_heads` queries. The absorbed query is `(..., n_heads, T, d_c)`.
+# the `n_heads` queries. The absorbed query is `(..., n_heads, T_q, d_c)`.
 # </details>
 
 # %% nbgrader={"grade_id": "absorbed", "solution": true}
-def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-    """mla_attention computed from the cached latent c_KV and rotary key k_R alone (W_UK, W_UV absorbed)."""
+def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+    """The newest tokens x (..., T_q, d_model) attend over the MLA cache c_kv (..., T, d_c), k_r (..., T, d_rope)
+    with W_UK and W_UV absorbed: no key or value of a cached token is built. T_q <= T."""
     ### BEGIN SOLUTION
-    positions = np.arange(x.shape[-2])
-    d_c, d_model, d_rope = W_DKV.shape[-1], x.shape[-1], W_KR.shape[-1]
+    T_q, T = x.shape[-2], c_kv.shape[-2]
+    positions = np.arange(T - T_q, T)  # the newest tokens' positions
+    d_c, d_model, d_rope = c_kv.shape[-1], x.shape[-1], k_r.shape[-1]
     d_head = W_UK.shape[-1] // n_heads
-    c_kv = np.expand_dims(x @ W_DKV, -3)  # (..., 1, T, d_c)
-    k_r = np.expand_dims(rope(x @ W_KR, positions), -3)  # (..., 1, T, d_rope)
+    c = np.expand_dims(c_kv, -3)  # (..., 1, T, d_c)
+    k = np.expand_dims(k_r, -3)  # (..., 1, T, d_rope)
     W_UK_h = np.swapaxes(W_UK.reshape(d_c, n_heads, d_head), 0, 1)  # (n_heads, d_c, d_head)
     W_UV_h = np.swapaxes(W_UV.reshape(d_c, n_heads, d_head), 0, 1)  # (n_heads, d_c, d_head)
     W_OV = W_UV_h @ W_O.reshape(n_heads, d_head, d_model)  # (n_heads, d_c, d_model)
-    q_latent = split_heads(x @ W_Q, n_heads) @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T, d_c)
-    q_r = rope(split_heads(x @ W_QR, n_heads), positions)  # (..., n_heads, T, d_rope)
-    scores = (q_latent @ np.swapaxes(c_kv, -1, -2) + q_r @ np.swapaxes(k_r, -1, -2)) / math.sqrt(d_head + d_rope)
+    q_latent = split_heads(x @ W_Q, n_heads) @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T_q, d_c)
+    q_r = rope(split_heads(x @ W_QR, n_heads), positions)  # (..., n_heads, T_q, d_rope)
+    scores = (q_latent @ np.swapaxes(c, -1, -2) + q_r @ np.swapaxes(k, -1, -2)) / math.sqrt(d_head + d_rope)
     blocked = np.zeros(scores.shape[-2:], dtype=bool) if mask is None else mask
-    weights = softmax(np.where(blocked, -np.inf, scores), axis=-1)  # (..., n_heads, T, T)
-    return np.sum((weights @ c_kv) @ W_OV, axis=-3), weights
+    weights = softmax(np.where(blocked, -np.inf, scores), axis=-1)  # (..., n_heads, T_q, T)
+    return np.sum((weights @ c) @ W_OV, axis=-3), weights
     ### END SOLUTION
 
 
-# %% nbgrader={"grade_id": "absorbed_values", "points": 3}
+# %% nbgrader={"grade_id": "absorbed_values", "points": 2}
 ### BEGIN HIDDEN TESTS
 __import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("absorbed_values")
 ### END HIDDEN TESTS
-# Self-check: equal to the reference's latent attention (batched, masked), float32 kept.
+# Self-check: the last rows of latent attention, from the cache (the whole sequence, and one decoding step;
+# batched, masked), float32 kept.
 check_mla_absorbed(mla_absorbed)
+
+# %% nbgrader={"grade_id": "absorbed_memory", "points": 1}
+### BEGIN HIDDEN TESTS
+__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("absorbed_memory")
+### END HIDDEN TESTS
+# Self-check: one decoding step over a long cache allocates far less than the cached tokens' keys would take.
+check_mla_absorbed_memory(mla_absorbed)
 
 # %% [markdown] nbgrader={"grade_id": "absorb_check_intro"}
 # Your two forms side by side, on one causal batch with DeepSeek-V2's proportions scaled down (`d_c = 4 d_head`,
-# `d_rope = d_head / 2`). `make bench` times both at decode time: the absorbed form reads `d_c + d_rope` numbers
-# per cached token instead of rebuilding `2 n_heads d_head`.
+# `d_rope = d_head / 2`): the whole sequence at once, then the last token alone, as a decoding step reads the cache.
+# `make bench` times both at decode time: the absorbed form reads `d_c + d_rope` numbers per cached token instead of
+# rebuilding `2 n_heads d_head`.
 
 # %%
 rng = np.random.default_rng(2)
@@ -620,13 +643,17 @@ d_c, d_rope = 4 * d_head, d_head // 2
 shapes = {"W_DKV": (d_model, d_c), "W_UK": (d_c, n_heads * d_head), "W_UV": (d_c, n_heads * d_head),
           "W_KR": (d_model, d_rope), "W_Q": (d_model, n_heads * d_head), "W_QR": (d_model, n_heads * d_rope),
           "W_O": (n_heads * d_head, d_model)}
-mla_weights = [rng.normal(size=s) / math.sqrt(s[0]) for s in shapes.values()]
+mla_weights = dict(zip(shapes, (rng.normal(size=s) / math.sqrt(s[0]) for s in shapes.values())))
+W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = mla_weights.values()
 x = rng.normal(size=(B, T, d_model))
 causal = np.triu(np.ones((T, T), dtype=bool), k=1)
-out_naive, w_naive = mla_attention(x, *mla_weights, n_heads, causal)
-out_absorbed, w_absorbed = mla_absorbed(x, *mla_weights, n_heads, causal)
+c_kv, k_r = x @ W_DKV, rope(x @ W_KR, np.arange(T))  # the cache: (B, T, d_c), (B, T, d_rope)
+out_naive, w_naive = mla_attention(x, *mla_weights.values(), n_heads, causal)
+out_absorbed, w_absorbed = mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, causal)
+out_step, w_step = mla_absorbed(x[:, -1:], c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads)  # the last token
 print(f"largest difference of the outputs: {np.abs(out_naive - out_absorbed).max():.1e}; "
       f"of the weights: {np.abs(w_naive - w_absorbed).max():.1e}")
+print(f"the last token alone, as a decoding step: {np.abs(out_naive[:, -1:] - out_step).max():.1e}")
 print(f"cached per token and layer: {d_c + d_rope} numbers (latent + rotary key) instead of "
       f"{2 * n_heads * d_head} (every head's key and value)")
 

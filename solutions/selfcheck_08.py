@@ -14,7 +14,7 @@ import numpy as np
 from selfcheck_common import call, close, fail, ok, own
 
 __all__ = ["check_rope", "check_alibi_bias", "check_sliding_window_mask", "check_streaming_decode",
-           "check_mla_attention", "check_mla_absorbed", "check_kv_cache_elements"]
+           "check_mla_attention", "check_mla_absorbed", "check_mla_absorbed_memory", "check_kv_cache_elements"]
 
 
 def _unit(d_head, column):
@@ -194,27 +194,29 @@ def _mla_case(rng, lead, T, d_model, n_heads, d_head, d_c, d_rope, dtype=np.floa
     return rng.normal(size=(*lead, T, d_model)).astype(dtype), Ws
 
 
+def _rotate(a, positions):
+    """(..., T, d_rope) turned by RoPE from its definition: interleaved pairs as complex numbers, position t turned by
+    t * 10000^(-2i/d_rope)."""
+    z = a[..., 0::2] + 1j * a[..., 1::2]
+    z = z * np.exp(1j * np.asarray(positions)[:, None] * 10000.0 ** (-np.arange(0, a.shape[-1], 2) / a.shape[-1]))
+    out = np.empty_like(a)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return out
+
+
 def _mla_by_loops(x, Ws, n_heads, mask, scale_width=None):
-    """MLA one head and one batch element at a time, from the definitions (the rotary parts by complex numbers)."""
+    """MLA one head and one batch element at a time, from the definitions."""
     W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
     d_head, d_rope = W_UK.shape[1] // n_heads, W_KR.shape[1]
     T = x.shape[-2]
-
-    def rotate(a):  # (T, d_rope): interleaved pairs as complex numbers, turned by t * 10000^(-2i/d_rope)
-        z = a[:, 0::2] + 1j * a[:, 1::2]
-        z = z * np.exp(1j * np.arange(T)[:, None] * 10000.0 ** (-np.arange(0, a.shape[1], 2) / a.shape[1]))
-        out = np.empty_like(a)
-        out[:, 0::2], out[:, 1::2] = z.real, z.imag
-        return out
-
-    flat = x.reshape(-1, T, x.shape[-1])
+    flat = x.reshape(-1, T, x.shape[-1])  # (B, T, d_model): every leading axis in B
     outs, weights = [], []
     for xb in flat:
-        c, k_r = xb @ W_DKV, rotate(xb @ W_KR)
+        c, k_r = xb @ W_DKV, _rotate(xb @ W_KR, np.arange(T))
         out, wb = np.zeros((T, W_O.shape[1])), []
         for h in range(n_heads):
             cols, rcols = slice(h * d_head, (h + 1) * d_head), slice(h * d_rope, (h + 1) * d_rope)
-            s = (xb @ W_Q[:, cols]) @ (c @ W_UK[:, cols]).T + rotate(xb @ W_QR[:, rcols]) @ k_r.T
+            s = (xb @ W_Q[:, cols]) @ (c @ W_UK[:, cols]).T + _rotate(xb @ W_QR[:, rcols], np.arange(T)) @ k_r.T
             s = s / math.sqrt(scale_width or d_head + d_rope)
             if mask is not None:
                 s = np.where(mask, -np.inf, s)
@@ -227,29 +229,50 @@ def _mla_by_loops(x, Ws, n_heads, mask, scale_width=None):
     return np.array(outs).reshape(*x.shape[:-1], -1), np.array(weights).reshape(*x.shape[:-2], n_heads, T, T)
 
 
-def _check_mla(fn, name):
+def _mla_result(fn, name, args, out_shape, weights_shape, where):
+    got = call(fn, name, *args)
+    if not isinstance(got, tuple) or len(got) != 2:
+        fail(f"{name} should return a tuple (out, weights)")
+    out, weights = got
+    if np.shape(out) != out_shape or np.shape(weights) != weights_shape:
+        fail(f"{name}{where}: out should be {out_shape} and weights {weights_shape}, got {np.shape(out)} and "
+             f"{np.shape(weights)}")
+    return out, weights
+
+
+def _check_mla(fn, name, T_q=None):
+    """Against MLA head by head. ``mla_attention`` gets the tokens; ``mla_absorbed`` gets the cache of the tokens
+    and their last ``T_q`` (all T when None), and must give the last T_q rows."""
     rng = np.random.default_rng(6)
     for lead, masked in (((), False), ((2,), True)):
         # d_c != d_head + d_rope: a scale by either differs; d_rope = 4, two pairs, where RoPE's two layouts differ
         T, n_heads, d_head, d_c, d_rope = 5, 3, 4, 9, 4
         x, Ws = _mla_case(rng, lead, T, 7, n_heads, d_head, d_c, d_rope)
         mask = np.triu(np.ones((T, T), dtype=bool), k=1) if masked else None
-        got = call(fn, name, x, *Ws, n_heads, mask)
-        if not isinstance(got, tuple) or len(got) != 2:
-            fail(f"{name} should return a tuple (out, weights)")
-        out, weights = got
+        rows = slice(T - (T_q or T), T)  # the queries' rows
         where = " (batched, causal)" if masked else ""
-        if np.shape(out) != x.shape or np.shape(weights) != (*lead, n_heads, T, T):
-            fail(f"{name}{where}: out should be {x.shape} and weights {(*lead, n_heads, T, T)}, got {np.shape(out)} "
-                 f"and {np.shape(weights)}")
-        expected_out, expected_w = _mla_by_loops(x, Ws, n_heads, mask)
+        if T_q is None:
+            args = (x, *Ws, n_heads, mask)
+        else:
+            W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
+            where += f" (the last {T_q} of {T} tokens)" if T_q < T else ""
+            cache = (x @ W_DKV, _rotate(x @ W_KR, np.arange(T)))  # (..., T, d_c), (..., T, d_rope)
+            args = (x[..., rows, :], *cache, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, None if mask is None else mask[rows])
+        n_q = rows.stop - rows.start
+        out, weights = _mla_result(fn, name, args, (*lead, n_q, 7), (*lead, n_heads, n_q, T), where)
+        expected_out, expected_w = (a[..., rows, :] for a in _mla_by_loops(x, Ws, n_heads, mask))
         if not close(weights, expected_w, tol=1e-9):
-            if close(weights, _mla_by_loops(x, Ws, n_heads, mask, scale_width=d_head)[1], tol=1e-9):
+            def scaled_by(width):
+                return close(weights, _mla_by_loops(x, Ws, n_heads, mask, scale_width=width)[1][..., rows, :], tol=1e-9)
+            if scaled_by(d_head):
                 fail(f"{name}{where}: the scores are divided by sqrt(d_head); each head's query and key have "
                      "d_head + d_rope columns (content and rotary parts), so divide by sqrt(d_head + d_rope)")
-            if close(weights, _mla_by_loops(x, Ws, n_heads, mask, scale_width=d_c)[1], tol=1e-9):
+            if scaled_by(d_c):
                 fail(f"{name}{where}: the scores are divided by sqrt(d_c), the latent's width. Absorbing W_UK only "
                      "regroups the same products: each score is still a dot product of d_head + d_rope numbers")
+            if T_q is not None and T_q < T:
+                fail(f"{name}{where}: the weights differ from MLA's last rows. The queries are the newest tokens, at "
+                     f"positions T - T_q ... T - 1 ({T - T_q} ... {T - 1} here), not from 0: rotate them there")
             fail(f"{name}{where}: the weights differ from MLA's. Check the rotary parts (the key part is rotated, "
                  "once, and shared by all heads; only the rotary parts are rotated, in rope's default interleaved "
                  "layout: pairs of columns 2i and 2i + 1) and which columns of W_UK and W_Q belong to each head")
@@ -257,7 +280,12 @@ def _check_mla(fn, name):
             fail(f"{name}{where}: the weights are right but the output is not: check the values (the latent times "
                  "head h's columns of W_UV) and W_O (head h's rows)")
     x, Ws = _mla_case(rng, (2,), 4, 7, 3, 4, 9, 4, np.float32)
-    got = call(fn, name, x, *Ws, 3)
+    if T_q is None:
+        args = (x, *Ws, 3)
+    else:
+        W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
+        args = (x, x @ W_DKV, _rotate(x @ W_KR, np.arange(4)).astype(np.float32), W_UK, W_UV, W_Q, W_QR, W_O, 3)
+    got = call(fn, name, *args)
     if any(getattr(a, "dtype", None) != np.float32 for a in got):
         fail(f"{name}: float32 input gave a result that is not float32")
 
@@ -268,8 +296,35 @@ def check_mla_attention(mla_attention):
 
 
 def check_mla_absorbed(mla_absorbed):
-    _check_mla(mla_absorbed, "mla_absorbed")
-    ok("mla_absorbed: equals MLA computed head by head from its definition (batched, causal), float32 kept")
+    for T_q in (None, 1, 2):
+        _check_mla(mla_absorbed, "mla_absorbed", T_q=T_q or 5)
+    ok("mla_absorbed: from the cache, equals the last rows of MLA computed head by head from its definition (the "
+       "whole sequence, one decoding step, two newest tokens; batched, causal), float32 kept")
+
+
+def check_mla_absorbed_memory(mla_absorbed, T=4096):
+    """One decoding step over a cache of T tokens: the peak allocation (tracemalloc) stays far below one head's keys
+    of the cached tokens."""
+    import tracemalloc
+
+    rng = np.random.default_rng(88)
+    n_heads, d_head, d_c, d_rope, d_model = 2, 256, 4, 2, 6
+    x, Ws = _mla_case(rng, (), 1, d_model, n_heads, d_head, d_c, d_rope)
+    W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
+    c_kv, k_r = rng.normal(size=(T, d_c)), rng.normal(size=(T, d_rope))  # the cache
+    tracemalloc.start()
+    try:
+        call(mla_absorbed, "mla_absorbed", x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    one_head = 8 * T * d_head
+    if peak > one_head / 4:
+        fail(f"mla_absorbed allocated {peak / 2**20:.2f} MB at its peak for one token over a cache of {T}; one head's "
+             f"keys of the cached tokens are {one_head / 2**20:.2f} MB. Fold W_UK into the query and W_UV into W_O, "
+             "and never multiply the cached latents by W_UK or W_UV")
+    ok(f"mla_absorbed: peak {peak / 2**20:.2f} MB for one token over a cache of {T}; one head's keys of the cached "
+       f"tokens would be {one_head / 2**20:.2f} MB")
 
 
 def check_kv_cache_elements(kv_cache_elements_per_token):

@@ -230,19 +230,20 @@ alternative("absorbed_through_attention", "absorbed",
             joined), the queries rescaled so its sqrt(width) scale becomes sqrt(d_head + d_rope); W_UV folded
             into W_O""",
             """
-            def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-                positions = np.arange(x.shape[-2])
-                d_c, d_rope = W_DKV.shape[1], W_KR.shape[1]
+            def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+                T_q, T = x.shape[-2], c_kv.shape[-2]
+                if T_q > T:
+                    raise ValueError(f"{T_q} new tokens but only {T} cached: the cache holds them all")
+                d_c, d_rope = c_kv.shape[-1], k_r.shape[-1]
                 d_head = W_UK.shape[1] // n_heads
-                c = np.expand_dims(x @ W_DKV, -3)  # (..., 1, T, d_c): the cached latent, shared by the heads
-                k_r = np.expand_dims(rope(x @ W_KR, positions), -3)  # (..., 1, T, d_rope)
                 W_UK_h = np.moveaxis(W_UK.reshape(d_c, n_heads, d_head), 1, 0)  # (n_heads, d_c, d_head)
-                q_latent = split_heads(x @ W_Q, n_heads) @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T, d_c)
-                q_r = rope(split_heads(x @ W_QR, n_heads), positions)  # (..., n_heads, T, d_rope)
+                q_latent = split_heads(x @ W_Q, n_heads) @ np.swapaxes(W_UK_h, -1, -2)  # (..., n_heads, T_q, d_c)
+                q_r = rope(split_heads(x @ W_QR, n_heads), np.arange(T - T_q, T))  # (..., n_heads, T_q, d_rope)
                 rescale = math.sqrt((d_c + d_rope) / (d_head + d_rope))
-                q = np.concatenate([q_latent, q_r], axis=-1) * rescale  # (..., n_heads, T, d_c + d_rope)
-                keys = np.concatenate([c, k_r], axis=-1)  # (..., 1, T, d_c + d_rope)
-                mixed, weights = scaled_dot_product_attention(q, keys, c, mask)  # (..., n_heads, T, d_c)
+                q = np.concatenate([q_latent, q_r], axis=-1) * rescale  # (..., n_heads, T_q, d_c + d_rope)
+                keys = np.expand_dims(np.concatenate([c_kv, k_r], axis=-1), -3)  # (..., 1, T, d_c + d_rope)
+                c = np.expand_dims(c_kv, -3)  # (..., 1, T, d_c): the values are the latents themselves
+                mixed, weights = scaled_dot_product_attention(q, keys, c, mask)  # (..., n_heads, T_q, d_c)
                 W_UV_h = np.moveaxis(W_UV.reshape(d_c, n_heads, d_head), 1, 0)  # (n_heads, d_c, d_head)
                 W_OV = W_UV_h @ W_O.reshape(n_heads, d_head, -1)  # (n_heads, d_c, d_model)
                 return np.sum(mixed @ W_OV, axis=-3), weights
@@ -252,26 +253,48 @@ alternative("absorbed_loop_over_heads", "absorbed",
             """a loop over heads, each with its query projection and W_UK folded into one (d_model, d_c) matrix
             and its W_UV and rows of W_O into one (d_c, d_model) matrix""",
             """
-            def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-                T = x.shape[-2]
-                positions = np.arange(T)
-                d_head, d_rope = W_UK.shape[1] // n_heads, W_KR.shape[1]
-                c = x @ W_DKV  # (..., T, d_c)
-                k_r = rope(x @ W_KR, positions)  # (..., T, d_rope)
-                if mask is not None:
-                    mask = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, x.shape[:-2] + (n_heads, T, T)))
+            def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+                T_q, T = x.shape[-2], c_kv.shape[-2]
+                positions = np.arange(T)[-T_q:]
+                d_head, d_rope = W_UK.shape[1] // n_heads, k_r.shape[-1]
                 out, weights = 0, []
                 for h in range(n_heads):
                     cols, rcols = slice(h * d_head, (h + 1) * d_head), slice(h * d_rope, (h + 1) * d_rope)
                     folded_q = W_Q[:, cols] @ W_UK[:, cols].T  # (d_model, d_c)
                     folded_o = W_UV[:, cols] @ W_O[cols]  # (d_c, d_model)
-                    scores = ((x @ folded_q) @ np.swapaxes(c, -1, -2)  # (..., T, d_c) @ (..., d_c, T)
+                    scores = ((x @ folded_q) @ np.swapaxes(c_kv, -1, -2)  # (..., T_q, d_c) @ (..., d_c, T)
                               + rope(x @ W_QR[:, rcols], positions) @ np.swapaxes(k_r, -1, -2))
-                    scores = scores / math.sqrt(d_head + d_rope)  # (..., T, T)
+                    scores = scores / math.sqrt(d_head + d_rope)  # (..., T_q, T)
                     if mask is not None:
-                        scores = np.where(mask[..., h, :, :], -np.inf, scores)
+                        scores = np.where(mask, -np.inf, scores)
                     w = softmax(scores, axis=-1)
-                    out = out + (w @ c) @ folded_o  # (..., T, d_model)
+                    out = out + (w @ c_kv) @ folded_o  # (..., T_q, d_model)
                     weights.append(w)
                 return out, np.stack(weights, axis=-3)
+            """)
+
+alternative("absorbed_einsum", "absorbed",
+            """einsum throughout, in float64 inside and cast back to the input's dtype; the heads' blocks of the
+            weights named by reshape alone""",
+            """
+            def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+                dtype = x.dtype
+                x, c_kv, k_r = (a.astype(np.float64) for a in (x, c_kv, k_r))
+                T_q, T = x.shape[-2], c_kv.shape[-2]
+                d_c, d_rope = c_kv.shape[-1], k_r.shape[-1]
+                d_head = W_UK.shape[1] // n_heads
+                uk = W_UK.astype(np.float64).reshape(d_c, n_heads, d_head)  # (d_c, n_heads, d_head)
+                uv = W_UV.astype(np.float64).reshape(d_c, n_heads, d_head)  # (d_c, n_heads, d_head)
+                o = W_O.astype(np.float64).reshape(n_heads, d_head, -1)  # (n_heads, d_head, d_model)
+                q = (x @ W_Q.astype(np.float64)).reshape(*x.shape[:-1], n_heads, d_head)  # (..., T_q, n_heads, d_head)
+                q_lat = np.einsum("...thd,chd->...htc", q, uk)  # (..., n_heads, T_q, d_c)
+                q_r = rope(split_heads(x @ W_QR.astype(np.float64), n_heads), np.arange(T - T_q, T))
+                s = np.einsum("...htc,...sc->...hts", q_lat, c_kv) + np.einsum("...htr,...sr->...hts", q_r, k_r)
+                s = s / math.sqrt(d_head + d_rope)  # (..., n_heads, T_q, T)
+                if mask is not None:
+                    s = np.where(mask, -np.inf, s)
+                w = softmax(s, axis=-1)
+                mixed = np.einsum("...hts,...sc->...htc", w, c_kv)  # (..., n_heads, T_q, d_c)
+                out = np.einsum("...htc,chd,hde->...te", mixed, uv, o)  # (..., T_q, d_model)
+                return out.astype(dtype), w.astype(dtype)
             """)

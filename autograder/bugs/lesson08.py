@@ -263,25 +263,26 @@ _ABSORBED = ("absorbed_values",)
 
 
 def _absorbed_source(W_UK_h="np.swapaxes(W_UK.reshape(d_c, n_heads, d_head), 0, 1)",
-                     W_O_h="W_O.reshape(n_heads, d_head, d_model)", rotary=" + q_r @ np.swapaxes(k_r, -1, -2)",
-                     width="d_head + d_rope"):
+                     W_O_h="W_O.reshape(n_heads, d_head, d_model)", rotary=" + q_r @ np.swapaxes(k, -1, -2)",
+                     width="d_head + d_rope", positions="np.arange(T - T_q, T)"):
     return f"""
-    def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-        positions = np.arange(x.shape[-2])
-        d_c, d_model, d_rope = W_DKV.shape[-1], x.shape[-1], W_KR.shape[-1]
+    def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+        T_q, T = x.shape[-2], c_kv.shape[-2]
+        positions = {positions}
+        d_c, d_model, d_rope = c_kv.shape[-1], x.shape[-1], k_r.shape[-1]
         d_head = W_UK.shape[-1] // n_heads
-        c_kv = np.expand_dims(x @ W_DKV, -3)
-        k_r = np.expand_dims(rope(x @ W_KR, positions), -3)
+        c = np.expand_dims(c_kv, -3)
+        k = np.expand_dims(k_r, -3)
         W_UK_h = {W_UK_h}
         W_UV_h = np.swapaxes(W_UV.reshape(d_c, n_heads, d_head), 0, 1)
         W_OV = W_UV_h @ {W_O_h}
         q_latent = split_heads(x @ W_Q, n_heads) @ np.swapaxes(W_UK_h, -1, -2)
         q_r = rope(split_heads(x @ W_QR, n_heads), positions)
-        scores = (q_latent @ np.swapaxes(c_kv, -1, -2){rotary}) / math.sqrt({width})
+        scores = (q_latent @ np.swapaxes(c, -1, -2){rotary}) / math.sqrt({width})
         if mask is not None:
             scores = np.where(mask, -np.inf, scores)
         weights = softmax(scores)
-        return np.sum((weights @ c_kv) @ W_OV, axis=-3), weights
+        return np.sum((weights @ c) @ W_OV, axis=-3), weights
     """
 
 
@@ -307,14 +308,28 @@ bug("absorbed_rotary_part_dropped", "mla_absorbed",
     Add it to the content part before the scale.""",
     _absorbed_source(rotary=""), tests=_ABSORBED)
 
-bug("absorbed_calls_mla_attention", "mla_absorbed",
-    """mla_absorbed hands its work to mla_attention, which builds every head's keys and values from the latent: the
-    exercise is attention over the cached latent alone, with W_UK folded into the queries and W_UV into W_O. A
-    function earns its points for the work it does.""",
+bug("absorbed_queries_from_position_0", "mla_absorbed",
+    """The queries are rotated at positions 0 ... T_q - 1. They are the newest T_q of the T cached tokens, at
+    positions T - T_q ... T - 1 (in a decoding step, the one query is at T - 1): rotate them there, or their
+    rotary scores measure the wrong distances.""",
+    _absorbed_source(positions="np.arange(T_q)"), tests=_ABSORBED)
+
+bug("absorbed_builds_cached_keys", "mla_absorbed",
+    """Every head's keys and values of the cached tokens are built from the latent (c_KV @ W_UK and c_KV @ W_UV):
+    the values are right, but the cache then saves nothing at decode time. Fold W_UK into the query (score
+    (q_h W_UK_h^T) . c_j) and W_UV into W_O (mix the latents with the weights, then W_UV_h W_O_h), so nothing
+    per head is ever as long as the cache.""",
     """
-    def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-        return mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask)
-    """, tests=_ABSORBED, visible=False)
+    def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+        T_q, T = x.shape[-2], c_kv.shape[-2]
+        positions = np.arange(T - T_q, T)
+        k_c = split_heads(c_kv @ W_UK, n_heads)
+        v = split_heads(c_kv @ W_UV, n_heads)
+        k = np.broadcast_to(np.expand_dims(k_r, -3), (*k_c.shape[:-1], k_r.shape[-1]))
+        q = np.concatenate([split_heads(x @ W_Q, n_heads), rope(split_heads(x @ W_QR, n_heads), positions)], axis=-1)
+        heads, weights = scaled_dot_product_attention(q, np.concatenate([k_c, k], axis=-1), v, mask)
+        return concat_heads(heads) @ W_O, weights
+    """, tests=("absorbed_memory",))
 
 # ----------------------------------------------------------------------------------------------- cache counts
 _CACHE = ("cache_values",)

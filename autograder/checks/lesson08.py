@@ -3,8 +3,8 @@
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes all
 differ (B, n_heads, T, d_head, d_c, d_rope), unbatched and batched, float64 and float32. Every other function of
 the lesson is its reference stand-in while a test runs (``checks/stand_ins.py``): ``mla_attention`` is graded
-with the reference ``rope`` and attention, and ``mla_absorbed`` may not hand its work to ``mla_attention``: neither
-is among its helpers, so their stand-ins refuse (``stand_ins.Refusal``).
+with the reference ``rope`` and attention. ``mla_absorbed`` takes the cache, not the tokens, and its rule (no key or
+value of a cached token is built) is checked by its memory (``absorbed_memory``).
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import math
 import numpy as np
 
 from autograder import reference
+from autograder.bugs import by_id
 from autograder.checks import bug_match, compare
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.lesson03 import check_counts
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, against_reference, call_learner, rng_for
+from autograder.checks.runner import (Case, WrongAnswer, against_reference, as_outputs, call_learner,
+                                      call_measuring_memory, call_within_memory, known_bug, memory_limit, rng_for)
 
 _EVEN = (4, 6, 8, 10, 12)  # widths RoPE can rotate (pairs of columns)
 _ODD = (3, 5, 7, 9, 11)
@@ -183,13 +185,116 @@ def mla_values(mla_attention, **helpers):
     _check_mla("mla_attention", mla_attention)
 
 
+def _from_cache(case: Case, T_q: int) -> Case:
+    """An ``mla_attention`` case as ``mla_absorbed`` takes it: the last T_q tokens, the cache of all T (c_KV and the
+    rotated k_R, made by the reference), and the mask's last T_q rows."""
+    x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads = case.args
+    c_kv, k_r = reference.mla_cache(x, W_DKV, W_KR)  # (..., T, d_c), (..., T, d_rope)
+    mask = case.kwargs.get("mask")
+    T = x.shape[-2]
+    kwargs = {} if mask is None else {"mask": mask[T - T_q:]}  # (T_q, T)
+    tokens = f"the last {T_q} of {T} tokens" if T_q < T else f"all {T} tokens"
+    return Case((x[..., T - T_q:, :], c_kv, k_r.astype(x.dtype), W_UK, W_UV, W_Q, W_QR, W_O, n_heads), kwargs,
+                label=f"{case.label}, {tokens}")
+
+
 @hidden_test(uses=("mla_absorbed",), helpers=("rope", "split_heads", "concat_heads", "softmax"),
-             visible_check="check_mla_absorbed", forbids=("mla_attention",),
-             because="it uses only the cached latent, the rotary key and the queries")
+             visible_check="check_mla_absorbed")
 def absorbed_values(mla_absorbed, **helpers):
-    """As ``mla_values``; ``mla_attention`` refuses to answer while it runs (the absorbed form must do its own
-    work)."""
-    _check_mla("mla_absorbed", mla_absorbed)
+    """The cache of unbatched, batched (B) and (B, 2) sequences, with and without a mask; the queries all the tokens,
+    the last one (a decoding step) or the last few (rotated at their own positions); float32."""
+    rng = rng_for("mla_absorbed_values")
+    dims = _mla_dims(rng)
+    T, B = dims[1], dims[-1]
+    few = int(rng.integers(2, T))  # 2 ... T - 1 newest tokens
+    cases = [_from_cache(_mla_case(rng, (), dims, False), T), _from_cache(_mla_case(rng, (B,), dims, True), T),
+             _from_cache(_mla_case(rng, (B, 2), dims, False), 1), _from_cache(_mla_case(rng, (), dims, True), few),
+             _from_cache(_mla_case(rng, (B,), dims, False), few)]
+    against_reference("mla_absorbed", mla_absorbed, cases, outputs=("out", "weights"), rtol=1e-7, atol=1e-10,
+                      inspect="the scale, the rotary parts (the queries rotated at positions T - T_q ... T - 1; the "
+                              "cached key already rotated and shared by all heads) and which columns and rows of the "
+                              "weights belong to each head")
+    f32 = _from_cache(_mla_case(rng, (B,), dims, True, np.float32), few)
+    against_reference("mla_absorbed", mla_absorbed, [f32], outputs=("out", "weights"), rtol=1e-3, atol=1e-5)
+    dtype_kept("mla_absorbed", mla_absorbed, [f32, cases[1]], outputs=("out", "weights"))
+
+
+# The absorption rule, by its memory, as lesson 06 checks tiled attention: one decoding step over a long cache. Where
+# the function runs in this process its peak allocation is counted (tracemalloc); in the learner's kernel it gets a
+# cache whose tokens' keys, even one head's, are larger than the kernel may hold, while the cache itself and the
+# (n_heads, 1, T) scores are small. A function that builds the keys or values of the cached tokens fails with
+# MemoryError; one that absorbs W_UK and W_UV returns the right values, which cost the grader little (the reference
+# is the absorbed form).
+_STEP_HEADS, _STEP_D_HEAD, _STEP_D_C, _STEP_D_ROPE, _STEP_D_MODEL, _SMALL_CACHE = 2, 2048, 4, 2, 6, 2048
+
+
+def _absorbed_failure(case, detail):
+    b = by_id("absorbed_builds_cached_keys")
+    return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
+
+
+def _decode_step_case(rng, T, dtype=np.float64):
+    n_heads, d_head, d_c, d_rope, d_model = _STEP_HEADS, _STEP_D_HEAD, _STEP_D_C, _STEP_D_ROPE, _STEP_D_MODEL
+    shapes = [(d_c, n_heads * d_head), (d_c, n_heads * d_head), (d_model, n_heads * d_head),
+              (d_model, n_heads * d_rope), (n_heads * d_head, d_model)]  # W_UK, W_UV, W_Q, W_QR, W_O
+    Ws = [(rng.normal(size=s) / math.sqrt(s[0])).astype(dtype) for s in shapes]
+    x = rng.normal(size=(1, d_model)).astype(dtype)  # the newest token
+    c_kv, k_r = rng.normal(size=(T, d_c)).astype(dtype), rng.normal(size=(T, d_rope)).astype(dtype)  # the cache
+    return Case((x, c_kv, k_r, *Ws, n_heads), label=f"one token over a cache of T={T}, n_heads={n_heads}, "
+                                                    f"d_head={d_head}, d_c={d_c}")
+
+
+def _step_mismatch(out, case: Case):
+    """What is wrong with ``out`` as mla_absorbed's result on ``case`` (None when right): the expected values cost
+    the grader little, the reference being the absorbed form."""
+    got = as_outputs(out, ("out", "weights"))
+    for what, g, e in zip(("out", "weights"), got, reference.mla_absorbed(*case.args)):
+        why = compare.mismatch(g, e, rtol=1e-6, atol=1e-8, what=f"mla_absorbed's {what}")
+        if why is not None:
+            return why, got
+    return None, got
+
+
+@hidden_test(uses=("mla_absorbed",), helpers=("rope", "split_heads", "concat_heads", "softmax"),
+             visible_check="check_mla_absorbed_memory")
+def absorbed_memory(mla_absorbed, **helpers):
+    """Builds no key or value of a cached token: counted here when the function runs here; in the kernel, one
+    decoding step over a cache whose tokens' keys of one head the kernel cannot hold."""
+    rng = rng_for("absorbed_memory")
+    case = _decode_step_case(rng, _SMALL_CACHE)
+    limit = memory_limit(mla_absorbed)
+    if limit is None:
+        out, peak = call_measuring_memory(mla_absorbed, case, "mla_absorbed")
+        if peak < 0:
+            raise WrongAnswer("mla_absorbed stopped Python's memory tracing (tracemalloc.stop()), so its memory cannot "
+                              "be measured; remove that call")
+    else:
+        out, peak = call_learner(mla_absorbed, case, "mla_absorbed"), None
+    # The values are graded by absorbed_values; here they only have to show the function computes the step (a
+    # catalogued value bug, already penalised there, does not cost this point too).
+    why, got = _step_mismatch(out, case)
+    value_bug = why is not None and known_bug("mla_absorbed", case, got, ("out", "weights"), rtol=1e-6, atol=1e-8)
+    if why is not None and not value_bug:
+        raise WrongAnswer(f"{why} on input {case.describe()}; the memory is tested on a function that computes the "
+                          "step")
+    one_head = _SMALL_CACHE * _STEP_D_HEAD * 8
+    if peak is not None:
+        if peak > one_head // 4:
+            raise _absorbed_failure(case, f"peak {peak / 2**20:.1f} MB; one head's keys of the cached tokens are "
+                                          f"{one_head / 2**20:.1f} MB")
+        return
+    T = limit // (_STEP_D_HEAD * 8) + 1  # one head's (T, d_head) float64 keys: more than the kernel may hold
+    big = _decode_step_case(rng, T)
+    with np.errstate(all="ignore"):
+        out, ran_out = call_within_memory(mla_absorbed, big, "mla_absorbed")
+    if ran_out:
+        raise _absorbed_failure(big, f"it ran out of memory; one head's keys of the cached tokens are "
+                                     f"{T * _STEP_D_HEAD * 8 / 2**30:.1f} GB, more than the {limit / 2**30:.1f} GB the "
+                                     "kernel may hold")
+    why, _ = _step_mismatch(out, big)
+    if why is not None and not value_bug:
+        raise WrongAnswer(f"{why} on input {big.describe()}; the memory is tested on a function that computes the "
+                          "step")
 
 
 # ----------------------------------------------------------------------------------------------- cache counts

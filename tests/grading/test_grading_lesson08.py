@@ -10,7 +10,7 @@ from grading_helpers import lost
 
 LESSON = "08_todays_models"
 POINTS = {"setup": 0, "rope_values": 3, "alibi_values": 2, "window_values": 2, "streaming_values": 3,
-          "mla_values": 3, "absorbed_values": 3, "cache_values": 2}
+          "mla_values": 3, "absorbed_values": 2, "absorbed_memory": 1, "cache_values": 2}
 AUTOGRADED = sum(POINTS.values())
 TOTAL = AUTOGRADED + 2  # and the derivation of RoPE's relative positions, marked by hand (rope_relative)
 pytestmark = pytest.mark.grading
@@ -27,23 +27,21 @@ def rope(x, positions, base=10000.0, interleaved=True):
     return np.concatenate([z.real, z.imag], axis=-1).astype(x.dtype)
 """
 EINSUM_ABSORBED = """
-def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-    T = x.shape[-2]
-    d_c, d_rope = W_DKV.shape[1], W_KR.shape[1]
+def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
+    T_q, T = x.shape[-2], c_kv.shape[-2]
+    d_c, d_rope = c_kv.shape[-1], k_r.shape[-1]
     d_head = W_UK.shape[1] // n_heads
-    c = x @ W_DKV
-    k_r = rope(x @ W_KR, np.arange(T))
     uk = W_UK.reshape(d_c, n_heads, d_head)
     uv = W_UV.reshape(d_c, n_heads, d_head)
     q = (x @ W_Q).reshape(*x.shape[:-1], n_heads, d_head)
     q_lat = np.einsum("...thd,chd->...htc", q, uk)
-    q_r = rope(split_heads(x @ W_QR, n_heads), np.arange(T))
-    s = np.einsum("...htc,...sc->...hts", q_lat, c) + np.einsum("...htr,...sr->...hts", q_r, k_r)
+    q_r = rope(split_heads(x @ W_QR, n_heads), np.arange(T - T_q, T))
+    s = np.einsum("...htc,...sc->...hts", q_lat, c_kv) + np.einsum("...htr,...sr->...hts", q_r, k_r)
     s = s / math.sqrt(d_head + d_rope)
     if mask is not None:
         s = np.where(mask, -np.inf, s)
     w = softmax(s)
-    mixed = np.einsum("...hts,...sc->...htc", w, c)
+    mixed = np.einsum("...hts,...sc->...htc", w, c_kv)
     out = np.einsum("...htc,chd,hde->...te", mixed, uv, W_O.reshape(n_heads, d_head, -1))
     return out, w
 """

@@ -98,15 +98,17 @@ def test_with_every_stand_in_answering_the_handed_on_loop_would_pass(monkeypatch
 
 
 def test_a_test_s_own_bind_does_not_lift_a_refusal():
-    """Lesson 08's absorbed MLA test binds the reference helpers; mla_attention, which the lesson forbids it, still
-    refuses."""
-    ns = dict(salt_sweep.model_namespace("08_todays_models"))
+    """Lesson 07's attention_row_backward test binds softmax_backward; scaled_dot_product_attention_backward, which
+    the lesson forbids it, still refuses."""
+    ns = dict(salt_sweep.model_namespace("07_heads_that_learn"))
     exec("""
-def mla_absorbed(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-    return mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask)
+def attention_row_backward(q, K, V, grad_out):
+    weights = softmax(q @ K.T / np.sqrt(K.shape[-1]))
+    dQ, dK, dV = scaled_dot_product_attention_backward(q[None, :], K, V, weights[None, :], grad_out[None, :])
+    return dQ[0], dK, dV
 """, ns)
-    test = registry.find("08_todays_models", "absorbed_values")
-    with pytest.raises(WrongAnswer, match=r"\[absorbed_calls_mla_attention\]"):
+    test = registry.find("07_heads_that_learn", "attention_row_backward_values")
+    with pytest.raises(WrongAnswer, match=r"scaled_dot_product_attention_backward"):
         test({n: ns[n] for n in test.names})
 
 

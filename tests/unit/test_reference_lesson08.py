@@ -95,25 +95,44 @@ def _mla(rng, lead, T, d_model, n_heads, d_head, d_c, d_rope, dtype=np.float64):
 @settings(settings.get_profile("lesson08"))
 @given(st.integers(0, 2**32 - 1), st.lists(st.integers(1, 3), max_size=2), st.integers(1, 6), st.integers(1, 4),
        st.integers(1, 5), st.integers(1, 9), st.sampled_from([2, 4, 6]), st.booleans(),
-       st.sampled_from([np.float32, np.float64]))
-def test_mla_plain_and_absorbed_equal_mla_head_by_head(seed, lead, T, n_heads, d_head, d_c, d_rope, masked, dtype):
+       st.sampled_from([np.float32, np.float64]), st.integers(1, 6))
+def test_mla_plain_and_absorbed_equal_mla_head_by_head(seed, lead, T, n_heads, d_head, d_c, d_rope, masked, dtype,
+                                                       T_q):
+    """The plain form from the tokens; the absorbed form from their cache, for the newest T_q <= T of them."""
     rng = np.random.default_rng(seed)
     x, Ws = _mla(rng, tuple(lead), T, 7, n_heads, d_head, d_c, d_rope, dtype)
     mask = np.triu(np.ones((T, T), dtype=bool), k=1) if masked else None
     expected_out, expected_w = independent.mla_by_loops(x, *Ws, n_heads, mask)
-    for form in (ref.mla_attention, ref.mla_absorbed):
-        out, weights = form(x, *Ws, n_heads, mask)
-        assert out.dtype == weights.dtype == dtype
-        np.testing.assert_allclose(out, expected_out, **tol(dtype))
-        np.testing.assert_allclose(weights, expected_w, **tol(dtype))
+    out, weights = ref.mla_attention(x, *Ws, n_heads, mask)
+    T_q = min(T_q, T)
+    W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
+    c_kv, k_r = ref.mla_cache(x, W_DKV, W_KR)
+    step_out, step_w = ref.mla_absorbed(x[..., T - T_q:, :], c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads,
+                                        None if mask is None else mask[T - T_q:])
+    for (o, w), rows in (((out, weights), slice(0, T)), ((step_out, step_w), slice(T - T_q, T))):
+        assert o.dtype == w.dtype == dtype
+        np.testing.assert_allclose(o, expected_out[..., rows, :], **tol(dtype))
+        np.testing.assert_allclose(w, expected_w[..., rows, :], **tol(dtype))
 
 
 def test_mla_absorbed_equals_plain_to_float64_rounding_at_deepseek_proportions():
     rng = np.random.default_rng(0)
     x, Ws = _mla(rng, (2,), 12, 64, 4, 16, 64, 8)
+    W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
     mask = np.triu(np.ones((12, 12), dtype=bool), k=1)
-    plain, absorbed = ref.mla_attention(x, *Ws, 4, mask), ref.mla_absorbed(x, *Ws, 4, mask)
+    plain = ref.mla_attention(x, *Ws, 4, mask)
+    absorbed = ref.mla_absorbed(x, *ref.mla_cache(x, W_DKV, W_KR), W_UK, W_UV, W_Q, W_QR, W_O, 4, mask)
     assert np.abs(plain[0] - absorbed[0]).max() < 1e-12 and np.abs(plain[1] - absorbed[1]).max() < 1e-14
+    step = ref.mla_absorbed(x[:, -1:], *ref.mla_cache(x, W_DKV, W_KR), W_UK, W_UV, W_Q, W_QR, W_O, 4)
+    assert np.abs(plain[0][:, -1:] - step[0]).max() < 1e-12
+
+
+def test_mla_absorbed_refuses_more_queries_than_cached_tokens():
+    rng = np.random.default_rng(1)
+    x, (W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O) = _mla(rng, (), 4, 7, 2, 4, 5, 2)
+    c_kv, k_r = ref.mla_cache(x[:3], W_DKV, W_KR)
+    with pytest.raises(ValueError, match="cache"):
+        ref.mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, 2)
 
 
 def test_kv_cache_counts_deepseek_v2_as_gqa_with_2_25_groups():
