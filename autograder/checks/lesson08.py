@@ -225,7 +225,8 @@ def absorbed_values(mla_absorbed, **helpers):
 # (n_heads, 1, T) scores are small. A function that builds the keys or values of the cached tokens fails with
 # MemoryError; one that absorbs W_UK and W_UV returns the right values, which cost the grader little (the reference
 # is the absorbed form).
-_STEP_HEADS, _STEP_D_HEAD, _STEP_D_C, _STEP_D_ROPE, _STEP_D_MODEL, _SMALL_CACHE = 2, 2048, 4, 2, 6, 2048
+_STEP_HEADS, _STEP_D_HEAD, _STEP_D_C, _STEP_D_ROPE, _STEP_D_MODEL = 2, 2048, 4, 2, 6
+_SMALL_CACHE, _PROBE_CACHE = 2048, 64  # measured here; only the values checked, in the kernel
 
 
 def _absorbed_failure(case, detail):
@@ -261,8 +262,8 @@ def absorbed_memory(mla_absorbed, **helpers):
     """Builds no key or value of a cached token: counted here when the function runs here; in the kernel, one
     decoding step over a cache whose tokens' keys of one head the kernel cannot hold."""
     rng = rng_for("absorbed_memory")
-    case = _decode_step_case(rng, _SMALL_CACHE)
     limit = memory_limit(mla_absorbed)
+    case = _decode_step_case(rng, _SMALL_CACHE if limit is None else _PROBE_CACHE)
     if limit is None:
         out, peak = call_measuring_memory(mla_absorbed, case, "mla_absorbed")
         if peak < 0:

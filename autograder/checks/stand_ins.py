@@ -10,8 +10,8 @@ holds an answer.
 
 A stand-in answers for any function the graded one calls, except one the lesson's text tells it not to call
 (``@hidden_test(forbids=..., because=...)``: ``tiled_attention`` must not hand its work to a function that forms the
-whole (T, T) matrix, ``softmax_backward`` must not build the Jacobian, ``mla_absorbed`` must not call
-``mla_attention``, the decoding loop must go through ``decode_step``). That stand-in is a ``Refusal`` while the test
+whole (T, T) matrix, ``softmax_backward`` must not build the Jacobian, the decoding loop must go through
+``decode_step``). That stand-in is a ``Refusal`` while the test
 runs: a call raises ``Refused``, which names the function and the lesson's reason, and the test fails whatever the
 learner's code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in
 the grader). A graded function earns nothing for the work the lesson asked of it and a stand-in did.

@@ -34,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from autograder.kernel.protocol import (_NDARRAY, PASSED, decode, decode_value, encode, encode_value,
+from autograder.kernel.protocol import (_NDARRAY, MAX_MESSAGE, PASSED, decode, decode_value, encode, encode_value,
                                         exception_named, learner_frames)
 
 # ------------------------------------------------------------------ the kernel side
@@ -61,8 +61,13 @@ class _Helper:
         self.__name__ = self.name = name
 
     def __call__(self, *args, **kwargs):
-        reply = _ask({"op": "helper", "name": self.name, "args": [encode_value(a) for a in args],
-                      "kwargs": {k: encode_value(v) for k, v in kwargs.items()}})
+        request = encode({"op": "helper", "name": self.name, "args": [encode_value(a) for a in args],
+                          "kwargs": {k: encode_value(v) for k, v in kwargs.items()}})
+        if len(request) > MAX_MESSAGE:  # the grader would never read it, and this kernel would wait for a reply
+            raise MemoryError(f"{self.name} was called with {len(request) / 2**20:.0f} MB of arguments (encoded); "
+                              f"while a hidden test runs, the grader answers calls to {self.name} and takes at most "
+                              f"{MAX_MESSAGE >> 20} MB per call")
+        reply = decode(builtins.input(request))
         while reply.get("op") == "call":  # the grader's helper is itself one of the learner's functions
             reply = _ask(_call(_namespace(), reply))
         if reply.get("op") == "helper_raised":

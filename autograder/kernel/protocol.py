@@ -98,6 +98,9 @@ def decode_value(data):
     raise ValueError(f"unknown kind of value {kind!r}")
 
 
+MAX_MESSAGE = 64 << 20  # bytes of one message from the kernel to the grader (the grader's stdin socket drops more)
+
+
 def encode(message: dict) -> str:
     return json.dumps(message, separators=(",", ":"))
 

@@ -236,3 +236,19 @@ def test_a_learner_function_warning_on_the_grader_s_inputs_prints_nothing_into_i
         assert caught == []
         namespace["ratio"](0.0, 0.0)  # the check can fail: the same call outside the grader's call warns
         assert [str(w.message) for w in caught] == ["invalid value encountered in scalar divide"]
+
+
+def test_a_helper_call_larger_than_the_grader_reads_fails_at_once_in_the_kernel(monkeypatch):
+    """The grader's socket drops a message over MAX_MESSAGE, and a kernel that sent one would wait for its reply until
+    the cell's time limit: the kernel refuses to send it and raises MemoryError in the learner's function, which a
+    memory test reads as 'ran out of memory'."""
+    sent = []
+    monkeypatch.setattr(builtins, "input", lambda prompt="": sent.append(prompt) or "{}")
+    big = np.zeros((protocol.MAX_MESSAGE // 8) * 3 // 4 + 1)  # base64 makes it longer than MAX_MESSAGE
+    with pytest.raises(MemoryError, match=r"split_heads was called with \d+ MB"):
+        hidden_cell._Helper("split_heads")(big, 2)
+    assert sent == []
+    monkeypatch.setattr(builtins, "input", lambda prompt="": sent.append(len(prompt)) or json.dumps(
+        {"op": "helper_result", "value": protocol.encode_value(1.0)}))
+    assert hidden_cell._Helper("split_heads")(big[: len(big) // 2], 2) == 1.0  # under the limit: sent
+    assert sent and sent[0] <= protocol.MAX_MESSAGE

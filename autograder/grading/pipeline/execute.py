@@ -54,7 +54,7 @@ from traitlets import Bool, Enum, Integer, Unicode
 
 from autograder.checks import registry
 from autograder.grading.pipeline import hidden_tests
-from autograder.kernel import cgroups, sandbox, uids, warm_kernels, watchdog
+from autograder.kernel import cgroups, protocol, sandbox, uids, warm_kernels, watchdog
 from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
 
 NOT_RUN = "NotRun"
@@ -175,7 +175,7 @@ def short_failure(kind: str, content) -> NotebookNode:
     return NotebookNode(output_type="stream", name="stderr", text=str(content.get("text", ""))[:SHORT_ERROR])
 
 
-MAX_STDIN_MESSAGE = 64 << 20  # bytes of one message on the kernel's stdin channel: what a hidden test's call returns
+MAX_STDIN_MESSAGE = protocol.MAX_MESSAGE  # bytes of one message on the kernel's stdin channel
 
 
 class BoundedKernelClient(AsyncKernelClient):
