@@ -613,9 +613,10 @@ print("your tiled_attention, block_size=2:", "NaN in the output" if np.isnan(til
 # bytes of one `(n_heads, T, T)` float64 array, $8 \cdot n\_heads \cdot T^2$.
 #
 # *Figure (alt text): peak memory in MB against sequence length T from 64 to 512, both axes logarithmic. The
-# measured peak of plain attention rises four-fold for each doubling of T, parallel to and above the dashed line
-# of one (n_heads, T, T) array; the measured peak of tiled attention rises only two-fold per doubling and ends
-# several times lower, a gap that widens with every doubling.*
+# measured peak of plain attention rises about four-fold for each doubling of T, parallel to the dashed line of one
+# (n_heads, T, T) array and three to four times above it; the measured peak of tiled attention rises two-fold per
+# doubling once T is past the block size of 64, and ends more than five times lower at T = 512, a gap that widens
+# with every doubling.*
 
 # %%
 def peak_mb(fn, *args):
@@ -653,8 +654,9 @@ plt.show()
 
 # %% [markdown] nbgrader={"grade_id": "memory_read"}
 # **Read your plot.** Plain attention holds several $(n\_heads, T, T)$ arrays at once (scores, their exponentials,
-# the weights), so its peak is a few times the dashed line and quadruples with each doubling of $T$. Tiled
-# attention's peak is set by the output and a few $(n\_heads, T, \text{block\_size})$ blocks: it only doubles.
+# the weights), so its peak is three to four times the dashed line and quadruples with each doubling of $T$. Tiled
+# attention's peak is set by the output and a few $(n\_heads, T, \text{block\_size})$ blocks: once $T$ is past
+# the block size, it only doubles.
 # In numpy the tiled loop is *slower* than one big matmul (a Python loop over blocks); on a GPU, FlashAttention
 # is faster as well, because keeping each block in fast on-chip memory saves the trips to main memory that the
 # big matrices cost. What numpy can show you is the memory, and that the result is exact.
