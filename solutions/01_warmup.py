@@ -90,7 +90,10 @@ from selfcheck_01 import check_attention, check_attention_mask, check_softmax, c
 
 # %% nbgrader={"grade_id": "softmax", "solution": true}
 def softmax(x, axis=-1):
-    """Softmax of x along `axis`, stable for large scores."""
+    """Softmax of x along `axis`, stable for large scores.
+
+    Contract: x is a float32 or float64 array; axis is one of its axes.
+    """
     ### BEGIN SOLUTION
     row_max = np.max(x, axis=axis, keepdims=True)  # one maximum per row along `axis`
     row_max = np.where(np.isfinite(row_max), row_max, 0)  # a row of -inf (all blocked) is not shifted
@@ -172,7 +175,11 @@ plt.show()
 
 # %% nbgrader={"grade_id": "scaled_dot_product_attention", "solution": true}
 def scaled_dot_product_attention(Q, K, V, mask=None):
-    """softmax(Q K^T / sqrt(d_k)) V with blocked pairs (mask True) given weight 0. Returns (out, weights)."""
+    """softmax(Q K^T / sqrt(d_k)) V with blocked pairs (mask True) given weight 0. Returns (out, weights).
+
+    Contract: Q (..., T_q, d_k), K (..., T_k, d_k) and V (..., T_k, d_v) share one float dtype and leading axes that
+    broadcast; mask is None or bool, broadcastable to (..., T_q, T_k).
+    """
     ### BEGIN SOLUTION
     d_k = Q.shape[-1]
     scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(d_k)  # (..., T_q, T_k)

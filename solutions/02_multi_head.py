@@ -216,7 +216,11 @@ display(figure_png(fig))
 
 # %% nbgrader={"grade_id": "split_heads", "solution": true}
 def split_heads(x, n_heads):
-    """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
+    """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head.
+
+    Contract: x (..., T, d_model) is a float array; n_heads is a positive integer (one that does not divide d_model
+    raises ValueError).
+    """
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
     if d_model % n_heads != 0:
@@ -292,7 +296,10 @@ display(figure_png(fig))
 
 # %% nbgrader={"grade_id": "concat_heads", "solution": true}
 def concat_heads(x):
-    """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); the exact inverse of split_heads."""
+    """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); the exact inverse of split_heads.
+
+    Contract: x (..., n_heads, T, d_head) is a float array.
+    """
     ### BEGIN SOLUTION
     *lead, n_heads, T, d_head = x.shape
     tokens_first = np.swapaxes(x, -3, -2)  # (..., T, n_heads, d_head)
@@ -335,7 +342,10 @@ check_round_trip(split_heads, concat_heads)
 
 # %% nbgrader={"grade_id": "output_projection", "solution": true}
 def output_projection(heads, W_O):
-    """Concat(heads) @ W_O: (..., n_heads, T, d_head), W_O (n_heads*d_head, d_model) -> (..., T, d_model)."""
+    """Concat(heads) @ W_O: (..., n_heads, T, d_head), W_O (n_heads*d_head, d_model) -> (..., T, d_model).
+
+    Contract: heads (..., n_heads, T, d_head) and W_O (n_heads * d_head, d_model) share one float dtype.
+    """
     ### BEGIN SOLUTION
     joined = concat_heads(heads)  # (..., T, n_heads*d_head)
     return joined @ W_O  # (..., T, d_model)
@@ -426,7 +436,11 @@ print("einsum over per-head W_O matches output_projection:",
 
 # %% nbgrader={"grade_id": "multi_head_attention", "solution": true}
 def multi_head_attention(x, W_Q, W_K, W_V, W_O, n_heads, mask=None):
-    """Self-attention with n_heads heads. Returns (out (..., T, d_model), weights (..., n_heads, T, T))."""
+    """Self-attention with n_heads heads. Returns (out (..., T, d_model), weights (..., n_heads, T, T)).
+
+    Contract: x (..., T, d_model) and W_Q, W_K, W_V, W_O (d_model, d_model) share one float dtype; n_heads divides
+    d_model; mask is None or bool, broadcastable to (..., n_heads, T, T).
+    """
     ### BEGIN SOLUTION
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
     K = split_heads(x @ W_K, n_heads)  # (..., n_heads, T, d_head)

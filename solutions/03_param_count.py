@@ -66,7 +66,11 @@ from selfcheck_03 import (check_exercise_512, check_gqa_param_count, check_kv_ca
 
 # %% nbgrader={"grade_id": "mha_param_count", "solution": true}
 def mha_param_count(d_model, n_heads, bias=False):
-    """Number of parameters of one multi-head attention layer: W_Q, W_K, W_V, W_O (and their biases)."""
+    """Number of parameters of one multi-head attention layer: W_Q, W_K, W_V, W_O (and their biases).
+
+    Contract: d_model and n_heads are positive integers (n_heads that does not divide d_model raises ValueError);
+    bias is True or False.
+    """
     ### BEGIN SOLUTION
     if d_model % n_heads != 0:
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
@@ -299,7 +303,11 @@ display(Markdown("\n".join(rows)))
 
 # %% nbgrader={"grade_id": "gqa_param_count", "solution": true}
 def gqa_param_count(d_model, n_heads, n_kv_heads, bias=False):
-    """Parameters of one grouped-query attention layer (n_kv_heads key/value heads shared by n_heads queries)."""
+    """Parameters of one grouped-query attention layer (n_kv_heads key/value heads shared by n_heads queries).
+
+    Contract: d_model, n_heads and n_kv_heads are positive integers, n_kv_heads dividing n_heads; bias is True or
+    False.
+    """
     ### BEGIN SOLUTION
     d_kv = n_kv_heads * (d_model // n_heads)  # width of W_K's and W_V's output: n_kv_heads * d_head
     count = 2 * d_model * d_model + 2 * d_model * d_kv  # W_Q, W_O full; W_K, W_V narrow
@@ -318,7 +326,10 @@ check_gqa_param_count(gqa_param_count)
 
 # %% nbgrader={"grade_id": "kv_cache_bytes_per_token", "solution": true}
 def kv_cache_bytes_per_token(n_layers, n_kv_heads, d_head, bytes_per_value=2):
-    """Bytes the KV cache grows by for each token: a key and a value per KV head, in every layer."""
+    """Bytes the KV cache grows by for each token: a key and a value per KV head, in every layer.
+
+    Contract: every argument is a positive integer.
+    """
     ### BEGIN SOLUTION
     return 2 * n_layers * n_kv_heads * d_head * bytes_per_value  # 2: K and V
     ### END SOLUTION

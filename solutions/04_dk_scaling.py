@@ -90,7 +90,10 @@ def split_heads(x, n_heads):
 # %% nbgrader={"grade_id": "dot_product_std", "solution": true}
 def dot_product_std(d_k, n_samples, scaled, rng):
     """Standard deviation of q.k over n_samples pairs of standard-normal vectors of width d_k (drawn from rng),
-    each dot product divided by sqrt(d_k) when `scaled`."""
+    each dot product divided by sqrt(d_k) when `scaled`.
+
+    Contract: d_k >= 1 and n_samples >= 2 are integers, scaled is True or False, rng is a numpy Generator.
+    """
     ### BEGIN SOLUTION
     q = rng.standard_normal((n_samples, d_k))  # (n_samples, d_k)
     k = rng.standard_normal((n_samples, d_k))  # (n_samples, d_k)
@@ -242,7 +245,10 @@ scaled_choice.observe(redraw, names="value")
 
 # %% nbgrader={"grade_id": "multi_head_scores", "solution": true}
 def multi_head_scores(x, W_Q, W_K, n_heads):
-    """Scaled attention scores of every head: x (..., T, d_model) -> (..., n_heads, T, T)."""
+    """Scaled attention scores of every head: x (..., T, d_model) -> (..., n_heads, T, T).
+
+    Contract: x (..., T, d_model), W_Q and W_K (d_model, d_model) share one float dtype; n_heads divides d_model.
+    """
     ### BEGIN SOLUTION
     d_head = x.shape[-1] // n_heads
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)

@@ -193,7 +193,10 @@ check_head_width(d_head_8_heads, 32, 8, name="d_head_8_heads")
 
 # %% nbgrader={"grade_id": "split_into_heads", "solution": true}
 def split_into_heads(x, n_heads):
-    """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head."""
+    """(..., T, d_model) -> (..., n_heads, T, d_head); head i holds columns i*d_head:(i+1)*d_head.
+
+    Contract: x (..., T, d_model) is a float array; n_heads is a positive integer that divides d_model.
+    """
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
     x = x.reshape(*lead, T, n_heads, d_model // n_heads)  # (..., T, n_heads, d_head)
@@ -203,7 +206,10 @@ def split_into_heads(x, n_heads):
 
 # %% nbgrader={"grade_id": "merge_heads", "solution": true}
 def merge_heads(x):
-    """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); undoes split_into_heads."""
+    """(..., n_heads, T, d_head) -> (..., T, n_heads * d_head); undoes split_into_heads.
+
+    Contract: x (..., n_heads, T, d_head) is a float array.
+    """
     ### BEGIN SOLUTION
     *lead, n_heads, T, d_head = x.shape
     x = np.swapaxes(x, -3, -2)  # (..., T, n_heads, d_head)
@@ -284,7 +290,10 @@ print("heads:", heads.shape, " back:", back.shape, " round trip exact:", np.arra
 
 # %% nbgrader={"grade_id": "head_weights", "solution": true}
 def head_weights(x, W_Q, W_K, n_heads):
-    """Attention weights of every head: x (..., T, d_model) -> (..., n_heads, T, T)."""
+    """Attention weights of every head: x (..., T, d_model) -> (..., n_heads, T, T).
+
+    Contract: x (..., T, d_model), W_Q and W_K (d_model, d_model) share one float dtype; n_heads divides d_model.
+    """
     ### BEGIN SOLUTION
     d_head = x.shape[-1] // n_heads
     Q = split_into_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
@@ -358,7 +367,11 @@ print(f"largest difference between head 0 and head 1: {gap.max():.3f}")
 
 # %% nbgrader={"grade_id": "mha_from_scratch", "solution": true}
 def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
-    """Multi-head self-attention. x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
+    """Multi-head self-attention. x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T)).
+
+    Contract: x (..., T, d_model) and W_Q, W_K, W_V, W_O (d_model, d_model) share one float dtype; n_heads divides
+    d_model.
+    """
     ### BEGIN SOLUTION
     d_head = x.shape[-1] // n_heads
     Q = split_into_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
@@ -420,7 +433,11 @@ for n_heads in [h for h in range(1, d_model + 1) if d_model % h == 0]:
 
 # %% nbgrader={"grade_id": "masked_attention", "solution": true}
 def masked_attention(Q, K, V, mask):
-    """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
+    """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights).
+
+    Contract: Q (..., T_q, d_k), K (..., T_k, d_k) and V (..., T_k, d_v) share one float dtype and leading axes that
+    broadcast; mask is bool, broadcastable to (..., T_q, T_k).
+    """
     ### BEGIN SOLUTION
     scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
     scores = np.where(mask, -np.inf, scores)  # blocked pairs: exp(-inf) = 0 inside the softmax
@@ -466,7 +483,11 @@ check_masked_attention(masked_attention)
 
 # %% nbgrader={"grade_id": "attention_layer", "solution": true}
 def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
-    """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
+    """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T)).
+
+    Contract: x (..., T, d_model) and W_Q, W_K, W_V, W_O (d_model, d_model) share one float dtype; n_heads divides
+    d_model.
+    """
     ### BEGIN SOLUTION
     *lead, T, d_model = x.shape
     d_head = d_model // n_heads

@@ -176,7 +176,10 @@ plt.show()
 
 # %% nbgrader={"grade_id": "repeat_kv", "solution": true}
 def repeat_kv(x, n_rep):
-    """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head n_rep times in a row."""
+    """(..., n_kv_heads, T, d_head) -> (..., n_kv_heads * n_rep, T, d_head), each KV head n_rep times in a row.
+
+    Contract: x (..., n_kv_heads, T, d_head) is a float array; n_rep is a positive integer.
+    """
     ### BEGIN SOLUTION
     return np.repeat(x, n_rep, axis=-3)  # (..., n_kv_heads * n_rep, T, d_head)
     ### END SOLUTION
@@ -206,7 +209,12 @@ check_repeat_kv(repeat_kv)
 
 # %% nbgrader={"grade_id": "grouped_query_attention", "solution": true}
 def grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=None):
-    """n_heads query heads sharing n_kv_heads key/value heads. Returns (out, weights (..., n_heads, T, T))."""
+    """n_heads query heads sharing n_kv_heads key/value heads. Returns (out, weights (..., n_heads, T, T)).
+
+    Contract: x (..., T, d_model), W_Q and W_O (d_model, d_model), W_K and W_V (d_model, n_kv_heads * d_head) share
+    one float dtype; n_heads divides d_model and n_kv_heads divides n_heads; mask is None or bool, broadcastable to
+    (..., n_heads, T, T).
+    """
     ### BEGIN SOLUTION
     group = n_heads // n_kv_heads  # query heads per KV head
     Q = split_heads(x @ W_Q, n_heads)  # queries: (..., n_heads, T, d_head)
@@ -300,7 +308,10 @@ for name, kv_heads in [("MHA", 64), ("GQA (as shipped)", 8), ("MQA", 1)]:
 
 # %% nbgrader={"grade_id": "causal_mask", "solution": true}
 def causal_mask(T, convention="course"):
-    """The (T, T) causal mask in the given convention (see the table above)."""
+    """The (T, T) causal mask in the given convention (see the table above).
+
+    Contract: T is a positive integer; convention is one of the four in the table.
+    """
     ### BEGIN SOLUTION
     blocked = np.triu(np.ones((T, T), dtype=bool), k=1)  # (T, T), True above the diagonal
     if convention in ("course", "nn.MultiheadAttention"):
@@ -340,7 +351,11 @@ check_causal_masks(causal_mask)
 
 # %% nbgrader={"grade_id": "causal_self_attention", "solution": true}
 def causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
-    """The full, uncached path: GQA over all T tokens with the causal mask. Returns (out, weights)."""
+    """The full, uncached path: GQA over all T tokens with the causal mask. Returns (out, weights).
+
+    Contract: x (..., T, d_model), W_Q and W_O (d_model, d_model), W_K and W_V (d_model, n_kv_heads * d_head) share
+    one float dtype; n_heads divides d_model and n_kv_heads divides n_heads.
+    """
     ### BEGIN SOLUTION
     T = x.shape[-2]
     return grouped_query_attention(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, mask=causal_mask(T))
@@ -362,7 +377,11 @@ check_causal_self_attention(causal_self_attention, multi_head_attention,
 
 # %% nbgrader={"grade_id": "kv_cache_append", "solution": true}
 def kv_cache_append(cache_k, cache_v, k, v):
-    """Append k, v (..., n_kv_heads, T_new, d_head) to the caches along time. Returns (cache_k, cache_v)."""
+    """Append k, v (..., n_kv_heads, T_new, d_head) to the caches along time. Returns (cache_k, cache_v).
+
+    Contract: the caches (..., n_kv_heads, T, d_head), T possibly 0, and k, v (..., n_kv_heads, T_new, d_head) share
+    one float dtype.
+    """
     ### BEGIN SOLUTION
     cache_k = np.concatenate([cache_k, k], axis=-2)  # (..., n_kv_heads, T_past + T_new, d_head)
     cache_v = np.concatenate([cache_v, v], axis=-2)
@@ -390,7 +409,11 @@ check_kv_cache_append(kv_cache_append)
 
 # %% nbgrader={"grade_id": "decode_step", "solution": true}
 def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
-    """One decoding step with a KV cache. Returns (out_t (..., 1, d_model), cache_k, cache_v)."""
+    """One decoding step with a KV cache. Returns (out_t (..., 1, d_model), cache_k, cache_v).
+
+    Contract: x_t (..., 1, d_model), the caches (..., n_kv_heads, T, d_head) and the weights, as in
+    causal_self_attention, share one float dtype.
+    """
     ### BEGIN SOLUTION
     group = n_heads // n_kv_heads  # query heads per KV head
     q = split_heads(x_t @ W_Q, n_heads)  # (..., n_heads, 1, d_head)
@@ -420,7 +443,10 @@ check_decode_step(decode_step, multi_head_attention, kv_cache_append=kv_cache_ap
 
 # %% nbgrader={"grade_id": "decode_with_kv_cache", "solution": true}
 def decode_with_kv_cache(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
-    """Token-by-token decoding of x (..., T, d_model). Returns (out (..., T, d_model), cache_k, cache_v)."""
+    """Token-by-token decoding of x (..., T, d_model). Returns (out (..., T, d_model), cache_k, cache_v).
+
+    Contract: as causal_self_attention.
+    """
     ### BEGIN SOLUTION
     empty = (*x.shape[:-2], n_kv_heads, 0, x.shape[-1] // n_heads)  # (..., n_kv_heads, 0, d_head)
     cache_k = np.zeros(empty, dtype=x.dtype)
@@ -537,7 +563,11 @@ plt.show()
 
 # %% nbgrader={"grade_id": "tiled_attention", "solution": true}
 def tiled_attention(Q, K, V, block_size, causal=False):
-    """Attention over key blocks with an online softmax; never holds a (T_q, T_k) array. Returns out."""
+    """Attention over key blocks with an online softmax; never holds a (T_q, T_k) array. Returns out.
+
+    Contract: Q, K and V as in scaled_dot_product_attention; block_size is a positive integer; causal is True or
+    False.
+    """
     ### BEGIN SOLUTION
     T_q, T_k = Q.shape[-2], K.shape[-2]
     scale = 1.0 / math.sqrt(Q.shape[-1])
@@ -899,7 +929,11 @@ plt.show()
 # %% nbgrader={"grade_id": "cross_attention", "solution": true}
 def cross_attention(x_q, x_kv, W_Q, W_K, W_V, W_O, n_heads, mask=None):
     """Queries from x_q (..., T_q, d_model), keys and values from x_kv (..., T_k, d_model); mask True = blocked,
-    broadcastable to (..., T_q, T_k). Returns (out (..., T_q, d_model), weights (..., n_heads, T_q, T_k))."""
+    broadcastable to (..., T_q, T_k). Returns (out (..., T_q, d_model), weights (..., n_heads, T_q, T_k)).
+
+    Contract: x_q (..., T_q, d_model), x_kv (..., T_k, d_model) and four (d_model, d_model) weights share one float
+    dtype; n_heads divides d_model; mask is None or bool, broadcastable to (..., T_q, T_k).
+    """
     ### BEGIN SOLUTION
     Q = split_heads(x_q @ W_Q, n_heads)  # (..., n_heads, T_q, d_head)
     K = split_heads(x_kv @ W_K, n_heads)  # (..., n_heads, T_k, d_head)

@@ -166,7 +166,10 @@ print("J_numeric =\n", np.round(J_numeric, 4))
 
 # %% nbgrader={"grade_id": "softmax_jacobian", "solution": true}
 def softmax_jacobian(p):
-    """J[j, i] = dp_j / ds_i for one row of weights p = softmax(s), shape (T_k,) -> (T_k, T_k)."""
+    """J[j, i] = dp_j / ds_i for one row of weights p = softmax(s), shape (T_k,) -> (T_k, T_k).
+
+    Contract: p is one softmax row: a float vector of probabilities that sum to 1.
+    """
     ### BEGIN SOLUTION
     return np.diag(p) - np.outer(p, p)  # (T_k, T_k)
     ### END SOLUTION
@@ -218,7 +221,11 @@ check_softmax_jacobian(softmax_jacobian)
 
 # %% nbgrader={"grade_id": "softmax_backward", "solution": true}
 def softmax_backward(weights, grad_weights, axis=-1):
-    """dL/dscores from weights = softmax(scores, axis) and dL/dweights (same shape)."""
+    """dL/dscores from weights = softmax(scores, axis) and dL/dweights (same shape).
+
+    Contract: weights (softmax weights, none negative) and grad_weights share one shape and float dtype; axis is one
+    of their axes.
+    """
     ### BEGIN SOLUTION
     dot = np.sum(grad_weights * weights, axis=axis, keepdims=True)  # one g . p per row
     return weights * (grad_weights - dot)
@@ -260,7 +267,11 @@ check_softmax_backward(softmax_backward)
 
 # %% nbgrader={"grade_id": "gradient_check", "solution": true}
 def gradient_check(f, inputs, grad, eps=1e-6):
-    """Largest relative error between the analytic gradients `grad` and central differences of f(*inputs)."""
+    """Largest relative error between the analytic gradients `grad` and central differences of f(*inputs).
+
+    Contract: f is a function; inputs is a list of float arrays; grad is a list of arrays of their shapes, which may
+    hold NaN or inf; eps > 0.
+    """
     ### BEGIN SOLUTION
     xs = [np.array(a, dtype=np.float64) for a in inputs]
     errors = [0.0]
@@ -395,7 +406,10 @@ for what, grad in (("your softmax_backward, float64", exact),
 
 # %% nbgrader={"grade_id": "attention_row_backward", "solution": true}
 def attention_row_backward(q, K, V, grad_out):
-    """(dq, dK, dV) of one query's attention o = softmax(K q / sqrt(d_k)) V, given dL/do (d_v,)."""
+    """(dq, dK, dV) of one query's attention o = softmax(K q / sqrt(d_k)) V, given dL/do (d_v,).
+
+    Contract: q (d_k,), K (T, d_k), V (T, d_v) and grad_out (d_v,) share one float dtype.
+    """
     ### BEGIN SOLUTION
     scale = 1.0 / math.sqrt(q.shape[-1])
     p = softmax(K @ q * scale)  # (T_k,)
@@ -453,7 +467,11 @@ check_attention_row_backward(attention_row_backward)
 
 # %% nbgrader={"grade_id": "attention_backward", "solution": true}
 def scaled_dot_product_attention_backward(Q, K, V, weights, grad_out, mask=None):
-    """(dQ, dK, dV) of softmax(Q K^T / sqrt(d_k)) V, given the forward pass's weights and dL/dout."""
+    """(dQ, dK, dV) of softmax(Q K^T / sqrt(d_k)) V, given the forward pass's weights and dL/dout.
+
+    Contract: Q, K, V and mask as in scaled_dot_product_attention; weights (..., T_q, T_k) and grad_out (..., T_q,
+    d_v).
+    """
     ### BEGIN SOLUTION
     scale = 1.0 / math.sqrt(Q.shape[-1])
     dV = np.swapaxes(weights, -1, -2) @ grad_out  # (..., T_k, d_v)
@@ -544,7 +562,10 @@ check_attention_backward(scaled_dot_product_attention_backward, softmax_backward
 
 # %% nbgrader={"grade_id": "mha_backward", "solution": true}
 def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):
-    """Gradients of multi_head_attention's out w.r.t. x, W_Q, W_K, W_V, W_O, given dL/dout; returns a dict."""
+    """Gradients of multi_head_attention's out w.r.t. x, W_Q, W_K, W_V, W_O, given dL/dout; returns a dict.
+
+    Contract: as multi_head_attention; grad_out has x's shape.
+    """
     ### BEGIN SOLUTION
     d_model = x.shape[-1]
     Q = split_heads(x @ W_Q, n_heads)  # (..., n_heads, T, d_head)
@@ -605,7 +626,10 @@ print(f"multi_head_attention_backward: largest relative error {error:.1e} over x
 
 # %% nbgrader={"grade_id": "sinusoidal_positions", "solution": true}
 def sinusoidal_positions(T, d_model):
-    """The paper's sinusoidal position encoding, (T, d_model)."""
+    """The paper's sinusoidal position encoding, (T, d_model).
+
+    Contract: T is a positive integer and d_model an even one.
+    """
     ### BEGIN SOLUTION
     t = np.arange(T)[:, None]  # (T, 1)
     freq = 10000.0 ** (-np.arange(0, d_model, 2) / d_model)  # one frequency per pair of columns

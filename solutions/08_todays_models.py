@@ -140,7 +140,11 @@ def decode_step(x_t, cache_k, cache_v, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads):
 
 # %% nbgrader={"grade_id": "rope", "solution": true}
 def rope(x, positions, base=10000.0, interleaved=True):
-    """Rotate each column pair of x (..., T, d_head) by positions[t] * base^(-2i/d_head)."""
+    """Rotate each column pair of x (..., T, d_head) by positions[t] * base^(-2i/d_head).
+
+    Contract: x (..., T, d_head) is a float array with d_head even; positions holds T integers >= 0; base > 1;
+    interleaved is True or False.
+    """
     ### BEGIN SOLUTION
     d_head = x.shape[-1]
     freq = base ** (-np.arange(0, d_head, 2) / d_head)  # (d_head/2,)
@@ -298,7 +302,10 @@ def show_wavelengths(base):
 
 # %% nbgrader={"grade_id": "alibi", "solution": true}
 def alibi_bias(n_heads, T):
-    """(n_heads, T, T): -slope_h * |i - j|, with the slopes of Press et al. (2022)."""
+    """(n_heads, T, T): -slope_h * |i - j|, with the slopes of Press et al. (2022).
+
+    Contract: n_heads and T are positive integers.
+    """
     ### BEGIN SOLUTION
     def slopes(n):
         if n & (n - 1) == 0:
@@ -363,7 +370,10 @@ print(f"head 7 keeps exp(-{slopes8[-1]:.4f} * 64) = {np.exp(-slopes8[-1] * 64):.
 
 # %% nbgrader={"grade_id": "window", "solution": true}
 def sliding_window_mask(T, window):
-    """(T, T) bool, True = blocked: query i sees keys i - window + 1 ... i."""
+    """(T, T) bool, True = blocked: query i sees keys i - window + 1 ... i.
+
+    Contract: T and window are positive integers.
+    """
     ### BEGIN SOLUTION
     i = np.arange(T)[:, None]
     j = np.arange(T)[None, :]
@@ -433,7 +443,10 @@ print("output without the sink:", np.round(without_sink @ values[1:], 3))
 
 # %% nbgrader={"grade_id": "streaming", "solution": true}
 def streaming_decode(x, W_Q, W_K, W_V, W_O, n_heads, n_kv_heads, n_sink, window):
-    """Decode x token by token with a KV cache of the first n_sink and the last `window` tokens."""
+    """Decode x token by token with a KV cache of the first n_sink and the last `window` tokens.
+
+    Contract: as causal_self_attention; n_sink is an integer >= 0 and window a positive one.
+    """
     ### BEGIN SOLUTION
     def cut(cache):
         T_past = cache.shape[-2]
@@ -525,7 +538,12 @@ print("full cache (kB):     ", full_kb)
 
 # %% nbgrader={"grade_id": "mla", "solution": true}
 def mla_attention(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None):
-    """DeepSeek-V2's multi-head latent attention, keys and values built from the latent c_KV."""
+    """DeepSeek-V2's multi-head latent attention, keys and values built from the latent c_KV.
+
+    Contract: x (..., T, d_model), W_DKV (d_model, d_c), W_UK and W_UV (d_c, n_heads * d_head), W_KR (d_model,
+    d_rope), W_Q (d_model, n_heads * d_head), W_QR (d_model, n_heads * d_rope) and W_O (n_heads * d_head, d_model)
+    share one float dtype; d_rope is even; mask is None or bool, broadcastable to (T, T).
+    """
     ### BEGIN SOLUTION
     positions = np.arange(x.shape[-2])
     c_kv = x @ W_DKV  # (..., T, d_c)
@@ -595,7 +613,11 @@ check_mla_attention(mla_attention)
 # %% nbgrader={"grade_id": "absorbed", "solution": true}
 def mla_absorbed(x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads, mask=None):
     """The newest tokens x (..., T_q, d_model) attend over the MLA cache c_kv (..., T, d_c), k_r (..., T, d_rope)
-    with W_UK and W_UV absorbed: no key or value of a cached token is built. T_q <= T."""
+    with W_UK and W_UV absorbed: no key or value of a cached token is built. T_q <= T.
+
+    Contract: x (..., T_q, d_model), c_kv (..., T, d_c) and k_r (..., T, d_rope), with T_q <= T, and the weights as
+    in mla_attention share one float dtype; mask is None or bool, broadcastable to (T_q, T).
+    """
     ### BEGIN SOLUTION
     T_q, T = x.shape[-2], c_kv.shape[-2]
     positions = np.arange(T - T_q, T)  # the newest tokens' positions
@@ -670,7 +692,11 @@ print(f"cached per token and layer: {d_c + d_rope} numbers (latent + rotary key)
 
 # %% nbgrader={"grade_id": "cache", "solution": true}
 def kv_cache_elements_per_token(config):
-    """Numbers a model caches per token, over all its layers."""
+    """Numbers a model caches per token, over all its layers.
+
+    Contract: config is a dict: 'attention' one of MHA, GQA, MQA and MLA; positive integers 'n_layers', 'n_heads',
+    'd_head', and 'n_kv_heads' (GQA, dividing n_heads) or 'd_c' and 'd_rope' (MLA).
+    """
     ### BEGIN SOLUTION
     kind = config["attention"]
     if kind == "MHA":

@@ -210,7 +210,11 @@ bug("masked_attention_as_given", "masked_attention",
     answer after the exercise is where you say what goes wrong.""",
     '''
     def masked_attention(Q, K, V, mask):
-        """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights)."""
+        """softmax(Q K^T / sqrt(d_k)) V, blocked pairs (mask True) weighted 0. Returns (out, weights).
+
+        Contract: Q (..., T_q, d_k), K (..., T_k, d_k) and V (..., T_k, d_v) share one float dtype and leading axes that
+        broadcast; mask is bool, broadcastable to (..., T_q, T_k).
+        """
         scores = Q @ np.swapaxes(K, -1, -2) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
         weights = softmax(scores, axis=-1)  # (..., T_q, T_k), each row sums to 1
         weights = np.where(mask, 0.0, weights)  # blocked pairs get weight 0
@@ -256,7 +260,11 @@ bug("attention_layer_as_given", "attention_layer",
     zero outside one head's columns. Your written answer after the exercise is where you say what goes wrong.""",
     '''
     def attention_layer(x, W_Q, W_K, W_V, W_O, n_heads):
-        """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T))."""
+        """Multi-head self-attention: x (..., T, d_model) -> (out (..., T, d_model), weights (..., n_heads, T, T)).
+
+        Contract: x (..., T, d_model) and W_Q, W_K, W_V, W_O (d_model, d_model) share one float dtype; n_heads divides
+        d_model.
+        """
         *lead, T, d_model = x.shape
         d_head = d_model // n_heads
 

@@ -213,6 +213,51 @@ def fairness(alternative_list=None, salts=range(200), lessons=None) -> list:
     return found
 
 
+def contract_sweep(salts=range(200), lessons=None) -> list:
+    """[(lesson, test id, salt, the clause broken)] for every input a hidden test sends, at each salt, that its
+    lesson's contract does not allow (``autograder/checks/contracts.py``): each graded function runs behind its
+    contract, then as the model answer. An input the contract rules out and the model answer refuses with
+    ValueError is one the lesson asks the function to refuse (the test expects that error): allowed. Empty when
+    every hidden input is one the lesson allows."""
+    from autograder.checks import contracts
+
+    broken = []
+    for lesson in [name for name in course.lesson_names() if not lessons or name in lessons]:
+        values = model_namespace(lesson)
+        for test_id, test in sorted(registry.tests_of(lesson).items()):
+            graded = {n: contracts.of(n) for n in test.uses}
+            if not any(graded.values()):
+                continue  # a graded value (a written number), not a function
+            for salt in salts:
+                seen = []
+
+                def behind(name, fn, contract):
+                    @functools.wraps(fn)
+                    def checked(*args, **kwargs):
+                        try:
+                            contract(*args, **kwargs)
+                        except contracts.ContractBroken as exc:
+                            try:
+                                result = fn(*args, **kwargs)
+                            except ValueError:  # an input the lesson asks the function to refuse: allowed
+                                raise
+                            seen.append(f"{name}: {exc}")
+                            return result
+                        return fn(*args, **kwargs)
+                    return checked
+
+                notebook = {n: values[n] for n in test.names}
+                notebook.update({n: behind(n, values[n], c) for n, c in graded.items() if c})
+                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
+                        notebook_namespace(values):
+                    try:
+                        test(notebook)
+                    except AssertionError as exc:
+                        seen.append(f"the model answer failed: {str(exc)[:200]}")
+                broken += [(lesson, test_id, salt, clause) for clause in dict.fromkeys(seen)]
+    return broken
+
+
 def report(rates, seconds) -> str:
     lines = [r.line() + ("" if r.perfect else f"  <- e.g. salt {r.examples[0][0]}: {r.examples[0][1]}")
              for r in rates]

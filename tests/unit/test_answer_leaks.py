@@ -25,6 +25,16 @@ def _squash(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _docstring_lines(source: str) -> set:
+    """The line numbers of the docstrings of a cell's functions."""
+    lines = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str):
+            lines.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    return lines
+
+
 def answer_lines() -> dict:
     """{squashed answer line: (lesson, the line as written)}."""
     found = {}
@@ -36,7 +46,10 @@ def answer_lines() -> dict:
                 ast.parse(source)
             except SyntaxError:  # a written answer, not code
                 continue
-            for raw in source.splitlines():
+            shown = _docstring_lines(source)  # the learner sees a function's docstring: not an answer
+            for number, raw in enumerate(source.splitlines(), start=1):
+                if number in shown:
+                    continue
                 line = raw.split("  #")[0].strip()
                 if not line or line.startswith(("#", "def ", '"""', "if ", "for ", "else", "raise ")):
                     continue
