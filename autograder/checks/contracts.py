@@ -52,7 +52,8 @@ def _floats(*named, min_ndim=1):
         _require(a.ndim >= min_ndim, f"{name} must have at least {min_ndim} axes (got shape {a.shape})")
         _require(not np.isnan(a).any(), f"{name} must hold no NaN")
         dtypes.add(a.dtype)
-    _require(len(dtypes) <= 1, f"{', '.join(n for n, _ in named)} must share one dtype (got {sorted(map(str, dtypes))})")
+    _require(len(dtypes) <= 1,
+             f"{', '.join(n for n, _ in named)} must share one dtype (got {sorted(map(str, dtypes))})")
 
 
 def _mask(mask, target, required=False):

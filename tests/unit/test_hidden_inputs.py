@@ -115,7 +115,8 @@ BROKEN = {
     "streaming_decode": lambda: ((*_layer(kv=4), 1, -1, 2), "n_sink must be an integer >= 0"),
     "mla_attention": lambda: ((_mla(d_rope=3)[0], *_mla(d_rope=3)[1].values(), 2), "d_rope must be even"),
     "mla_absorbed": lambda: ((_mla()[0], np.ones((3, 5)), np.ones((3, 2)),
-                              *(_mla()[1][k] for k in ("W_UK", "W_UV", "W_Q", "W_QR", "W_O")), 2), "more than the cache"),
+                              *(_mla()[1][k] for k in ("W_UK", "W_UV", "W_Q", "W_QR", "W_O")), 2),
+                             "more than the cache"),
     "kv_cache_elements_per_token": lambda: (({"attention": "GQA", "n_layers": 2, "n_heads": 11, "d_head": 4,
                                               "n_kv_heads": 3},), "n_kv_heads must divide n_heads"),
 }
