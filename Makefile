@@ -40,8 +40,10 @@ lab: venv ## open the lessons in JupyterLab
 test: venv ## run the whole test suite (what CI runs); prints the 15 slowest tests
 	$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
 
+# pytest keeps its rewritten test modules only where Python may write bytecode: from the second run on, each
+# worker skips about 5 s of compiling
 test-fast: venv ## the inner loop: no kernel, browser or server, a 10-salt sweep (under a minute on 2 cores)
-	$(PY) -m pytest -n 2 --dist loadfile -m "not grading and not kernel and not browser and not server and not slow" \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -n 2 --dist loadfile -m "not grading and not kernel and not browser and not server and not slow" \
 		$(PYTEST_ARGS)
 
 lessons: venv ## rebuild lessons/ from solutions/ (the single source)
