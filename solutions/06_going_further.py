@@ -530,7 +530,8 @@ plt.show()
 # ## 4. Attention without the (T, T) matrix: tiling and the online softmax
 #
 # Attention as written so far stores the scores and the weights: `n_heads` arrays of $T \times T$ numbers per
-# sequence. At $T = 2048$ with 12 heads in float64 that is 400 MB for the weights alone, and it grows with $T^2$.
+# sequence. At $T = 2048$ with 12 heads in float64 that is 384 MB for the weights alone (a MB here is $2^{20}$ bytes,
+# as this lesson's cells count it), and it grows with $T^2$.
 # Yet each output row only needs a weighted sum. The trick (the idea of FlashAttention, Dao et al., 2022) is to
 # walk over the keys in **blocks** of `block_size` and keep, for every query, three running quantities:
 #
@@ -643,10 +644,10 @@ print("your tiled_attention, block_size=2:", "NaN in the output" if np.isnan(til
 # bytes of one `(n_heads, T, T)` float64 array, $8 \cdot n\_heads \cdot T^2$.
 #
 # *Figure (alt text): peak memory in MB against sequence length T from 64 to 512, both axes logarithmic. The
-# measured peak of plain attention rises about four-fold for each doubling of T, parallel to the dashed line of one
-# (n_heads, T, T) array and three to four times above it; the measured peak of tiled attention rises two-fold per
-# doubling once T is past the block size of 64, and ends more than five times lower at T = 512, a gap that widens
-# with every doubling.*
+# measured peak of plain attention rises about four-fold for each doubling of T, nearly parallel to the dashed line
+# of one (n_heads, T, T) array and three to four times above it. The measured peak of tiled attention starts level with
+# plain attention at T = 64, rises about two-fold per doubling from T = 128 on, and ends more than five times lower
+# at T = 512: the gap widens with every doubling.*
 
 # %%
 def peak_mb(fn, *args):
@@ -685,8 +686,8 @@ plt.show()
 # %% [markdown] nbgrader={"grade_id": "memory_read"}
 # **Read your plot.** Plain attention holds several $(n\_heads, T, T)$ arrays at once (scores, their exponentials,
 # the weights), so its peak is three to four times the dashed line and quadruples with each doubling of $T$. Tiled
-# attention's peak is set by the output and a few $(n\_heads, T, \text{block\_size})$ blocks: once $T$ is past
-# the block size, it only doubles.
+# attention's peak is set by the output and a few $(n\_heads, T, \text{block\_size})$ blocks: once $T$ is longer
+# than one block, it only doubles.
 # In numpy the tiled loop is *slower* than one big matmul (a Python loop over blocks); on a GPU, FlashAttention
 # is faster as well, because keeping each block in fast on-chip memory saves the trips to main memory that the
 # big matrices cost. What numpy can show you is the memory, and that the result is exact.
@@ -736,10 +737,13 @@ for n_threads in sorted({1, 2, cores}):
 print(f"this kernel may use {cores} core(s)")
 
 # %% [markdown] nbgrader={"grade_id": "threads_read"}
-# **Read your numbers.** With two or more free cores, two threads should take clearly less time than one (not
-# quite half: the blocks share memory bandwidth, and the thread pool costs a little); with one core, or cores busy
-# with other work, threads only take turns and gain nothing. The output is the same either way, because every row
-# is computed exactly as before. `make bench` runs the same idea on the full-size layer ($T = 2048$, 12 heads,
+# **Read your numbers.** The cell prints how many times faster the threads are than one. With two free cores, two
+# threads take clearly less time than one, though usually not half: the blocks share memory bandwidth, and the thread
+# pool costs a little. On the machine used to prepare the course (2 cores, one BLAS thread per Python thread, as the
+# setup cell asks) it printed 1.73x to 1.78x when the cores were free. With one core, threads only take turns and
+# gain nothing. With cores busy with other work the figure swings from run to run: on that machine, under load, it
+# went anywhere from below 1x (slower than one thread) to about 2x. The output is the same either way, because every
+# row is computed exactly as before. `make bench` runs the same idea on the full-size layer ($T = 2048$, 12 heads,
 # float32) and compares it with PyTorch's `F.scaled_dot_product_attention`, a compiled kernel that also uses every
 # core.
 
@@ -862,28 +866,32 @@ plt.show()
 # **Read your numbers.** On the lesson-sized layer much of the time is call overhead: each numpy call costs a
 # few microseconds whatever its size, so the loop, with `3 · n_heads` projections and `n_heads` attentions, is the
 # slowest, while batched and fused, with a handful of calls each, are close. At $T = 2048$ the fraction of peak
-# drops: the $(n\_heads, T, T)$ scores are 400 MB in float64, and subtracting the maximum, `exp`, summing and
+# drops: the $(n\_heads, T, T)$ scores are 384 MB in float64, and subtracting the maximum, `exp`, summing and
 # dividing are passes over memory, not matmul work, so no variant comes near the peak there. That is the cost tiled attention
 # (section 4) and fused GPU kernels attack. Timings on a shared machine are noisy: rerun a cell and compare best
 # times, not the first ones.
 #
-# `make bench` runs the same comparison at the two real sizes, in float32 and float64, timing the variants
-# round-robin and keeping each one's best run. On the machine used to prepare the course (2 CPU cores shared with
-# other work; BLAS limited to one thread, which keeps such a machine's figures steadier) it printed:
+# `bench/attention_speed.py` (one of the scripts `make bench` runs) makes the same comparison at the two real sizes
+# too, in float32 and float64, timing the variants round-robin and keeping each one's best run. Run as
+# `PYTHONPATH=. python bench/attention_speed.py --threads 1`, which limits BLAS to one thread as this lesson's
+# setup cell does, on the machine used to prepare the course (2 CPU cores shared with other work), it printed:
 #
-# | layer (float64; matmul peak 40 GFLOP/s on one core) | loop | batched | fused QKV | course reference |
+# | layer (float64; matmul peak 52 GFLOP/s on one core) | loop | batched | fused QKV | course reference |
 # |---|---|---|---|---|
-# | lesson size, B=2 T=32 d_model=64 h=4 | 0.15 ms, 44% | 0.11 ms, 61% | 0.11 ms, 58% | 0.13 ms, 50% |
-# | B=8 T=128 d_model=512 h=8 | 141 ms, 43% | 104 ms, 58% | 108 ms, 56% | 112 ms, 54% |
-# | B=1 T=2048 d_model=768 h=12 | 2593 ms, 22% | 4468 ms, 13% | 4426 ms, 13% | 2002 ms, 28% |
+# | lesson size, B=2 T=32 d_model=64 h=4 | 0.15 ms, 34% | 0.11 ms, 46% | 0.11 ms, 44% | 0.13 ms, 38% |
+# | B=8 T=128 d_model=512 h=8 | 64 ms, 72% | 58 ms, 79% | 58 ms, 80% | 59 ms, 79% |
+# | B=1 T=2048 d_model=768 h=12 | 2412 ms, 18% | 2724 ms, 16% | 1082 ms, 40% | 1331 ms, 32% |
 #
-# (time of one call, and the fraction of the matmul peak it reached). At B=8, T=128 batching saves about a
-# quarter of the loop's time, and fusing QKV adds nothing measurable on top: three `(1024, 512) @ (512, 512)`
-# products are already large enough to run at the hardware's rate, so saving two calls saves microseconds. At
-# T=2048 the loop over heads *beats* the batched version: batched, every step of the softmax allocates and streams
-# a 400 MB `(12, 2048, 2048)` array, while the loop works on one 32 MB `(T, T)` matrix at a time. The course's
-# reference computes its softmax in place on its own temporaries and was the fastest there. On other hardware
-# (more cores, a GPU) the ranking changes again, which is the point: measure before you believe a claim.
+# (time of one call, and the fraction of the matmul peak it reached). The speed cell above measures its peak on
+# smaller products and printed about the same peak on that machine, so your fractions can be set beside these.
+# At B=8, T=128 the loop is still the slowest, and fusing QKV gains nothing measurable over batched: three
+# `(1024, 512) @ (512, 512)` products are already large enough to run at the hardware's rate, so saving two calls
+# saves microseconds. At T=2048 every variant reaches a smaller fraction of the peak than at B=8, and the loop over
+# heads *beats* the batched version: batched, every step of the softmax allocates and streams a 384 MB
+# `(12, 2048, 2048)` array, while the loop works on one 32 MB `(T, T)` matrix at a time. That row is the least
+# steady: its times moved a lot from one run to the next on that busy machine, and of its ranking only the loop
+# beating the batched version held in every run. On other hardware (more cores, a GPU) the ranking changes again,
+# which is the point: measure before you believe a claim.
 #
 # **Check.** Why can the fused QKV projection not cut the memory of the projections by 3?
 #
