@@ -14,7 +14,7 @@ import numpy as np
 
 from selfcheck_01 import check_attention, check_attention_mask, check_softmax, check_softmax_stable
 from selfcheck_02 import check_concat_heads, check_mha_mask, check_multi_head_attention, check_split_heads
-from selfcheck_common import call, check_pasted, close, fail, ok, own, pasted
+from selfcheck_common import call, check_pasted, close, fail, ok, own, pasted, peak_bytes
 
 # the paste cell's functions, from lessons 01 and 02: a failure of theirs is reported as coming from that lesson
 pasted("01", "softmax", check_softmax, check_softmax_stable)
@@ -445,16 +445,9 @@ def check_tiled_attention(tiled_attention, scaled_dot_product_attention):
 
 def check_tiled_memory(tiled_attention, T=1024, block_size=32):
     """The peak allocation (tracemalloc) stays far below one (T, T) float64 matrix."""
-    import tracemalloc
-
     rng = np.random.default_rng(66)
     Q, K, V = rng.normal(size=(3, T, 8))  # each (T, d_k = 8)
-    tracemalloc.start()
-    try:
-        call(tiled_attention, "tiled_attention", Q, K, V, block_size)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes(tiled_attention, "tiled_attention", Q, K, V, block_size)
     full = 8 * T * T
     if peak > full / 4:
         fail(f"tiled_attention allocated {peak / 2**20:.2f} MB at its peak for T = {T}; one (T, T) float64 matrix "

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from selfcheck_common import call, close, fail, ok, own
+from selfcheck_common import call, close, fail, ok, own, peak_bytes
 
 __all__ = ["check_rope", "check_alibi_bias", "check_sliding_window_mask", "check_streaming_decode",
            "check_mla_attention", "check_mla_absorbed", "check_mla_absorbed_memory", "check_kv_cache_elements"]
@@ -305,19 +305,12 @@ def check_mla_absorbed(mla_absorbed):
 def check_mla_absorbed_memory(mla_absorbed, T=4096):
     """One decoding step over a cache of T tokens: the peak allocation (tracemalloc) stays far below one head's keys
     of the cached tokens."""
-    import tracemalloc
-
     rng = np.random.default_rng(88)
     n_heads, d_head, d_c, d_rope, d_model = 2, 256, 4, 2, 6
     x, Ws = _mla_case(rng, (), 1, d_model, n_heads, d_head, d_c, d_rope)
     W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O = Ws
     c_kv, k_r = rng.normal(size=(T, d_c)), rng.normal(size=(T, d_rope))  # the cache
-    tracemalloc.start()
-    try:
-        call(mla_absorbed, "mla_absorbed", x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = peak_bytes(mla_absorbed, "mla_absorbed", x, c_kv, k_r, W_UK, W_UV, W_Q, W_QR, W_O, n_heads)
     one_head = 8 * T * d_head
     if peak > one_head / 4:
         fail(f"mla_absorbed allocated {peak / 2**20:.2f} MB at its peak for one token over a cache of {T}; one head's "

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SelfCheckFailed", "fail", "call", "ok", "close", "effective_scale", "pasted", "check_pasted", "own"]
+__all__ = ["SelfCheckFailed", "fail", "call", "peak_bytes", "ok", "close", "effective_scale", "pasted", "check_pasted",
+           "own"]
 
 
 class SelfCheckFailed(AssertionError):
@@ -206,6 +207,18 @@ def _runs_unbatched(fn, args, kwargs):
     except Exception:  # noqa: BLE001 - it fails on one sequence too: the batch is not the problem
         return False
     return True
+
+
+def peak_bytes(fn, name, *args, **kwargs):
+    """The most bytes Python allocated at once while ``call(fn, name, *args, **kwargs)`` ran (tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call(fn, name, *args, **kwargs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def ok(message):
