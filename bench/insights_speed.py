@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import bugs, course  # noqa: E402
-from autograder.checks import registry  # noqa: E402
+from autograder.checks import registry, verdict  # noqa: E402
 from autograder.grading import insights, items, outcome, state  # noqa: E402
 from autograder.grading.settings import Settings  # noqa: E402
 
@@ -38,16 +38,16 @@ def _record(rng, lesson: str, tests: dict, kind: str) -> dict:
     found = {}
     for gid, points in tests.items():
         if kind == "untouched":
-            result = items.UNANSWERED
+            result = verdict.UNANSWERED
         elif bug is not None and gid in bug.tests:
-            result = items.BUG
+            result = verdict.BUG
         elif gid == unnamed:
-            result = items.UNNAMED
+            result = verdict.UNNAMED
         else:
-            result = items.PASSED
-        found[gid] = {"score": points if result == items.PASSED else 0.0, "max": points, "result": result,
-                      "bug": bug.id if result == items.BUG else None,
-                      "failure": items.FAILURE_OF[items.UNNAMED] if result == items.UNNAMED else None}
+            result = verdict.PASSED
+        found[gid] = {"score": points if result == verdict.PASSED else 0.0, "max": points, "result": result,
+                      "bug": bug.id if result == verdict.BUG else None,
+                      "failure": items.FAILURE_OF[verdict.UNNAMED] if result == verdict.UNNAMED else None}
     score = sum(v["score"] for v in found.values())
     return {"graded": True, "status": outcome.GRADED, "score": score, "items": found, "written": {},
             "attempted": kind != "untouched", "previous": None}

@@ -6,8 +6,7 @@ one, the same count); a bug whose code fails while being tried, where the learne
 error's text is never compared: numpy words a shape error alike whichever product of a function failed, so only
 behaviour over several inputs tells two bugs apart (``runner.Raised``). ``first_fit`` takes the first bug of the catalog's order that fits; ``agreed_fit``
 names a bug only when every bug that fits has the same diagnosis (two bugs that agree on one input rarely agree on
-several inputs of different sizes; when they still do, naming either could mislead). ``named_in`` reads back the
-bug a message names ("diagnosis [id]" at its start).
+several inputs of different sizes; when they still do, naming either could mislead).
 """
 
 from __future__ import annotations
@@ -39,11 +38,3 @@ def agreed_fit(function: str, fits):
     found = [bug for bug in _candidates(function) if _fits(bug, fits)]
     return found[0] if len({bug.diagnosis for bug in found}) == 1 else None
 
-
-def named_in(message: str):
-    """The id of the catalogued bug whose "diagnosis [id]" begins ``message``, or None."""
-    if "[" not in message:
-        return None
-    from autograder import bugs
-
-    return next((b.id for b in bugs.CATALOG if message.startswith(f"{b.diagnosis} [{b.id}]")), None)

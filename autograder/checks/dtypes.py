@@ -14,7 +14,8 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import bug_match, compare
-from autograder.checks.runner import Case, WrongAnswer, call_learner, fresh_copy, as_outputs, bound
+from autograder.checks.runner import Case, call_learner, fresh_copy, as_outputs, bound
+from autograder.checks.verdict import WrongAnswer
 
 
 def _input_dtype(case: Case):
@@ -64,8 +65,8 @@ def dtype_kept(name, fn, cases, *, outputs=("result",), rtol=1e-4, atol=1e-6, bi
             what = f"{name}'s {label}" if len(outputs) > 1 else name
             bug = _catalogued(name, case, got, outputs, rtol, atol)
             if bug is not None:
-                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()}: {what} is {g.dtype}, "
-                                  f"expected {e.dtype})")
+                raise WrongAnswer.naming(bug, f"on input {case.describe()}: {what} is {g.dtype}, "
+                                              f"expected {e.dtype}")
             given = _input_dtype(case)
             raise WrongAnswer(f"{what} is {g.dtype} for {given} input, expected {e.dtype} (on input "
                               f"{case.describe()}): {_advice(given, g.dtype, e.dtype)}", uncatalogued=True)

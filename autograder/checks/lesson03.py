@@ -14,7 +14,8 @@ import numpy as _np
 from autograder import reference
 from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import WrongAnswer, bound, learner_error, rng_for
+from autograder.checks.runner import bound, learner_error, rng_for
+from autograder.checks.verdict import WrongAnswer
 
 _NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
 
@@ -100,7 +101,7 @@ def check_counts(name, fn, cases, bind=None, inspect=None):
     if problem is not None:
         b = _matching_bug(name, observed)
         if b is not None:
-            raise WrongAnswer(f"{b.diagnosis} [{b.id}] ({problem})")
+            raise WrongAnswer.naming(b, problem)
         raise WrongAnswer(f"{name} is wrong {problem}. Inspect {inspect or _INSPECT[name]}.", uncatalogued=True)
 
 
@@ -140,7 +141,7 @@ def _raises_value_error(mha_param_count, rng):
                           "d_model it should raise ValueError, the error for a value that cannot be used") from None
     b = _matching_bug("mha_param_count", [(args, {}, got)])
     if b is not None and b.id == "param_count_no_divisibility_check":
-        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {_describe(args, {})}: got {got!r})")
+        raise WrongAnswer.naming(b, f"on input {_describe(args, {})}: got {got!r}")
     raise WrongAnswer(f"mha_param_count{args} returned {got!r}; {args[1]} heads cannot share {args[0]} columns "
                       "equally, so it should raise ValueError", uncatalogued=True)
 
@@ -162,7 +163,7 @@ def exercise_values(exercise_512, mha_param_count=None):
     b = bug_match.first_fit("exercise_512", lambda b: type(got) is tuple and
                             [(type(v), v) for v in got] == [(type(v), v) for v in b.make()()])
     if b is not None:
-        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (exercise_512() returned {got!r})")
+        raise WrongAnswer.naming(b, f"exercise_512() returned {got!r}")
     if type(got) is not tuple or len(got) != 3:
         raise WrongAnswer("exercise_512 should return a tuple of three numbers: (d_head, params_8_heads, "
                           f"params_1_head), got {type(got).__name__}")

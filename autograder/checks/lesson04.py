@@ -24,8 +24,9 @@ from autograder.bugs import by_id
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import (Case, WrongAnswer, against_reference, call_measuring_memory, call_within_memory,
+from autograder.checks.runner import (Case, against_reference, call_measuring_memory, call_within_memory,
                                       learner_error, memory_limit, rng_for, side_beyond)
+from autograder.checks.verdict import WrongAnswer
 
 
 
@@ -131,16 +132,19 @@ def _same_as_bug(bug, results, n_samples=_N_SAMPLES):
 
 
 def _diagnose(results, typical=True, n_samples=_N_SAMPLES):
-    """The diagnosis of the catalogued bug whose typical value every result of ``results`` {(d_k, scaled, seed):
+    """The catalogued bug whose typical value every result of ``results`` {(d_k, scaled, seed):
     value} agrees with (``typical``: tried first, it costs nothing), or that gives exactly those results for the
     same seeds (each run with ``n_samples``); else None."""
     for bug_id, value in _TYPICAL.items() if typical else ():
         if all(abs(got / value(d_k, scaled)[0] - 1) <= value(d_k, scaled)[1]
                for (d_k, scaled, _), got in results.items()):
-            b = by_id(bug_id)
-            return f"{b.diagnosis} [{b.id}]"
-    b = bug_match.first_fit("dot_product_std", lambda b: _same_as_bug(b, results, n_samples))
-    return f"{b.diagnosis} [{b.id}]" if b is not None else None
+            return by_id(bug_id)
+    return bug_match.first_fit("dot_product_std", lambda b: _same_as_bug(b, results, n_samples))
+
+
+def _wrong(bug, otherwise: str, detail: str) -> WrongAnswer:
+    """The failure: ``bug`` named (when the results are a catalogued bug's), else ``otherwise``; then ``detail``."""
+    return WrongAnswer.naming(bug, detail) if bug is not None else WrongAnswer(f"{otherwise} ({detail})")
 
 
 def _table(results):
@@ -163,25 +167,24 @@ def std_experiment(dot_product_std):
     wrong = {key: got for key, got in results.items()
              if not abs(got / (1.0 if key[1] else math.sqrt(key[0])) - 1) <= _REL_TOL}
     if wrong:
-        what = _diagnose(results) or ("the measured standard deviation is not what q.k of independent unit-variance "
-                                      "vectors gives: check how q and k are drawn, the sum over the d_k axis, "
-                                      "the scale and the statistic returned")
-        raise WrongAnswer(f"{what} (n_samples={_N_SAMPLES}: {_table(wrong)}, within {_REL_TOL:.0%})")
+        raise _wrong(_diagnose(results), "the measured standard deviation is not what q.k of independent "
+                     "unit-variance vectors gives: check how q and k are drawn, the sum over the d_k axis, the scale "
+                     "and the statistic returned", f"n_samples={_N_SAMPLES}: {_table(wrong)}, within {_REL_TOL:.0%}")
     spread = {(_D_K_SPREAD, False, seed + i): _value(dot_product_std, _D_K_SPREAD, False, seed + i)
               for i in range(_N_SEEDS)}
     expected = math.sqrt(_D_K_SPREAD)
     if any(not abs(got / expected - 1) <= _REL_TOL for got in spread.values()):
         values = ", ".join(f"{got:.3g}" for got in spread.values())
-        what = _diagnose(spread, typical=False) or (
-                "the result scatters from seed to seed far more than the sampling error of "
-                f"{_N_SAMPLES} independent pairs allows: check that every pair has its own q and its own k")
-        raise WrongAnswer(f"{what} (d_k={_D_K_SPREAD}, n_samples={_N_SAMPLES}, {_N_SEEDS} seeds: got {values}; "
-                          f"each should be within {_REL_TOL:.0%} of {expected:.4g})")
+        raise _wrong(_diagnose(spread, typical=False),
+                     f"the result scatters from seed to seed far more than the sampling error of {_N_SAMPLES} "
+                     "independent pairs allows: check that every pair has its own q and its own k",
+                     f"d_k={_D_K_SPREAD}, n_samples={_N_SAMPLES}, {_N_SEEDS} seeds: got {values}; each should be "
+                     f"within {_REL_TOL:.0%} of {expected:.4g}")
     again = [_value(dot_product_std, _D_KS[0], False, seed) for _ in range(2)]
     if again[0] != again[1]:
         b = by_id("std_experiment_global_rng")
-        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (two calls with rng=np.random.default_rng({seed}) gave "
-                          f"{again[0]:.6g} and {again[1]:.6g})")
+        raise WrongAnswer.naming(b, f"two calls with rng=np.random.default_rng({seed}) gave "
+                                    f"{again[0]:.6g} and {again[1]:.6g}")
     measured(dot_product_std, seed)
 
 
@@ -193,11 +196,11 @@ def measured(dot_product_std, seed):
     variation = float(values.std() / abs(values.mean())) if values.mean() != 0 else 0.0
     if not variation >= _MIN_VARIATION:
         shown = ", ".join(f"{got:.3g}" for got in values)
-        what = _diagnose(few, typical=False, n_samples=_FEW_SAMPLES) or (
-            "with a handful of samples a measured standard deviation lands well off sqrt(d_k), differently for every "
-            "seed, but these results hardly vary: check that the result is computed from the pairs drawn from rng")
-        raise WrongAnswer(f"{what} (d_k={_D_K_SPREAD}, n_samples={_FEW_SAMPLES}, {_N_SEEDS} seeds: got {shown}; "
-                          f"measurements from {_FEW_SAMPLES} pairs vary from seed to seed by tens of percent)")
+        raise _wrong(_diagnose(few, typical=False, n_samples=_FEW_SAMPLES),
+                     "with a handful of samples a measured standard deviation lands well off sqrt(d_k), differently "
+                     "for every seed, but these results hardly vary: check that the result is computed from the pairs "
+                     "drawn from rng", f"d_k={_D_K_SPREAD}, n_samples={_FEW_SAMPLES}, {_N_SEEDS} seeds: got {shown}; "
+                     f"measurements from {_FEW_SAMPLES} pairs vary from seed to seed by tens of percent")
 
 
 # The lesson asks for one q.k per pair, not np.diag(q @ k.T): the values are the same, but the (n_samples,
@@ -221,9 +224,9 @@ def no_pairwise_matrix(dot_product_std):
     if limit is not None:
         _, ran_out = call_within_memory(dot_product_std, case, "dot_product_std")
         if ran_out:
-            raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: it ran out of memory; one ({n}, "
-                              f"{n}) float64 matrix is {n * n * 8 / 2**30:.1f} GB, more than the "
-                              f"{limit / 2**30:.1f} GB the kernel may hold)", bug=b)
+            raise WrongAnswer.naming(b, f"on input {case.describe()}: it ran out of memory; one ({n}, "
+                                        f"{n}) float64 matrix is {n * n * 8 / 2**30:.1f} GB, more than the "
+                                        f"{limit / 2**30:.1f} GB the kernel may hold")
         return
     _, peak = call_measuring_memory(dot_product_std, case, "dot_product_std")
     if peak < 0:
@@ -231,5 +234,5 @@ def no_pairwise_matrix(dot_product_std):
                           "cannot be measured; remove that call")
     square = _PAIRS_N * _PAIRS_N * 8
     if peak > square // 4:
-        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: peak {peak / 2**20:.1f} MB; one "
-                          f"({_PAIRS_N}, {_PAIRS_N}) float64 matrix is {square / 2**20:.1f} MB)", bug=b)
+        raise WrongAnswer.naming(b, f"on input {case.describe()}: peak {peak / 2**20:.1f} MB; one "
+                                    f"({_PAIRS_N}, {_PAIRS_N}) float64 matrix is {square / 2**20:.1f} MB")

@@ -19,7 +19,8 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, WrongAnswer, call_learner, bound, against_reference, distinct_dims, known_bug, rng_for
+from autograder.checks.runner import Case, call_learner, bound, against_reference, distinct_dims, known_bug, rng_for
+from autograder.checks.verdict import WrongAnswer
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -188,9 +189,9 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
         if compare.same_values(got[0], got[1], rtol=0.0, atol=1e-6):
             case = Case((x, W_Q, W_K, n_heads), label="the supplied layer")
             bug = known_bug("head_weights", case, (got,), ("result",), rtol=1e-6, atol=1e-9)
-            named = f" {bug.diagnosis} [{bug.id}]" if bug else ""
-            raise WrongAnswer("heads 0 and 1 of head_weights give the same weights on a random layer: each head "
-                              "must use its own columns i*d_head:(i+1)*d_head of Q and K." + named, bug=bug)
+            same = ("heads 0 and 1 of head_weights give the same weights on a random layer: each head must use its "
+                    "own columns i*d_head:(i+1)*d_head of Q and K")
+            raise WrongAnswer.naming(bug, same) if bug else WrongAnswer(same + ".")
     # ... and they are the true attention weights of that layer (random arrays also differ; they fail here).
     cases = [Case((x, W_Q, W_K, n_heads), label="the supplied layer")]
     for lead, dtype, label in (((d["B"],), np.float64, "batched"), ((), np.float32, "float32")):

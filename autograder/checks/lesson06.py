@@ -28,8 +28,9 @@ import numpy as np
 from autograder import reference
 from autograder.checks import bug_match, compare
 from autograder.bugs import by_id
-from autograder.checks.runner import (Case, WrongAnswer, against_reference, call_learner, call_measuring_memory,
+from autograder.checks.runner import (Case, against_reference, call_learner, call_measuring_memory,
                                       call_within_memory, known_bug, memory_limit, rng_for, side_beyond)
+from autograder.checks.verdict import WrongAnswer
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
@@ -148,7 +149,7 @@ def mask_conventions(causal_mask):
                 b = bug_match.first_fit("causal_mask", lambda b: g == [
                     float(v) for v in compare.flat_floats(np.asarray(b.make()(T, convention)))])
                 if b is not None:
-                    raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()})")
+                    raise WrongAnswer.naming(b, f"on input {case.describe()}")
                 raise WrongAnswer(_mask_difference(T, convention, g, e), uncatalogued=True)
 
 
@@ -323,7 +324,7 @@ _BIG_D, _BIG_BLOCK, _CHECKED_ROWS = 2, 256, 64
 
 def _memory_failure(case, detail):
     b = by_id("tiled_full_matrix")
-    return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
+    return WrongAnswer.naming(b, f"on input {case.describe()}: {detail}")
 
 
 @hidden_test(uses=('tiled_attention',), visible_check='check_tiled_memory', **_TILED)

@@ -20,7 +20,8 @@ from autograder import bugs as bug_catalog
 from autograder import course, reference
 from autograder.checks import bug_match, compare
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, WrongAnswer, against_reference, bound, call_learner, rng_for
+from autograder.checks.runner import Case, against_reference, bound, call_learner, rng_for
+from autograder.checks.verdict import WrongAnswer
 
 GRADIENTS = ("x", "W_Q", "W_K", "W_V", "W_O")
 _SIZES = (2, 3, 4, 5, 6, 7)
@@ -211,7 +212,7 @@ def _check_mha_backward(fn, cases, rtol, atol):
                 continue
             bug = _mha_bug(case, got, rtol, atol)
             if bug is not None:
-                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})")
+                raise WrongAnswer.naming(bug, f"on input {case.describe()}")
             raise WrongAnswer(f"{why} on input {case.describe()}", uncatalogued=True)
 
 
@@ -249,7 +250,7 @@ def _gc_value(gradient_check, gradient_check_probe, inputs, grad, eps, scale, la
                                                     list(a[len(inputs):]), e), case, "gradient_check")
     if any(not compare.unchanged(b, a) for b, a in zip(before, arrays)):
         b = bug_catalog.by_id("gc_perturbs_inputs")
-        raise WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {label})")
+        raise WrongAnswer.naming(b, f"on input {label}")
     if type(got) not in (float, int) and type(got) not in (type(np.float64(0)), type(np.float32(0))):
         raise WrongAnswer(f"gradient_check should return one number (a float), got {type(got).__name__} on "
                           f"input {label}")
@@ -324,8 +325,8 @@ def gradient_check_values(gradient_check, gradient_check_probe=None):
             bug = (bug_catalog.by_id("gc_max_drops_nan") if not math.isfinite(expected)
                    else _gc_bug(label, inputs, grad, eps, scale, got))
             if bug is not None:
-                raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input: {label}; got {got:.4g}, expected "
-                                  f"{expected:.4g})")
+                raise WrongAnswer.naming(bug, f"on input: {label}; got {got:.4g}, expected "
+                                              f"{expected:.4g}")
             raise WrongAnswer(f"gradient_check returned {got:.4g} on input: {label}; expected {expected:.4g}"
                               + (" (below 1e-6)" if expected < 1e-7 else ""), uncatalogued=True)
 

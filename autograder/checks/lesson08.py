@@ -19,8 +19,9 @@ from autograder.checks import bug_match, compare
 from autograder.checks.dtypes import dtype_kept
 from autograder.checks.lesson03 import check_counts
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import (Case, WrongAnswer, against_reference, as_outputs, call_learner,
-                                      call_measuring_memory, call_within_memory, known_bug, memory_limit, rng_for)
+from autograder.checks.runner import (Case, against_reference, as_outputs, call_learner, call_measuring_memory,
+                                      call_within_memory, known_bug, memory_limit, rng_for)
+from autograder.checks.verdict import WrongAnswer
 
 _EVEN = (4, 6, 8, 10, 12)  # widths RoPE can rotate (pairs of columns)
 _ODD = (3, 5, 7, 9, 11)
@@ -103,7 +104,7 @@ def window_values(sliding_window_mask):
         bug = bug_match.agreed_fit("sliding_window_mask", lambda b: all(
             [bool(v) for v in np.asarray(b.make()(T_, w)).ravel()] == g for T_, w, g in observed))
         if bug is not None:
-            raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] ({problem})", bug=bug)
+            raise WrongAnswer.naming(bug, problem)
         raise WrongAnswer(f"sliding_window_mask is wrong {problem}. Query i sees keys i - window + 1 ... i (True = "
                           "blocked).", uncatalogued=True)
 
@@ -231,7 +232,7 @@ _SMALL_CACHE, _PROBE_CACHE = 2048, 64  # measured here; only the values checked,
 
 def _absorbed_failure(case, detail):
     b = by_id("absorbed_builds_cached_keys")
-    return WrongAnswer(f"{b.diagnosis} [{b.id}] (on input {case.describe()}: {detail})", bug=b)
+    return WrongAnswer.naming(b, f"on input {case.describe()}: {detail}")
 
 
 def _decode_step_case(rng, T, dtype=np.float64):

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from autograder import course
 from autograder.checks import stand_ins
-from autograder.checks.runner import WrongAnswer, bound
+from autograder.checks.runner import bound
+from autograder.checks.verdict import WrongAnswer
 
 
 @dataclass(frozen=True)

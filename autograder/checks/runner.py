@@ -11,46 +11,25 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from autograder import reference
 from autograder.checks import bug_match, compare, stand_ins
+from autograder.checks.verdict import KernelGone, LearnerCall, WrongAnswer, remote_frames
 from autograder.kernel.protocol import learner_frames
-
-
-class WrongAnswer(AssertionError):
-    """A hidden test found a difference from the reference; the message is for the learner.
-
-    ``uncatalogued``: the difference matches no known bug, so the learner's own self-check is asked what it sees
-    (``autograder/grading/pipeline/hidden_tests.py`` adds its verdict in front of the message).
-
-    ``bug_id`` (for the instructor's insights, ``autograder/grading/insights.py``): the catalogued bug the test
-    named, given as ``bug=`` or else the one whose "diagnosis [id]" begins the message (every message begins with
-    the grader's own words, so nothing the learner's code returned or raised can name a bug);
-    ``unanswered``: the function is still the untouched stub ("... is not implemented yet").
-    """
-
-    def __init__(self, message, *, uncatalogued=False, bug=None, unanswered=None):
-        super().__init__(message)
-        self.uncatalogued = uncatalogued
-        text = str(message)
-        self.bug_id = bug.id if bug is not None else bug_match.named_in(text)
-        self.unanswered = bool(_STUB.match(text)) if unanswered is None else unanswered
-
-
-_STUB = re.compile(r"^\w+ is not implemented yet\b")
 
 
 def learner_error(name: str, exc: Exception, on_input: str, hint: str = "", bug=None) -> WrongAnswer:
     """The WrongAnswer for an exception the learner's function raised: what, on which input, and where in
     the learner's own cells (no frame of numpy or of the grading code)."""
-    remote = getattr(exc, "learner_traceback", None)  # raised in the kernel: its frames came as text
+    remote = remote_frames(exc)  # raised in the kernel: its frames came as text
     frames = "\n".join(remote[:-1]) if remote is not None else "\n".join(learner_frames(exc.__traceback__))
     where = f"\nWhere, in your code:\n{frames}" if frames else ""
-    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}", bug=bug)
+    undefined = getattr(exc, "name", None) if isinstance(exc, NameError) else None
+    return WrongAnswer(f"{name} raised {type(exc).__name__}: {exc} on input {on_input}.{hint}{where}", bug=bug,
+                       raised=type(exc).__name__, undefined=undefined if isinstance(undefined, str) else None)
 
 
 @dataclass
@@ -78,7 +57,7 @@ def bound(fn, names: dict):
     an earlier bug must not cost points twice. A refusal already bound there (``stand_ins.Refusal``) stays: a
     test's own ``bind`` never lifts what the test's declared helpers refuse.
     """
-    remote = hasattr(fn, "binding")  # the learner's function runs in the kernel: the grader answers
+    remote = isinstance(fn, LearnerCall)  # the learner's function runs in the kernel: the grader answers
     g = fn.bound_helpers if remote else getattr(fn, "__globals__", None)
     if g is not None:
         names = {k: v for k, v in names.items() if not isinstance(g.get(k), stand_ins.Refusal)}
@@ -121,14 +100,14 @@ def _attempt(fn, case: Case, name: str):
         return fn(*case.args, **case.kwargs)
     except NotImplementedError:
         raise WrongAnswer(f"{name} is not implemented yet: replace `raise NotImplementedError()` in its cell "
-                          "with your code, run that cell, then run this one again.") from None
+                          "with your code, run that cell, then run this one again.", unanswered=True) from None
     except WrongAnswer:
         raise
     except stand_ins.Refused as exc:  # it handed its own work to a stand-in: no credit for what that computed
         raise refused_answer(name, case, exc) from None
+    except KernelGone:  # not the code's doing: the kernel is gone, the test ends unrun
+        raise
     except Exception as exc:  # noqa: BLE001 - the learner's code failed: what it raised is its behaviour
-        if getattr(exc, "kernel_gone", False):  # not the code's doing: the kernel is gone, the test ends unrun
-            raise
         return Raised(exc)
 
 
@@ -172,14 +151,14 @@ def refused_answer(name: str, case: Case, exc) -> WrongAnswer:
 
     bug = bug_match.first_fit(name, calls_the_same)
     if bug is not None:
-        return WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
+        return WrongAnswer.naming(bug, f"on input {case.describe()}")
     return WrongAnswer(f"{exc} (on input {case.describe()}).")
 
 
 def memory_limit(fn):
     """Bytes the process that runs ``fn`` may hold: the kernel's limit for a learner function graded in the
     kernel (``RemoteFunction.memory_limit``, set by the grader), None for a function that runs in this process."""
-    return getattr(fn, "memory_limit", None)
+    return fn.memory_limit if isinstance(fn, LearnerCall) else None
 
 
 def side_beyond(limit: int) -> int:
@@ -340,7 +319,7 @@ def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1
         hint = f" {bug.diagnosis} [{bug.id}]" if bug else shape_hint(why.error, batch_only=batch_only)
         raise learner_error(name, why.error, case.describe(), hint, bug) from None
     if bug is not None:
-        raise WrongAnswer(f"{bug.diagnosis} [{bug.id}] (on input {case.describe()})", bug=bug)
+        raise WrongAnswer.naming(bug, f"on input {case.describe()}")
     raise WrongAnswer(why + (f". Inspect {inspect}." if inspect else ""), uncatalogued=True)
 
 

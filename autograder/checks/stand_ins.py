@@ -20,6 +20,7 @@ the grader). A graded function earns nothing for the work the lesson asked of it
 from __future__ import annotations
 
 from autograder import course, reference
+from autograder.checks.verdict import CallRefused
 
 _LESSON01 = ("softmax", "scaled_dot_product_attention")
 _LESSON02 = (*_LESSON01, "split_heads", "concat_heads", "output_projection", "multi_head_attention")
@@ -65,11 +66,9 @@ _BY_LESSON = {  # by lesson number
 }
 
 
-class Refused(Exception):
+class Refused(CallRefused):
     """A graded function called a function of the lesson that the lesson tells it not to call (raised by a
     ``Refusal``)."""
-
-    refused = True  # how the grader's side of a kernel call knows it (``hidden_tests.Session``)
 
     def __init__(self, name: str, graded: str, because: str = ""):
         why = f" ({because})" if because else ""

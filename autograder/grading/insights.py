@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import course
+from autograder.checks import verdict
 from autograder.grading import csv_cells, gradebook, items, marks, outcome, state
 from autograder.grading.pipeline import feedback_page, page_safety
 from autograder.grading.results import fmt
@@ -110,10 +111,10 @@ def failures(lessons: list) -> list:
     for lesson in lessons:
         for student, record in sorted(lesson.records.items()):
             for gid, item in sorted(record["items"].items()):
-                if item["result"] == items.BUG:
+                if item["result"] == verdict.BUG:
                     found.append((student, lesson.name, gid, item["bug"], "catalogued bug",
                                   item["max"] - item["score"]))
-                elif item["result"] not in (items.PASSED, items.UNANSWERED):
+                elif item["result"] not in (verdict.PASSED, verdict.UNANSWERED):
                     found.append((student, lesson.name, gid, UNNAMED, item["failure"], item["max"] - item["score"]))
     return found
 
@@ -182,8 +183,8 @@ def item_analysis(lesson: Lesson) -> list:
     out = []
     for gid in lesson.tests():
         have = [r for r in lesson.records.values() if gid in r["items"]]
-        answered = [r["items"] for r in have if r["attempted"] and r["items"][gid]["result"] != items.UNANSWERED]
-        shares = [1 if it[gid]["result"] == items.PASSED else 0 for it in answered]
+        answered = [r["items"] for r in have if r["attempted"] and r["items"][gid]["result"] != verdict.UNANSWERED]
+        shares = [1 if it[gid]["result"] == verdict.PASSED else 0 for it in answered]
         rest = [sum(v["score"] for k, v in it.items() if k != gid) for it in answered]
         out.append(_item(gid, TEST, shares, rest, len(have) - len(answered), 0))
     for gid in lesson.written():
@@ -207,7 +208,7 @@ def need_help(s: Settings, lessons: list) -> list:
             elif record and not record.get("attempted", True):
                 reasons[student].append((lesson.name, "not attempted", feedback_link(s, student, lesson.name)))
             elif record:
-                failed = sum(1 for it in record["items"].values() if it["result"] != items.PASSED)
+                failed = sum(1 for it in record["items"].values() if it["result"] != verdict.PASSED)
                 if record["items"] and failed >= HELP_SHARE * len(record["items"]):
                     reasons[student].append((lesson.name, f"failed {failed} of {len(record['items'])} tests",
                                              feedback_link(s, student, lesson.name)))

@@ -9,7 +9,7 @@ state and the gradebook alone, after every run, without re-running anything:
   (``passed``, ``bug`` with the catalogued bug's id, ``unnamed``: a wrong result no catalogued bug explains,
   ``unanswered``, ``interfered`` or ``not run``) and, for a failure no bug names, ``failure``: what it is, read from
   the graded notebook's error outputs (``failure_name``). The bug is what the hidden test decided in the grader
-  (``execute.hidden_outcomes``), never anything the notebook printed;
+  (``execute.ExecutionReport.verdicts``), never anything the notebook printed;
 * ``written``: per written answer (a manually graded answer cell), its points and whether it was answered; its
   mark is the instructor's, read from the gradebook when the insights are built (``written_marks``);
 * ``attempted``: whether any answer cell differs from what was handed out ("not attempted" is the untouched
@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 
 from autograder.checks import registry
+from autograder.checks.verdict import BUG, INTERFERED, NOT_RUN, PASSED, UNANSWERED, UNNAMED, Verdict
 from autograder.grading.pipeline import execute
 from autograder.publish import given_code
 
-# how a test ended (``hidden_tests.Session.outcome`` gives all but NOT_RUN for a cell whose test never started)
-PASSED, BUG, UNNAMED, UNANSWERED, INTERFERED, NOT_RUN = (
-    "passed", "bug", "unnamed", "unanswered", "interfered", "not run")
 # a failure's name when the error outputs say nothing more
 FAILURE_OF = {UNNAMED: "wrong result", NOT_RUN: "did not finish", INTERFERED: "interfered"}
 # what the grader stops a kernel for (later cells are not run), and every error a failure is named after otherwise
 STOPS = {"CellTimeoutError": "timeout", "KeyboardInterrupt": "timeout", execute.KERNEL_DIED: "kernel died",
          execute.NOTEBOOK_TIMEOUT: "notebook time limit"}
 NAMED = {**STOPS, "MemoryError": "memory limit", "Tampered": "tampering"}
-_RAISED = re.compile(r"(?:^|\nThe hidden tests found: )\w+ raised ([A-Za-z_]\w*):")
-_UNDEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
 def _cells(nb) -> dict:
@@ -90,22 +85,25 @@ def _errors(cell) -> list:
     return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
 
 
-def failure_name(nb, cells: dict, gid: str, defined: dict, default: str) -> str:
-    """What the failure of the test cell ``gid`` is, from the graded notebook's error outputs (``cells``: by
-    grade_id): what the grader stopped the kernel for (``timeout``, ``kernel died``, ``memory limit``...), else the
-    error the learner's code raised (``NameError``, ``ValueError``...), and for a name left undefined the error of
-    the answer cell that defines it (``SyntaxError``); ``default`` when the outputs say nothing more."""
+def failure_name(nb, cells: dict, gid: str, defined: dict, default: str, said: Verdict | None = None) -> str:
+    """What the failure of the test cell ``gid`` is, for the instructor: what the grader stopped the kernel for
+    (``timeout``, ``kernel died``, ``memory limit``...: the graded notebook's error outputs, ``cells`` by grade_id),
+    else the error the learner's code raised (``NameError``, ``ValueError``...: the hidden test's verdict ``said``,
+    or the cell's own error), and for a name left undefined the error of the answer cell that defines it
+    (``SyntaxError``); ``default`` when nothing says more. No message is read: what the test decided is a field of
+    its verdict."""
     errors = _errors(cells.get(gid, {}))
     if not errors:
         return default
-    ename, evalue = str(errors[-1].get("ename", "")), str(errors[-1].get("evalue", ""))
+    ename = str(errors[-1].get("ename", ""))
+    undefined = None
     if ename == execute.NOT_RUN:  # the kernel was stopped in an earlier cell (the last stop of the notebook)
         ename = ([str(e["ename"]) for c in nb.cells for e in _errors(c) if e.get("ename") in STOPS] or [default])[-1]
     elif ename in (execute.WRONG_ANSWER, execute.HIDDEN_TEST_NOT_RUN):  # the grader's words: what did the code raise?
-        raised = _RAISED.search(evalue) if ename == execute.WRONG_ANSWER else None
-        ename = raised.group(1) if raised else default
-    if ename == "NameError" and (name := _UNDEFINED.search(evalue)):
-        failed = _errors(cells.get(defined.get(name.group(1)), {}))
+        raised = said.raised if said is not None and ename == execute.WRONG_ANSWER else None
+        ename, undefined = (raised, said.undefined) if raised else (default, None)
+    if ename == "NameError" and undefined:
+        failed = _errors(cells.get(defined.get(undefined), {}))
         ename = str(failed[0].get("ename")) if failed else ename
     if ename == execute.KERNEL_DIED and any(e.startswith("memory limit")
                                             for e in execute.execution_report(nb).sandbox_events):
@@ -113,7 +111,7 @@ def failure_name(nb, cells: dict, gid: str, defined: dict, default: str) -> str:
     return NAMED.get(ename, ename)
 
 
-def record(gb, lesson: str, student: str, nb, released, outcomes: dict) -> dict:
+def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> dict:
     """{"items": {grade_id: {score, max, result, bug, failure}}, "written": {grade_id: {max, answered}},
     "attempted": bool} of one graded notebook."""
     handed = handed_out(lesson, released)
@@ -131,8 +129,8 @@ def record(gb, lesson: str, student: str, nb, released, outcomes: dict) -> dict:
         if grade.auto_score is None or not maximum:  # the zero-point setup cell
             continue
         score = float(grade.auto_score)
-        said = outcomes.get(grade.name) or {}
-        result = PASSED if score >= maximum else said.get("result") or NOT_RUN  # the gradebook's score decides
+        said = verdicts.get(grade.name)
+        result = PASSED if score >= maximum else said.result if said else NOT_RUN  # the gradebook's score decides
         if result == PASSED and score < maximum:  # the test passed but the learner's cell failed around it
             result = UNNAMED
         test = tests.get(grade.name)
@@ -141,9 +139,9 @@ def record(gb, lesson: str, student: str, nb, released, outcomes: dict) -> dict:
             result = UNANSWERED
         failure = None
         if result not in (PASSED, BUG, UNANSWERED):
-            failure = failure_name(nb, cells, grade.name, defined, FAILURE_OF.get(result, result))
+            failure = failure_name(nb, cells, grade.name, defined, FAILURE_OF.get(result, result), said)
         found[grade.name] = {"score": score, "max": maximum, "result": result,
-                             "bug": said.get("bug") if result == BUG else None, "failure": failure}
+                             "bug": said.bug if result == BUG and said else None, "failure": failure}
     return {"items": found, "written": answers, "attempted": left != set(_answer_cells(handed))}
 
 

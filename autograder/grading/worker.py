@@ -102,7 +102,7 @@ class Worker:
             released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
             with gradebook.opened(s) as gb:
                 record["reopened"] = marks.carry(gb, lesson, student, kept["marks"], record["answers"])
-                record.update(items.record(gb, lesson, student, nb, released, seen.hidden_outcomes))
+                record.update(items.record(gb, lesson, student, nb, released, seen.verdicts))
             held = {gid: m["answer"] for gid, m in kept["marks"].items() if m.get("answer")}
             self._write_feedback(student, lesson, record, held, before=kept["previous"].get("score"))
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score

@@ -91,15 +91,16 @@ def _call(namespace: dict, message: dict) -> dict:
             g[name] = _Helper(name)
     try:
         if not callable(fn):
-            raise NameError(f"name {message['name']!r} is not defined as a function")
+            raise NameError(f"name {message['name']!r} is not defined as a function", name=message["name"])
         with np.errstate(all="ignore"), warnings.catch_warnings():
             # the grader's inputs (a NaN gradient, an overflow the test asks for) are no warning the learner's cell
             # should print: a cell's stderr makes nbgrader score it 0, as it does in the grader's own runs
             warnings.simplefilter("ignore")
             result = fn(*args, **kwargs)
     except Exception as exc:  # the learner's error: the grader reports it with the learner's own frames
+        undefined = getattr(exc, "name", None) if isinstance(exc, NameError) else None
         return {"op": "raised", "type": type(exc).__name__, "message": str(exc)[:2000],
-                "traceback": _learner_traceback(exc)}
+                "traceback": _learner_traceback(exc), "name": undefined if isinstance(undefined, str) else None}
     finally:
         for name, value in saved.items():
             if value is missing:

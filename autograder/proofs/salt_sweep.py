@@ -33,6 +33,7 @@ from autograder import alternatives as correct
 from autograder import bugs as catalog
 from autograder import course, reference
 from autograder.checks import registry
+from autograder.checks.verdict import PASSED, UNNAMED, Verdict, WrongAnswer
 from autograder.course import answers
 
 SALT_VARIABLE = "MHA_GRADING_SALT"
@@ -110,6 +111,19 @@ def notebook_namespace(values: dict):
         IPython.get_ipython = saved
 
 
+def verdict_of(test, notebook: dict, values: dict, salt: int) -> Verdict:
+    """How ``test`` ends on the functions ``notebook`` at the grading salt ``salt``, run here (the names a self-check
+    probe reads through the notebook's namespace: ``values``), typed as the grader records it."""
+    with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), notebook_namespace(values):
+        try:
+            test(notebook)
+        except WrongAnswer as exc:
+            return exc.verdict
+        except AssertionError as exc:
+            return Verdict(UNNAMED, message=str(exc))
+    return Verdict(PASSED)
+
+
 def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
     """One ``Rate`` per (catalogued bug, hidden test it must fail)."""
     bug_list = [b for b in (bug_list or catalog.CATALOG) if not lessons or b.lesson in lessons]
@@ -127,22 +141,16 @@ def sweep(bug_list=None, salts=range(200), lessons=None) -> list:
             rate = Rate(b, test_id)
             notebook = {n: values[n] for n in test.names}
             # the bug's own id, or the id of a bug that shares its diagnosis (two ways to one wrong result)
-            names = [f"[{o.id}]" for o in catalog.CATALOG if o.function == b.function and o.diagnosis == b.diagnosis]
+            names = {o.id for o in catalog.CATALOG if o.function == b.function and o.diagnosis == b.diagnosis}
             for salt in salts:
                 rate.salts += 1
-                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
-                        notebook_namespace(values):
-                    try:
-                        test(notebook)
-                        outcome = "passed"
-                    except AssertionError as exc:
-                        outcome = str(exc)
-                if outcome != "passed":
+                ended = verdict_of(test, notebook, values, salt)
+                if not ended.passed:
                     rate.detected += 1
-                if any(name in outcome for name in names):
+                if ended.bug in names:
                     rate.named += 1
                 elif len(rate.examples) < 3:
-                    rate.examples.append((salt, outcome[:300]))
+                    rate.examples.append((salt, (ended.message or ended.result)[:300]))
             rates.append(rate)
     return rates
 
@@ -198,13 +206,10 @@ def fairness(alternative_list=None, salts=range(200), lessons=None) -> list:
             rate.salts += 1
             failed = None
             for test_id, test in sorted(tests.items()):
-                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
-                        notebook_namespace(values):
-                    try:
-                        test({n: values[n] for n in test.names})
-                    except AssertionError as exc:
-                        failed = (salt, test_id, str(exc)[:400])
-                        break
+                ended = verdict_of(test, {n: values[n] for n in test.names}, values, salt)
+                if not ended.passed:
+                    failed = (salt, test_id, (ended.message or ended.result)[:400])
+                    break
             if failed is None:
                 rate.passed += 1
             elif len(rate.examples) < 3:
@@ -248,12 +253,9 @@ def contract_sweep(salts=range(200), lessons=None) -> list:
 
                 notebook = {n: values[n] for n in test.names}
                 notebook.update({n: behind(n, values[n], c) for n, c in graded.items() if c})
-                with grading_salt(salt), np.errstate(all="ignore"), contextlib.redirect_stdout(None), \
-                        notebook_namespace(values):
-                    try:
-                        test(notebook)
-                    except AssertionError as exc:
-                        seen.append(f"the model answer failed: {str(exc)[:200]}")
+                ended = verdict_of(test, notebook, values, salt)
+                if not ended.passed:
+                    seen.append(f"the model answer failed: {(ended.message or ended.result)[:200]}")
                 broken += [(lesson, test_id, salt, clause) for clause in dict.fromkeys(seen)]
     return broken
 

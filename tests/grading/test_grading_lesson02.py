@@ -10,7 +10,7 @@ import pytest
 from autograder import bugs, course, reference
 from autograder.course import answers
 from autograder.checks import lesson02 as hidden
-from autograder.checks.runner import WrongAnswer
+from autograder.checks.verdict import WrongAnswer
 import lessons_class
 from grading_helpers import lost
 

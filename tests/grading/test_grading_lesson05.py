@@ -16,7 +16,7 @@ from autograder import course
 from autograder.bugs import by_id, for_function
 from autograder.checks import lesson05 as hidden
 from autograder.checks import registry
-from autograder.checks.runner import WrongAnswer
+from autograder.checks.verdict import WrongAnswer
 import lessons_class
 from grading_helpers import lost
 

@@ -14,7 +14,8 @@ import pytest
 
 from autograder import course
 from autograder.checks import registry
-from autograder.checks.runner import Case, WrongAnswer, call_learner
+from autograder.checks.runner import Case, call_learner
+from autograder.checks.verdict import WrongAnswer
 from autograder.course import answers
 from autograder.grading import insights, items
 from autograder.grading.settings import Settings
@@ -59,11 +60,12 @@ def expected_rows() -> set:
 
 
 # ------------------------------------------------------------------------------------------------ no kernel
-def test_a_failed_check_names_its_bug_only_from_the_graders_own_words():
+def test_a_failed_check_names_its_bug_only_when_the_test_decided_it():
     b = SOFTMAX_BUGS[0]
-    assert WrongAnswer(f"{b.diagnosis} [{b.id}] (on input x)").bug_id == b.id
-    assert WrongAnswer(f"softmax raised ValueError: {b.diagnosis} [{b.id}] on input x").bug_id is None
-    assert WrongAnswer("softmax is not implemented yet: replace ...").unanswered
+    assert WrongAnswer(f"{b.diagnosis} [{b.id}] (on input x)").bug_id is None  # a message's words name nothing
+    named = WrongAnswer.naming(b, "on input x")
+    assert named.bug_id == b.id and str(named) == f"{b.diagnosis} [{b.id}] (on input x)"
+    assert not WrongAnswer("softmax is not implemented yet: replace ...").unanswered  # nor make it unanswered
 
 
 def test_an_error_the_learner_raises_is_named_only_when_a_catalogued_bug_raises_it_alike():

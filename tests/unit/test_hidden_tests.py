@@ -30,10 +30,11 @@ def _grade(monkeypatch, lesson, grade_id, namespace, forge=None):
     try:
         hidden_cell.run(grade_id)
     except hidden_cell.HiddenTestFailed:
-        assert session.verdict is None or not session.verdict[0], "the kernel stopped a cell the grader passed"
+        assert not session.verdict().passed, "the kernel stopped a cell the grader passed"
     finally:
         session.close()
-    return session.verdict
+    ended = session.verdict()
+    return ended.passed, ended.message
 
 
 def test_a_correct_function_passes_and_its_visible_check_gives_way(monkeypatch, capsys):
@@ -55,10 +56,10 @@ def test_the_outcome_kept_for_the_instructor_names_the_bug_the_grader_found(monk
     ns = {}
     exec(bug.source, {"np": np}, ns)
     _grade(monkeypatch, "01_warmup", "softmax_stable", ns)
-    assert _grade.session.outcome() == {"result": "bug", "bug": bug.id}
+    assert _grade.session.verdict().bug == bug.id
     _grade(monkeypatch, "01_warmup", "softmax_values", {"softmax": reference.softmax},
            lambda prompt: "{not json" if json.loads(prompt)["op"] == "result" else prompt)
-    assert _grade.session.outcome() == {"result": "interfered", "bug": None}
+    assert _grade.session.verdict().result == "interfered"
 
 
 def test_helpers_are_answered_by_the_grader(monkeypatch):

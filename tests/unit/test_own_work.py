@@ -22,7 +22,7 @@ import pytest
 
 from autograder import bugs, course, reference
 from autograder.checks import lesson04, registry, runner, stand_ins
-from autograder.checks.runner import WrongAnswer
+from autograder.checks.verdict import WrongAnswer
 from autograder.course import answers
 from autograder.grading.pipeline.hidden_tests import RemoteFunction, Session
 from autograder.kernel import hidden_cell
@@ -75,16 +75,16 @@ def test_gqa_through_the_pasted_multi_head_attention_earns_full_marks(monkeypatc
     """The identity lesson 06 states (GQA is multi-head attention with each KV head's weights repeated), written
     on the pasted multi_head_attention: correct, so its hidden test passes over the real channel."""
     session = _grade(monkeypatch, LESSON06, "gqa_values", _notebook(LESSON06, cheat=handed_on.GQA_VIA_MHA))
-    assert session.verdict == (True, None)
+    assert session.verdict().passed
 
 
 def test_a_decoding_loop_handed_to_the_causal_layer_gets_nothing(monkeypatch):
     """Over the real channel: the refusal names the function refused and the lesson's reason."""
     session = _grade(monkeypatch, LESSON06, "decode_loop_values",
                      _notebook(LESSON06, cheat=handed_on.DECODE_VIA_CAUSAL))
-    assert session.verdict[0] is False
+    assert not session.verdict().passed
     assert ("decode_with_kv_cache called causal_self_attention, which the lesson asks it not to call (the loop feeds "
-            "the tokens to decode_step one at a time)") in session.verdict[1]
+            "the tokens to decode_step one at a time)") in session.verdict().message
 
 
 def test_with_every_stand_in_answering_the_handed_on_loop_would_pass(monkeypatch):
@@ -94,7 +94,7 @@ def test_with_every_stand_in_answering_the_handed_on_loop_would_pass(monkeypatch
                                                     if n not in self.uses})
     session = _grade(monkeypatch, LESSON06, "decode_loop_values",
                      _notebook(LESSON06, cheat=handed_on.DECODE_VIA_CAUSAL))
-    assert session.verdict == (True, None)
+    assert session.verdict().passed
 
 
 def test_a_test_s_own_bind_does_not_lift_a_refusal():
@@ -117,15 +117,15 @@ def test_a_layer_that_calls_the_other_layer_gets_nothing(monkeypatch):
     bug = bugs.by_id("mha_from_scratch_calls_attention_layer")
     ns = _notebook(LESSON05, given=bugs.by_id("attention_layer_as_given").source, cheat=bug.source)
     session = _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns)
-    assert session.verdict[0] is False and f"[{bug.id}]" in session.verdict[1]
-    assert session.outcome() == {"result": "bug", "bug": bug.id}
+    assert not session.verdict().passed and f"[{bug.id}]" in session.verdict().message
+    assert session.verdict().bug == bug.id
 
 
 def test_the_fix_that_calls_the_other_layer_gets_nothing(monkeypatch):
     """The other way round: attention_layer, a find-the-bug exercise, handed to mha_from_scratch."""
     bug = bugs.by_id("attention_layer_calls_mha_from_scratch")
     session = _grade(monkeypatch, LESSON05, "attention_layer_test", _notebook(LESSON05, cheat=bug.source))
-    assert session.outcome() == {"result": "bug", "bug": bug.id}
+    assert session.verdict().bug == bug.id
 
 
 def test_catching_the_refusal_does_not_help(monkeypatch):
@@ -142,7 +142,7 @@ def mha_from_scratch(x, W_Q, W_K, W_V, W_O, n_heads):
         return merge_heads(weights @ V) @ W_O, weights
 ''')
     session = _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns)
-    assert session.verdict[0] is False and "attention_layer" in session.verdict[1]
+    assert not session.verdict().passed and "attention_layer" in session.verdict().message
 
 
 def test_helpers_still_answer_so_a_slip_elsewhere_costs_nothing(monkeypatch):
@@ -152,7 +152,7 @@ def test_helpers_still_answer_so_a_slip_elsewhere_costs_nothing(monkeypatch):
                    split=bugs.by_id("split_into_heads_head_axis_last").source,
                    merge=bugs.by_id("merge_heads_bare_reshape").source,
                    softmax="def softmax(x, axis=-1):\n    return np.zeros_like(x)\n")
-    assert _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns).verdict == (True, None)
+    assert _grade(monkeypatch, LESSON05, "mha_from_scratch_test", ns).verdict().passed
 
 
 def test_tiled_attention_that_calls_plain_attention_gets_nothing(monkeypatch):
@@ -160,7 +160,7 @@ def test_tiled_attention_that_calls_plain_attention_gets_nothing(monkeypatch):
     ns = _notebook(LESSON06, cheat=bug.source)
     for grade_id in bug.tests:
         session = _grade(monkeypatch, LESSON06, grade_id, ns, memory_limit=64 << 20)
-        assert session.verdict[0] is False and f"[{bug.id}]" in session.verdict[1], grade_id
+        assert not session.verdict().passed and f"[{bug.id}]" in session.verdict().message, grade_id
 
 
 def test_without_the_refusal_the_cheat_would_pass(monkeypatch):
@@ -197,11 +197,11 @@ def test_the_memory_point_is_behavioural_in_the_kernel(monkeypatch):
     that builds that matrix fails with its diagnosis. Nothing the kernel says about its memory is asked for."""
     assert runner.side_beyond(_LIMIT) ** 2 * 8 > _LIMIT >= (runner.side_beyond(_LIMIT) - 1) ** 2 * 8
     model = _grade(monkeypatch, LESSON06, "tiled_memory", _notebook(LESSON06), memory_limit=_LIMIT)
-    assert model.verdict == (True, None)
+    assert model.verdict().passed
     bug = bugs.by_id("tiled_full_matrix")
     session = _grade(monkeypatch, LESSON06, "tiled_memory", _held_to(_LIMIT, bug.source), memory_limit=_LIMIT)
-    assert session.verdict[0] is False and f"[{bug.id}]" in session.verdict[1] and "ran out of memory" in \
-        session.verdict[1]
+    assert not session.verdict().passed and f"[{bug.id}]" in session.verdict().message and "ran out of memory" in \
+        session.verdict().message
 
 
 def test_the_kernel_is_never_asked_for_its_memory(monkeypatch):
@@ -223,7 +223,7 @@ def test_the_kernel_is_never_asked_for_its_memory(monkeypatch):
 def test_a_function_that_returns_zeros_earns_no_memory_point(monkeypatch):
     zeros = "def tiled_attention(Q, K, V, block_size, causal=False):\n    return np.zeros(Q.shape[:-1] + V.shape[-1:])\n"
     session = _grade(monkeypatch, LESSON06, "tiled_memory", _notebook(LESSON06, cheat=zeros), memory_limit=_LIMIT)
-    assert session.verdict[0] is False
+    assert not session.verdict().passed
 
 
 # ------------------------------------------------------------------------------------ an experiment, not a formula

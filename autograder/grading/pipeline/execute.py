@@ -41,7 +41,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from queue import Empty
 
 import zmq
@@ -53,6 +53,7 @@ from nbgrader.preprocessors import Execute
 from traitlets import Bool, Enum, Integer, Unicode
 
 from autograder.checks import registry
+from autograder.checks.verdict import Verdict
 from autograder.grading.pipeline import hidden_tests
 from autograder.kernel import cgroups, protocol, sandbox, uids, warm_kernels, watchdog
 from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
@@ -78,21 +79,27 @@ class ExecutionReport:
     """What grading one notebook found beyond its outputs, returned with the graded notebook (``REPORT_KEY``).
 
     ``sandbox_events``: flags for the report (processes left behind, a limit hit), in the order they happened;
-    ``hidden_outcomes``: grade_id -> how its hidden test ended (``hidden_tests.Session.outcome``), decided in the
+    ``verdicts``: grade_id -> how its hidden test ended (``hidden_tests.Session.verdict``), decided in the
     grader, never anything the kernel said."""
 
-    sandbox_events: list = field(default_factory=list)
-    hidden_outcomes: dict = field(default_factory=dict)
+    sandbox_events: list[str] = field(default_factory=list)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
 
     def event(self, text: str) -> None:
         if text not in self.sandbox_events:
             self.sandbox_events.append(text)
 
 
+    def to_json(self) -> dict:
+        return {"sandbox_events": list(self.sandbox_events),
+                "verdicts": {gid: v.to_json() for gid, v in self.verdicts.items()}}
+
+
 def execution_report(nb) -> ExecutionReport:
     """The ``ExecutionReport`` SafeExecute wrote into a graded notebook (empty for a notebook it did not grade)."""
     data = nb.metadata.get(REPORT_KEY) or {}
-    return ExecutionReport(list(data.get("sandbox_events", [])), dict(data.get("hidden_outcomes", {})))
+    return ExecutionReport([str(e) for e in data.get("sandbox_events", [])],
+                           {str(gid): Verdict.from_json(v) for gid, v in (data.get("verdicts") or {}).items()})
 
 
 def remove_stale_sandboxes() -> int:
@@ -233,7 +240,7 @@ class SafeExecute(Execute):
         try:
             return self._preprocess_with_retries(nb, resources, km)
         finally:  # after the kernel is gone (``_end_sandbox``): what was found goes out with the graded notebook
-            nb.metadata[REPORT_KEY] = asdict(self.report)
+            nb.metadata[REPORT_KEY] = self.report.to_json()
 
     def _preprocess_with_retries(self, nb, resources, km):
         for attempt in range(1, self.start_attempts + 1):
@@ -402,8 +409,9 @@ class SafeExecute(Execute):
             if self._timed_out:  # the kernel may have been cut off the channel (``BoundedKernelClient``): a new one
                 self.kc.stdin_channel.close()
                 self.kc._stdin_channel = None
-            self._write_verdict(cell, session)
-            self.report.hidden_outcomes[meta.get("grade_id")] = session.outcome()
+            ended = session.verdict()
+            self._write_verdict(cell, session, ended)
+            self.report.verdicts[meta.get("grade_id")] = ended
 
     execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
 
@@ -417,21 +425,18 @@ class SafeExecute(Execute):
             self.kc.input(reply)
 
     @staticmethod
-    def _write_verdict(cell, session):
+    def _write_verdict(cell, session, ended: Verdict):
         """The grader's verdict decides the cell: a failure becomes its error output (nbgrader scores it 0)."""
         if session.printed:
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=session.printed))
         has_error = any(o.get("output_type") == "error" for o in cell.outputs)
-        if session.verdict is None:
+        if not session.finished:
             if not has_error:
                 cell.outputs.append(error_output(
                     HIDDEN_TEST_NOT_RUN, "the hidden test of this cell did not run to its end (the notebook "
                                          "interrupted it or changed how the cell runs); it cannot pass"))
-        elif not session.verdict[0]:
-            message = session.verdict[1] or "the hidden test did not pass"
-            if session.uncatalogued:  # no known bug explains it: what the learner's own check saw comes first
-                message = (f"{session.self_check or 'What your self-check says could not be read.'}\n"
-                           f"The hidden tests found: {message}")
+        elif not ended.passed:
+            message = ended.message or "the hidden test did not pass"
             cell.outputs = [o for o in cell.outputs if o.get("output_type") != "error" and not (
                 o.get("output_type") == "stream" and hidden_cell_passed(o.get("text", "")))]
             cell.outputs.append(error_output(WRONG_ANSWER, message))

@@ -6,8 +6,9 @@
 thread of the grader with ``RemoteFunction`` stand-ins for the learner's functions: calling one sends the
 inputs to the kernel and returns what the learner's function returned there (and applies any change it made to
 its array arguments in place, so the test sees it). Inputs are drawn here with this process's salt; the
-reference, the expected values and the bug catalog never leave this process. The verdict (``Session.verdict``)
-is written into the cell by ``SafeExecute``: the kernel cannot turn a failure into a pass.
+reference, the expected values and the bug catalog never leave this process. The verdict (``Session.verdict``, a
+``checks.verdict.Verdict``) is written into the cell by ``SafeExecute`` and carried whole to the record: the kernel
+cannot turn a failure into a pass.
 
 Nothing the kernel reports about itself is trusted: a stand-in that refused (``stand_ins.Refusal``) is remembered
 here, and the learner's call raises that refusal whatever the kernel answers after it; and the kernel's memory is
@@ -18,21 +19,18 @@ inputs too large for the array a function must not build.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import queue
 import threading
 
 import numpy as np
 
+from autograder.checks.verdict import (INTERFERED, NOT_RUN, PASSED, RESULTS, UNNAMED, CallRefused, KernelGone, Verdict,
+                                       WrongAnswer, with_remote_frames)
 from autograder.kernel.protocol import Unrecordable, decode, decode_value, encode, encode_value, exception_named
 
 WAIT = 3600  # seconds a side waits for the other; the cell's own timeout stops a kernel long before
-
-
-class KernelGone(Exception):
-    """The kernel stopped answering (it died, timed out, or left the protocol)."""
-
-    kernel_gone = True  # how a hidden test tells it from an error of the learner's code (``runner._attempt``)
 
 
 class ProtocolError(Exception):
@@ -43,10 +41,9 @@ DEFAULT_HELPER_BUDGET = 2048 << 20  # bytes a helper may build when no kernel li
 _BUDGET_LOCK = threading.Lock()
 
 
-class HelperTooLarge(Exception):
-    """A helper the grader answers for the learner's function was asked for more than the kernel's memory limit."""
-
-    refused = True  # it fails the function that asked, whatever its code does with the error (``Session._helper``)
+class HelperTooLarge(CallRefused):
+    """A helper the grader answers for the learner's function was asked for more than the kernel's memory limit:
+    it fails the function that asked, whatever its code does with the error."""
 
     def __init__(self, name, budget: int):
         super().__init__(f"{name} was called with sizes whose result would not fit in {budget >> 20} MB, the memory "
@@ -77,7 +74,8 @@ def within_budget(budget: int):
 
 
 class RemoteFunction:
-    """A learner's function, called in the kernel. ``binding`` names the helpers answered by the grader."""
+    """A learner's function, called in the kernel (a ``verdict.LearnerCall``). ``binding`` names the helpers answered
+    by the grader."""
 
     def __init__(self, name: str, session: "Session"):
         self.__name__ = self.name = name
@@ -116,13 +114,10 @@ class Session:
     def __init__(self, test, memory_limit=None):
         self.test = test
         self.memory_limit = memory_limit  # bytes the kernel may hold (the sandbox's limit), or None
-        self._refusals: list = []  # stand-ins that refused a call (stand_ins.Refused), in the order they did
-        self.verdict = None  # (passed, message) once the test has finished
+        self._refusals: list = []  # calls the grader refused (verdict.CallRefused), in the order it did
+        self._verdict: Verdict | None = None  # how the test ended, once it has (decided here, never by the kernel)
         self.printed = ""  # what the test printed for the learner
-        self.uncatalogued = False  # failed on a difference that matches no known bug
-        self.self_check = None  # then: what the learner's own self-check said about it
-        self.failure = None  # how it failed, for the instructor: see ``outcome``
-        self.bug_id = None  # the catalogued bug the test named (decided here, never by the kernel)
+        self.self_check: str | None = None  # for an uncatalogued failure: what the learner's own self-check said
         self._state = "new"
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
@@ -143,14 +138,14 @@ class Session:
                 threading.Thread(target=self._run, args=(values,), daemon=True).start()
             elif self._state == "running" and op in ("result", "raised", "helper"):
                 self._from_kernel.put(message)
-            elif self._state == "running" and op == "self_check" and self.verdict and self.uncatalogued:
+            elif self._state == "running" and op == "self_check" and self._verdict and self._verdict.uncatalogued:
                 self.self_check = str(message.get("said", ""))[:2000]
                 return encode({"op": "done", "passed": False})
             else:
                 raise ProtocolError(f"unexpected {op!r} in state {self._state}")
         except Exception as exc:  # noqa: BLE001 - a malformed or out-of-turn message from the notebook
-            self._finish(False, "the notebook interfered with the hidden test's channel "
-                                f"({type(exc).__name__}); the test cannot pass", "interfered")
+            self._finish(Verdict(INTERFERED, message="the notebook interfered with the hidden test's channel "
+                                                             f"({type(exc).__name__}); the test cannot pass"))
             self._from_kernel.put(KernelGone())
             return encode({"op": "done", "passed": False})
         try:
@@ -176,34 +171,40 @@ class Session:
             with contextlib.redirect_stdout(printed):  # what the test tells the learner goes into the cell
                 self.test(values)
         except KernelGone:
-            self._finish(False, None)
-        except AssertionError as exc:
-            self.uncatalogued = bool(getattr(exc, "uncatalogued", False))
-            bug_id = getattr(exc, "bug_id", None)
-            self._finish(False, str(exc), "bug" if bug_id else "unanswered" if getattr(exc, "unanswered", False)
-                         else "unnamed", bug_id)
+            self._finish(Verdict(NOT_RUN))
+        except WrongAnswer as exc:
+            self._finish(exc.verdict)
+        except AssertionError as exc:  # a test's own assertion: a wrong result, not explained
+            self._finish(Verdict(UNNAMED, message=str(exc) or "the hidden test did not pass"))
         except Exception as exc:  # noqa: BLE001 - the test could not use what the notebook returned
-            self._finish(False, f"the hidden test could not use your result ({type(exc).__name__}: {exc})",
-                         "unnamed")
+            self._finish(Verdict(UNNAMED, message=f"the hidden test could not use your result "
+                                                          f"({type(exc).__name__}: {exc})"))
         else:
-            self._finish(True, None)
+            self._finish(Verdict(PASSED))
         finally:
             self.printed = printed.getvalue()
-        self._to_kernel.put({"op": "done", "passed": self.verdict[0], "visible_check": self.test.visible_check,
-                             "self_check": self.uncatalogued})
+        assert self._verdict is not None
+        self._to_kernel.put({"op": "done", "passed": self._verdict.passed, "visible_check": self.test.visible_check,
+                             "self_check": self._verdict.uncatalogued})
 
-    def _finish(self, passed, message, failure=None, bug_id=None):
-        if self.verdict is None:
-            self.verdict = (passed, message)
-            self.failure, self.bug_id = (None, None) if passed else (failure or "not run", bug_id)
+    def _finish(self, ended: Verdict) -> None:
+        if self._verdict is None:  # the first ending counts: a channel broken after the test ended changes nothing
+            self._verdict = ended
 
-    def outcome(self) -> dict:
-        """How the test ended, for the instructor's insights: ``result`` is passed, bug (``bug`` names it),
-        unnamed (a wrong result no catalogued bug explains), unanswered (the untouched stub), interfered (the
-        notebook broke the channel) or not run (the test did not reach its end: the kernel died or timed out)."""
-        if self.verdict is None:
-            return {"result": "not run", "bug": None}
-        return {"result": "passed" if self.verdict[0] else self.failure, "bug": self.bug_id}
+    @property
+    def finished(self) -> bool:
+        """Whether the test reached an end (passed, failed, or found the kernel gone)."""
+        return self._verdict is not None
+
+    def verdict(self) -> Verdict:
+        """How the test ended (one of ``RESULTS``): ``NOT_RUN`` when it did not reach its end (the kernel died or
+        timed out); for an uncatalogued failure, the message begins with what the learner's own self-check said."""
+        if self._verdict is None:
+            return Verdict(NOT_RUN)
+        if not self._verdict.uncatalogued:
+            return self._verdict
+        said = self.self_check or "What your self-check says could not be read."
+        return dataclasses.replace(self._verdict, message=f"{said}\nThe hidden tests found: {self._verdict.message}")
 
     def call(self, fn: RemoteFunction, args, kwargs):
         """What the learner's ``fn`` returned in the kernel; raises what it raised, or the refusal of a stand-in it
@@ -225,8 +226,9 @@ class Session:
                 raise self._refusals[refused_before]
             if message["op"] == "raised":
                 exc = exception_named(str(message.get("type", "Exception")), str(message.get("message", "")))
-                exc.learner_traceback = [str(line) for line in message.get("traceback", [])][-12:]
-                raise exc
+                if isinstance(exc, NameError) and isinstance(message.get("name"), str):
+                    exc.name = message["name"]  # the name it said was not defined
+                raise with_remote_frames(exc, list(message.get("traceback", []))[-12:])
             for index, data in (message.get("changed") or {}).items():
                 i = int(index)
                 new = decode_value(data)
@@ -257,6 +259,6 @@ class Session:
                     value = None  # what it built is freed before the grader's own limit comes back
             return answer
         except Exception as exc:  # noqa: BLE001 - as the helper would raise in the learner's kernel
-            if getattr(exc, "refused", False):  # the learner's function may not hand this work on
+            if isinstance(exc, CallRefused):  # the learner's function may not hand this work on
                 self._refusals.append(exc)
             return {"op": "helper_raised", "type": type(exc).__name__, "message": str(exc)[:2000]}
