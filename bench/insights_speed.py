@@ -31,7 +31,7 @@ from autograder.grading import insights, items, outcome, state  # noqa: E402
 from autograder.grading.settings import Settings  # noqa: E402
 
 
-def _record(rng, lesson: str, tests: dict, kind: str) -> dict:
+def _record(rng, student: str, lesson: str, tests: dict, kind: str) -> state.Record:
     lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson and set(b.tests) <= set(tests)]
     bug = rng.choice(lesson_bugs) if kind == "bug" and lesson_bugs else None
     unnamed = rng.choice(sorted(tests)) if kind == "unnamed" else None
@@ -45,12 +45,12 @@ def _record(rng, lesson: str, tests: dict, kind: str) -> dict:
             result = verdict.UNNAMED
         else:
             result = verdict.PASSED
-        found[gid] = {"score": points if result == verdict.PASSED else 0.0, "max": points, "result": result,
-                      "bug": bug.id if result == verdict.BUG else None,
-                      "failure": items.FAILURE_OF[verdict.UNNAMED] if result == verdict.UNNAMED else None}
-    score = sum(v["score"] for v in found.values())
-    return {"graded": True, "status": outcome.GRADED, "score": score, "items": found, "written": {},
-            "attempted": kind != "untouched", "previous": None}
+        found[gid] = state.Item(score=points if result == verdict.PASSED else 0.0, max=points, result=result,
+                                bug=bug.id if result == verdict.BUG else None,
+                                failure=items.FAILURE_OF[verdict.UNNAMED] if result == verdict.UNNAMED else None)
+    return state.Record(student, lesson, hash="", key="", graded=True, status=outcome.GRADED,
+                        score=sum(v.score for v in found.values()), items=found, written={},
+                        attempted=kind != "untouched")
 
 
 def synthetic(out: Path, n_students: int, seed: int = 0):
@@ -67,14 +67,14 @@ def synthetic(out: Path, n_students: int, seed: int = 0):
         row = {"student": student, "folder": student, "lessons": {}, "flags": [], "pending": 0.0}
         for lesson in lessons:
             tests = points[lesson]
-            record = _record(rng, lesson, tests, kinds[(i + lessons.index(lesson)) % len(kinds)])
-            state.write(s, student, lesson, record)
+            record = _record(rng, student, lesson, tests, kinds[(i + lessons.index(lesson)) % len(kinds)])
+            state.write(s, record)
             page = out / "feedback" / student / f"{lesson}.html"
             page.parent.mkdir(parents=True, exist_ok=True)
             page.write_text("<html><head></head><body>feedback</body></html>")
             maximum = sum(tests.values())
-            row["lessons"][lesson] = {"status": outcome.GRADED, "score": record["score"], "max": maximum,
-                                      "auto": record["score"], "manual": None, "pending": 0.0, "reason": ""}
+            row["lessons"][lesson] = {"status": outcome.GRADED, "score": record.score, "max": maximum,
+                                      "auto": record.score, "manual": None, "pending": 0.0, "reason": ""}
         row["total"] = sum(c["score"] for c in row["lessons"].values())
         row["max_total"] = sum(c["max"] for c in row["lessons"].values())
         rows.append(row)
@@ -90,7 +90,7 @@ def _real(out: Path):
     students = sorted(p.name for p in (out / "state").iterdir())
     roster = intake.Roster(root=out, entries={st: {le: intake.Entry(st, le, out / "state" / st / f"{le}.json")
                                                    for le in lessons} for st in students})
-    seconds = sum((state.read(s, st, le) or {}).get("seconds", 0.0) for st in students for le in lessons)
+    seconds = sum(r.seconds for st in students for le in lessons if (r := state.read(s, st, le)))
     return s, results.read_rows(s, roster), seconds
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from autograder import reference
-from autograder.checks.runner import Case, bound, against_reference, distinct_dims, rng_for
+from autograder.checks.runner import Case, against_reference, bound, distinct_dims, dtype_kept, rng_for
 from autograder.checks.verdict import WrongAnswer
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 _SDPA = "scaled_dot_product_attention"

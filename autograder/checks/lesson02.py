@@ -16,9 +16,8 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, against_reference, distinct_dims, rng_for
+from autograder.checks.runner import Case, against_reference, distinct_dims, dtype_kept, rng_for
 from autograder.checks.verdict import WrongAnswer
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks.lesson01 import _mask
 from autograder.checks.registry import hidden_test
 

@@ -21,10 +21,9 @@ import numpy as _np
 
 from autograder import reference
 from autograder.bugs import by_id
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import (Case, against_reference, call_measuring_memory, call_within_memory,
+from autograder.checks.runner import (Case, against_reference, call_measuring_memory, call_within_memory, dtype_kept,
                                       learner_error, memory_limit, rng_for, side_beyond)
 from autograder.checks.verdict import WrongAnswer
 

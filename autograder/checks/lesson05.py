@@ -8,7 +8,7 @@ arrays whose sizes all differ (B, n_heads, T, d_head), unbatched and batched, fl
 functions are graded with the reference helpers bound in place of the learner's, so a wrong split costs the
 round-trip points only. The layer (``mha_from_scratch``, ``attention_layer``) is the exercise's own work: only the
 split, the merge, softmax and ``head_weights`` answer for it; the other layer and ``masked_attention`` refuse
-(``stand_ins.Refusal``).
+(``verdict.Refusal``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, call_learner, bound, against_reference, distinct_dims, known_bug, rng_for
+from autograder.checks.runner import (Case, against_reference, bound, call_learner, distinct_dims, dtype_kept,
+                                      known_bug, rng_for)
 from autograder.checks.verdict import WrongAnswer
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 # The answer of the multiple-choice question. It lives only here (hidden checks), never in lessons/.

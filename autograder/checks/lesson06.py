@@ -2,7 +2,7 @@
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
 are all different (B, T, n_heads, n_kv_heads, d_head), unbatched and batched, float64 and float32. A composite
-function is graded with the reference stand-ins of the helpers its test declares (``checks/stand_ins.py``), so a
+function is graded with the reference stand-ins of the helpers its test declares (``checks/registry.py``), so a
 bug in ``repeat_kv``, ``kv_cache_append`` or a pasted function costs only that function's points; every other
 function of the lesson refuses: GQA may not hand its work to ``multi_head_attention``, nor the decoding loop to
 ``causal_self_attention``.
@@ -29,9 +29,8 @@ from autograder import reference
 from autograder.checks import bug_match, compare
 from autograder.bugs import by_id
 from autograder.checks.runner import (Case, against_reference, call_learner, call_measuring_memory,
-                                      call_within_memory, known_bug, memory_limit, rng_for, side_beyond)
+                                      call_within_memory, dtype_kept, known_bug, memory_limit, rng_for, side_beyond)
 from autograder.checks.verdict import WrongAnswer
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks.registry import hidden_test
 
 # (n_heads, n_kv_heads, d_head) configurations; in every one n_rep = n_heads // n_kv_heads >= 2 and

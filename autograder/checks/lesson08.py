@@ -2,7 +2,7 @@
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes all
 differ (B, n_heads, T, d_head, d_c, d_rope), unbatched and batched, float64 and float32. Every other function of
-the lesson is its reference stand-in while a test runs (``checks/stand_ins.py``): ``mla_attention`` is graded
+the lesson is its reference stand-in while a test runs (``checks/registry.py``): ``mla_attention`` is graded
 with the reference ``rope`` and attention. ``mla_absorbed`` takes the cache, not the tokens, and its rule (no key or
 value of a cached token is built) is checked by its memory (``absorbed_memory``).
 """
@@ -16,11 +16,10 @@ import numpy as np
 from autograder import reference
 from autograder.bugs import by_id
 from autograder.checks import bug_match, compare
-from autograder.checks.dtypes import dtype_kept
 from autograder.checks.lesson03 import check_counts
 from autograder.checks.registry import hidden_test
 from autograder.checks.runner import (Case, against_reference, as_outputs, call_learner, call_measuring_memory,
-                                      call_within_memory, known_bug, memory_limit, rng_for)
+                                      call_within_memory, dtype_kept, known_bug, memory_limit, rng_for)
 from autograder.checks.verdict import WrongAnswer
 
 _EVEN = (4, 6, 8, 10, 12)  # widths RoPE can rotate (pairs of columns)

@@ -8,12 +8,21 @@ lesson tells the graded one, in words, not to call (``forbids``, with the lesson
 self-check that follows it in the cell (``visible_check``: it gives way when the hidden test passes, so a bug
 elsewhere costs nothing here).
 
-Isolation: while a test runs, every other function of the lesson (``autograder/checks/stand_ins.py``: pasted from
-an earlier lesson, given, ungraded, or graded by another test) is replaced by a stand-in wherever a learner's
-function looks it up, so a cell's score depends only on the functions it grades: the reference answers for it, so
-a graded function may call any function the lesson gives or has the learner write (a correct solution that reuses
-one earns full marks, and a slip in that one costs only its own tests), except one the lesson forbids it: that
-stand-in refuses (``stand_ins.Refusal``), so the graded function earns nothing for the work the lesson asked of it.
+Isolation: while a test runs, every other function of the lesson (``stand_ins_of``, below: pasted from an earlier
+lesson, given, ungraded, or graded by another test) is replaced by a stand-in wherever a learner's function looks it
+up, so a cell's score depends only on the functions it grades: the reference answers for it, so a graded function
+may call any function the lesson gives or has the learner write (a correct solution that reuses one earns full
+marks, and a slip in that one costs only its own tests), except one the lesson forbids it: that stand-in refuses
+(``verdict.Refusal``), so the graded function earns nothing for the work the lesson asked of it.
+
+The stand-ins of a lesson, declared below, run in the grader's process only: the kernel never holds an answer.
+``tests/unit/test_isolation.py`` checks that every function defined in a lesson's answer cells has one; a
+function the lesson's text tells the graded one not to call (``@hidden_test(forbids=..., because=...)``:
+``tiled_attention`` must not hand its work to a function that forms the whole (T, T) matrix, ``softmax_backward``
+must not build the Jacobian, the decoding loop must go through ``decode_step``) is a ``Refusal`` while the test
+runs: a call raises ``Refused``, which names the function and the lesson's reason, and the test fails whatever the
+learner's code does with the error afterwards (``autograder/grading/pipeline/hidden_tests.py`` keeps the refusal in
+the grader).
 
 The hidden cell itself is one line, ``__import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("<grade_id>")``; the
 grader finds the test from the cell's grade_id, which nbgrader restores before grading (not from the cell's
@@ -26,10 +35,9 @@ import contextlib
 import importlib
 from dataclasses import dataclass
 
-from autograder import course
-from autograder.checks import stand_ins
+from autograder import course, reference
 from autograder.checks.runner import bound
-from autograder.checks.verdict import WrongAnswer
+from autograder.checks.verdict import Refusal, WrongAnswer
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class HiddenTest:
     together: tuple = ()
     forbids: tuple = ()  # the functions the lesson tells the graded ones not to call
     because: str = ""  # the lesson's words for why
+    number: str = ""  # the lesson's number, "01": what its stand-ins are declared under (``_BY_LESSON``)
 
     @property
     def names(self) -> tuple:
@@ -52,8 +61,8 @@ class HiddenTest:
         """{name: stand-in} of every learner function of the lesson that this test does not grade: the reference,
         or a ``Refusal`` for a function the lesson forbids (each refusal appended to the list ``refused``)."""
         graded = set(self.uses) | set(self.together)
-        lesson = stand_ins.of(self.lesson)
-        return {n: stand_ins.Refusal(n, " and ".join(self.uses), self.because, refused) if n in self.forbids else f
+        lesson = _BY_LESSON[self.number]()
+        return {n: Refusal(n, " and ".join(self.uses), self.because, refused) if n in self.forbids else f
                 for n, f in lesson.items() if n not in graded}
 
     def __call__(self, values: dict):
@@ -73,6 +82,62 @@ class HiddenTest:
         return result
 
 
+# ------------------------------------------------------------------ the stand-ins: the reference, by lesson
+
+_LESSON01 = ("softmax", "scaled_dot_product_attention")
+_LESSON02 = (*_LESSON01, "split_heads", "concat_heads", "output_projection", "multi_head_attention")
+
+
+def _exercise_512():
+    return 512 // 8, reference.mha_param_count(512, 8), reference.mha_param_count(512, 1)
+
+
+def _reference(*names) -> dict:
+    return {name: getattr(reference, name) for name in names}
+
+
+def _lesson05() -> dict:
+    return {"softmax": reference.softmax, "split_into_heads": reference.split_heads,
+            "merge_heads": reference.concat_heads, "head_weights": reference.head_weights,
+            "mha_from_scratch": reference.multi_head_attention,
+            # the find-the-bug exercises, fixed
+            "masked_attention": reference.scaled_dot_product_attention, "attention_layer": reference.multi_head_attention}
+
+
+_BY_LESSON = {  # by lesson number
+    "01": lambda: _reference(*_LESSON01),
+    # output_projection_per_head: the ungraded exercise computes output_projection without concatenating
+    "02": lambda: {**_reference(*_LESSON02), "output_projection_per_head": reference.output_projection},
+    "03": lambda: {**_reference("mha_param_count", "gqa_param_count", "kv_cache_bytes_per_token"),
+                         "exercise_512": _exercise_512},
+    # softmax and split_heads are given in a locked cell
+    "04": lambda: _reference("softmax", "split_heads", "multi_head_scores", "dot_product_std"),
+    "05": _lesson05,
+    # lesson 06 pastes lesson 01's functions and lesson 02's split_heads, concat_heads and multi_head_attention
+    "06": lambda: _reference(*_LESSON01, "split_heads", "concat_heads", "multi_head_attention", "repeat_kv",
+                                   "grouped_query_attention", "causal_mask", "causal_self_attention",
+                                   "kv_cache_append", "decode_step", "decode_with_kv_cache", "tiled_attention",
+                                   "cross_attention"),
+    "07": lambda: _reference("softmax_jacobian", "softmax_backward", "gradient_check", "attention_row_backward",
+                                   "scaled_dot_product_attention_backward",
+                                   "multi_head_attention_backward", "sinusoidal_positions"),
+    # softmax, attention, split_heads, concat_heads and decode_step are given in a locked cell
+    "08": lambda: _reference("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads", "decode_step",
+                                   "rope", "alibi_bias", "sliding_window_mask", "streaming_decode", "mla_attention",
+                                   "mla_absorbed", "kv_cache_elements_per_token"),
+}
+
+
+def stand_ins_of(lesson: str) -> dict:
+    """{learner function name: its reference stand-in} of one lesson (``06_going_further``)."""
+    number = course.lesson_number(lesson)
+    if number not in _BY_LESSON:
+        raise KeyError(f"no stand-ins are declared for {lesson}: add them to autograder/checks/registry.py")
+    return _BY_LESSON[number]()
+
+
+# ------------------------------------------------------------------ the tests, by (lesson, grade_id)
+
 _TESTS: dict = {}
 
 
@@ -86,7 +151,7 @@ def hidden_test(*, uses, helpers=(), visible_check=None, together=(), name=None,
     def register(function):
         lesson = course.lesson_numbered(function.__module__)  # declared in autograder/checks/lessonNN.py
         test = HiddenTest(lesson, name or function.__name__, function, tuple(uses), tuple(helpers), visible_check,
-                          tuple(together), tuple(forbids), " ".join(because.split()))
+                          tuple(together), tuple(forbids), " ".join(because.split()), course.lesson_number(lesson))
         _TESTS[(lesson, test.name)] = test
         return function
 

@@ -1,6 +1,7 @@
 """What crosses between a hidden test and the grader that runs it, declared once: how a test ended (``Verdict``), the
-errors a test raises or meets (``WrongAnswer``, ``KernelGone``, ``CallRefused``) and what a learner's function
-called in the kernel offers a test (``LearnerCall``).
+errors a test raises or meets (``WrongAnswer``, ``KernelGone``, ``CallRefused`` and the stand-in's ``Refused``),
+the stand-in that refuses (``Refusal``) and what a learner's function called in the kernel offers a test
+(``LearnerCall``).
 
 A ``Verdict`` is made once, where the test runs: ``hidden_tests.Session`` in the grader (from the ``WrongAnswer`` a
 test raised, or from how the cell ended), or ``salt_sweep`` in the proofs. It is carried whole, as data, through
@@ -114,6 +115,36 @@ class CallRefused(Exception):
     """A call the learner's function made was refused by the grader (a function the lesson tells it not to call, or
     a helper asked for more than the kernel's memory limit): the function fails whatever its code does with the
     error, since the grader remembers the refusal (``hidden_tests.Session``)."""
+
+
+class Refused(CallRefused):
+    """A graded function called a function of the lesson that the lesson tells it not to call (raised by a
+    ``Refusal``)."""
+
+    def __init__(self, name: str, graded: str, because: str = ""):
+        why = f" ({because})" if because else ""
+        super().__init__(f"{graded} called {name}, which the lesson asks it not to call{why}: while its hidden test "
+                         f"runs, {name} refuses to answer, so {graded} must do that work itself")
+        self.name, self.graded, self.because = name, graded, because
+
+
+class Refusal:
+    """The stand-in of ``name`` while a test grades ``graded``, which the lesson tells not to call it (``because``).
+    ``calls`` (a list) keeps every refusal, so the test fails even when the learner's code caught the error."""
+
+    def __init__(self, name: str, graded: str, because: str = "", calls=None):
+        self.__name__ = self.name = name
+        self.graded = graded
+        self.because = because
+        self.calls = calls if calls is not None else []
+
+    def __call__(self, *args, **kwargs):
+        refused = Refused(self.name, self.graded, self.because)
+        self.calls.append(refused)
+        raise refused
+
+    def __repr__(self):
+        return f"<{self.name}, refused to {self.graded}>"
 
 
 @runtime_checkable

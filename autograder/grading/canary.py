@@ -189,9 +189,9 @@ def _problem(s, lesson: str, cid: str) -> str:
         shutil.copyfile(graded_nb, keep)
         first = first_error(nbformat.read(graded_nb, as_version=4))
     else:
-        record = state.read(s, cid, lesson) or {}
-        text = " | ".join([record["reason"]] if record.get("reason") else []
-                          + record.get("flags", [])) or "nbgrader wrote no graded notebook"
+        record = state.read(s, cid, lesson)
+        text = " | ".join(([record.reason] if record.reason else []) + record.flags if record else []) \
+            or "nbgrader wrote no graded notebook"
         first = {"cell": "", "kind": "nbgrader", "ename": "", "evalue": text, "traceback": ""}
     points = (f"lost {sum(p for _, p in lost):g} of its {total:g} autograded points "
               f"({', '.join(name for name, _ in lost)})" if lost else "was not graded")

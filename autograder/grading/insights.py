@@ -58,19 +58,19 @@ class Lesson:
 
     @property
     def attempted(self) -> dict:
-        return {st: r for st, r in self.records.items() if r["attempted"]}
+        return {st: r for st, r in self.records.items() if r.attempted}
 
     def tests(self) -> list:
-        return sorted({gid for r in self.records.values() for gid in r["items"]})
+        return sorted({gid for r in self.records.values() for gid in r.items})
 
     def written(self) -> list:
-        return sorted({gid for r in self.records.values() for gid in r["written"]})
+        return sorted({gid for r in self.records.values() for gid in r.written})
 
     def auto_max(self) -> float:
-        return sum({gid: it["max"] for r in self.records.values() for gid, it in r["items"].items()}.values())
+        return sum({gid: it.max for r in self.records.values() for gid, it in r.items.items()}.values())
 
     def manual_max(self) -> float:
-        return sum({gid: w["max"] for r in self.records.values() for gid, w in r["written"].items()}.values())
+        return sum({gid: w.max for r in self.records.values() for gid, w in r.written.items()}.values())
 
 
 def _graded(cell) -> bool:
@@ -86,11 +86,11 @@ def collect(s: Settings, rows: list) -> list:
             cell = row["lessons"][name]
             lesson.cells[row["student"]] = cell
             record = state.read(s, row["student"], name) if _graded(cell) else None
-            if record and "items" in record and "written" in record:  # else graded by an older grader
+            if record and record.items is not None and record.written is not None:  # else graded by an older grader
                 lesson.records[row["student"]] = record
         lessons.append(lesson)
-    answered = [(lesson, st, r["written"]) for lesson in lessons for st, r in lesson.records.items()
-                if any(w["answered"] for w in r["written"].values())]
+    answered = [(lesson, st, r.written) for lesson in lessons for st, r in lesson.records.items()
+                if any(w.answered for w in r.written.values())]
     if answered:
         with gradebook.opened(s) as gb:
             for lesson, student, written in answered:
@@ -110,12 +110,11 @@ def failures(lessons: list) -> list:
     found = []
     for lesson in lessons:
         for student, record in sorted(lesson.records.items()):
-            for gid, item in sorted(record["items"].items()):
-                if item["result"] == verdict.BUG:
-                    found.append((student, lesson.name, gid, item["bug"], "catalogued bug",
-                                  item["max"] - item["score"]))
-                elif item["result"] not in (verdict.PASSED, verdict.UNANSWERED):
-                    found.append((student, lesson.name, gid, UNNAMED, item["failure"], item["max"] - item["score"]))
+            for gid, item in sorted(record.items.items()):
+                if item.result == verdict.BUG:
+                    found.append((student, lesson.name, gid, item.bug, "catalogued bug", item.max - item.score))
+                elif item.result not in (verdict.PASSED, verdict.UNANSWERED):
+                    found.append((student, lesson.name, gid, UNNAMED, item.failure, item.max - item.score))
     return found
 
 
@@ -182,17 +181,17 @@ def item_analysis(lesson: Lesson) -> list:
     mark (pending marks are left out, and counted)."""
     out = []
     for gid in lesson.tests():
-        have = [r for r in lesson.records.values() if gid in r["items"]]
-        answered = [r["items"] for r in have if r["attempted"] and r["items"][gid]["result"] != verdict.UNANSWERED]
-        shares = [1 if it[gid]["result"] == verdict.PASSED else 0 for it in answered]
-        rest = [sum(v["score"] for k, v in it.items() if k != gid) for it in answered]
+        have = [r for r in lesson.records.values() if gid in r.items]
+        answered = [r.items for r in have if r.attempted and r.items[gid].result != verdict.UNANSWERED]
+        shares = [1 if it[gid].result == verdict.PASSED else 0 for it in answered]
+        rest = [sum(v.score for k, v in it.items() if k != gid) for it in answered]
         out.append(_item(gid, TEST, shares, rest, len(have) - len(answered), 0))
     for gid in lesson.written():
-        have = {st: r for st, r in lesson.records.items() if gid in r["written"]}
-        answered = [st for st, r in have.items() if r["written"][gid]["answered"]]
+        have = {st: r for st, r in lesson.records.items() if gid in r.written}
+        answered = [st for st, r in have.items() if r.written[gid].answered]
         marked = [st for st in answered if lesson.marks[st].get(gid) is not None]
-        shares = [lesson.marks[st][gid] / have[st]["written"][gid]["max"] for st in marked]
-        rest = [sum(v["score"] for v in have[st]["items"].values()) for st in marked]
+        shares = [lesson.marks[st][gid] / have[st].written[gid].max for st in marked]
+        rest = [sum(v.score for v in have[st].items.values()) for st in marked]
         out.append(_item(gid, WRITTEN, shares, rest, len(have) - len(answered), len(answered) - len(marked)))
     return out
 
@@ -205,12 +204,12 @@ def need_help(s: Settings, lessons: list) -> list:
             record = lesson.records.get(student)
             if cell["status"] in (outcome.MISSING, outcome.MALFORMED, outcome.REFUSED):
                 reasons[student].append((lesson.name, cell["status"], None))
-            elif record and not record.get("attempted", True):
+            elif record and record.attempted is False:
                 reasons[student].append((lesson.name, "not attempted", feedback_link(s, student, lesson.name)))
             elif record:
-                failed = sum(1 for it in record["items"].values() if it["result"] != verdict.PASSED)
-                if record["items"] and failed >= HELP_SHARE * len(record["items"]):
-                    reasons[student].append((lesson.name, f"failed {failed} of {len(record['items'])} tests",
+                failed = sum(1 for it in record.items.values() if it.result != verdict.PASSED)
+                if record.items and failed >= HELP_SHARE * len(record.items):
+                    reasons[student].append((lesson.name, f"failed {failed} of {len(record.items)} tests",
                                              feedback_link(s, student, lesson.name)))
     return [{"student": st, "reasons": why} for st, why in sorted(reasons.items())]
 
@@ -232,8 +231,8 @@ def reported(s: Settings) -> dict:
     except (OSError, ValueError):
         found = {}
         for student, lesson in state.recorded(s):
-            record = state.read(s, student, lesson) or {}
-            found.setdefault(student, {})[lesson] = [record.get("status"), record.get("score")]
+            record = state.read(s, student, lesson)
+            found.setdefault(student, {})[lesson] = [record.status, record.score] if record else [None, None]
         return found
 
 
@@ -279,17 +278,17 @@ def changes(s: Settings, rows: list, last: dict, todo: dict, refreshed: dict | N
                 continue
             if cell["status"] == outcome.NOT_YET and before is None:
                 continue
-            record = state.read(s, student, lesson) or {}
-            previous = record.get("previous") or {} if task else {}
+            record = state.read(s, student, lesson)
+            previous = (record.previous if record else None) or {} if task else {}
             out.append({"student": student, "lesson": lesson,
                         "old": before[1] if before else None, "old_status": before[0] if before else None,
                         "graded_before": bool(before) and before[0] not in (outcome.NOT_HANDED_IN, outcome.NOT_YET),
                         "new": cell["score"], "status": cell["status"],
-                        "attempted": record.get("attempted") if task else None,
+                        "attempted": record.attempted if task and record else None,
                         "was_attempted": previous.get("attempted"),
                         "why": _why(task, cell, before, (student, lesson) in closed),
                         "link": feedback_link(s, student, lesson),
-                        "reopened": [] if not graded_here else record.get("reopened", [])})
+                        "reopened": record.reopened if graded_here and record else []})
     return out
 
 
@@ -335,7 +334,7 @@ def manual_points(lesson: Lesson) -> tuple:
         given = lesson.marks.get(student, {})
         if None in given.values():
             pending += 1
-        elif record["written"]:
+        elif record.written:
             marked.append(sum(given.values()))
     return marked, pending
 

@@ -28,6 +28,7 @@ import copy
 from autograder.checks import registry
 from autograder.checks.verdict import BUG, INTERFERED, NOT_RUN, PASSED, UNANSWERED, UNNAMED, Verdict
 from autograder.grading.pipeline import execute
+from autograder.grading.state import Item, Written
 from autograder.publish import given_code
 
 # a failure's name when the error outputs say nothing more
@@ -111,9 +112,9 @@ def failure_name(nb, cells: dict, gid: str, defined: dict, default: str, said: V
     return NAMED.get(ename, ename)
 
 
-def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> dict:
-    """{"items": {grade_id: {score, max, result, bug, failure}}, "written": {grade_id: {max, answered}},
-    "attempted": bool} of one graded notebook."""
+def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> tuple:
+    """(items: {grade_id: ``state.Item``}, written: {grade_id: ``state.Written``}, attempted) of one graded
+    notebook, for its ``state.Record``."""
     handed = handed_out(lesson, released)
     left, defined = untouched(nb, handed), defined_in(handed)
     written = {gid for gid, c in _answer_cells(handed).items() if c.metadata["nbgrader"].get("grade")}
@@ -124,7 +125,7 @@ def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> dict:
     for grade in sorted(submission.grades, key=lambda g: g.name):
         maximum = float(grade.max_score or 0.0)
         if grade.name in written:
-            answers[grade.name] = {"max": maximum, "answered": grade.name not in left}
+            answers[grade.name] = Written(max=maximum, answered=grade.name not in left)
             continue
         if grade.auto_score is None or not maximum:  # the zero-point setup cell
             continue
@@ -140,15 +141,15 @@ def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> dict:
         failure = None
         if result not in (PASSED, BUG, UNANSWERED):
             failure = failure_name(nb, cells, grade.name, defined, FAILURE_OF.get(result, result), said)
-        found[grade.name] = {"score": score, "max": maximum, "result": result,
-                             "bug": said.bug if result == BUG and said else None, "failure": failure}
-    return {"items": found, "written": answers, "attempted": left != set(_answer_cells(handed))}
+        found[grade.name] = Item(score=score, max=maximum, result=result,
+                                 bug=said.bug if result == BUG and said else None, failure=failure)
+    return found, answers, left != set(_answer_cells(handed))
 
 
 def written_marks(gb, lesson: str, student: str, written: dict) -> dict:
     """{grade_id: the instructor's mark, or None while it is pending} of the answered written answers of
     ``written`` (a record's), read from the gradebook."""
-    wanted = {gid for gid, w in written.items() if w["answered"]}
+    wanted = {gid for gid, w in written.items() if w.answered}
     if not wanted:
         return {}
     submission = gb.find_submission_notebook(lesson, lesson, student)

@@ -86,23 +86,24 @@ def written_answers(nb) -> dict:
     return answers
 
 
-def before_regrade(gb, lesson: str, student: str, record: dict) -> dict:
+def before_regrade(gb, lesson: str, student: str, record: state.Record | None) -> dict:
     """What a regrade of one submission must keep: ``previous`` (its score, status and work before), ``marks``
     (cell -> manual score, extra credit, comment, and the hash of the answer the score was for) and ``by`` (who
     handed that submission in, ``for_hand_in``). ``record`` is the
     submission's state record; a submission the gradebook does not hold has no marks."""
     from nbgrader.api import MissingEntry
 
-    previous = {k: record.get(k) for k in ("score", "status", "attempted", "graded_answers")} if record else {}
-    by = (record or {}).get("by", "")  # who handed in the notebook the marks were given to
+    previous = {"score": record.score, "status": record.status, "attempted": record.attempted,
+                "graded_answers": record.graded_answers} if record else {}
+    by = record.by if record else ""  # who handed in the notebook the marks were given to
     try:
         nb = gb.find_submission_notebook(lesson, lesson, student)
     except MissingEntry:
         return {"previous": previous, "marks": {}, "by": by}
-    if record and record.get("graded"):
+    if record and record.graded:
         now = marks(gb, lesson, student)  # marks given since the record was written count
         previous.update(score=now["score"], status=outcome.PENDING if now["pending"] else outcome.GRADED)
-    answers, graded = (record or {}).get("answers", {}), (record or {}).get("graded_answers", {})
+    answers, graded = (record.answers, record.graded_answers) if record else ({}, {})
     comments = {c.name: c.manual_comment for c in nb.comments if c.manual_comment}
     held = {}
     for grade in nb.grades:
@@ -213,7 +214,7 @@ def before_rebuild(s: Settings) -> dict:
         return {**{key: {"previous": {}, "marks": {}} for key in graded}, **kept}
     try:
         with gradebook.opened(s) as gb:
-            found = {key: before_regrade(gb, key[1], key[0], state.read(s, *key) or {}) for key in graded}
+            found = {key: before_regrade(gb, key[1], key[0], state.read(s, *key)) for key in graded}
     except Exception as exc:  # noqa: BLE001 - whatever stops the read, the marks must not be dropped
         why = (str(exc).splitlines() or [""])[0][:200]
         raise MarksUnreadable(

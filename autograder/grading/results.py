@@ -45,13 +45,13 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
     if record is None:
         flags.append(f"{lesson}: not graded yet (run the command again)")
         return cell, flags
-    flags += [f"{lesson}: {flag}" for flag in record["flags"]]
-    if not record.get("graded"):
-        reason = record.get("reason") or "; ".join(record["flags"][:1]) or "unknown"
+    flags += [f"{lesson}: {flag}" for flag in record.flags]
+    if not record.graded:
+        reason = record.reason or "; ".join(record.flags[:1]) or "unknown"
         cell.update(status=outcome.GRADING_ERROR, reason=reason)
         flags.insert(0, f"{lesson}: grading error (not the learner's; score left empty, retried next run): {reason}")
         return cell, flags
-    if record.get("attempted") is False:
+    if record.attempted is False:
         flags.append(f"{lesson}: not attempted: every answer is as it was handed out")
     try:
         got = marks.marks(gb, lesson, student)
@@ -62,7 +62,7 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
     cell.update(score=got["score"], auto=got["auto"], manual=got["manual"] if got["manual_cells"] else None,
                 pending=got["pending"], status=outcome.PENDING if got["pending"] else outcome.GRADED)
     flags += [f"{lesson}: marks back to pending: {line}"
-              for line in marks.reopened_lines(marks.still_pending(record.get("reopened", []), got))]
+              for line in marks.reopened_lines(marks.still_pending(record.reopened, got))]
     if got["pending"]:
         flags.append(f"{lesson}: {fmt(got['pending'])} points of written answers awaiting the instructor "
                      f"({', '.join(got['pending_cells'])}; grade them in formgrader, then run again)")

@@ -12,11 +12,82 @@ gradebook, or before a resubmission is graded, and removed once its grading succ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from autograder.grading.outcome import GRADING_ERROR
 from autograder.grading.settings import Settings
+
+
+@dataclass
+class Item:
+    """One hidden test of a graded notebook: its points, and how it ended (``checks.verdict.RESULTS``; ``bug`` for a
+    catalogued bug, ``failure`` for a failure no bug names: what it is, for the instructor). ``items.record``
+    makes it."""
+
+    score: float
+    max: float
+    result: str
+    bug: str | None = None
+    failure: str | None = None
+
+
+@dataclass
+class Written:
+    """One written answer of a graded notebook: its points, and whether the learner answered it."""
+
+    max: float
+    answered: bool
+
+
+@dataclass
+class Record:
+    """What is kept of one graded (student, lesson): ``DIR/state/<student>/<lesson>.json``.
+
+    Written first as a grading error (``worker.new_record``), then filled in as grading succeeds: the gradebook's
+    score and status, the flags, the instructor's marks reopened or carried, and (``items.record``) each hidden
+    test's ``Item``, each written answer's ``Written`` and whether anything was attempted. ``items`` and
+    ``written`` stay None for a notebook whose grading never got that far."""
+
+    student: str
+    lesson: str
+    hash: str
+    key: str
+    by: str = ""
+    graded: bool = False
+    status: str = GRADING_ERROR
+    score: float | None = None
+    max_score: float | None = None
+    flags: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    reason: str | None = None
+    answers: dict[str, Any] = field(default_factory=dict)  # each written answer's text (``marks.written_answers``)
+    graded_answers: dict[str, Any] = field(default_factory=dict)  # the answers the instructor's marks were given to
+    reopened: list[Any] = field(default_factory=list)  # marks reopened by a changed answer (``marks.carry``)
+    previous: dict[str, Any] | None = None  # score, status and attempted of the record this one replaced
+    items: dict[str, Item] | None = None
+    written: dict[str, Written] | None = None
+    attempted: bool | None = None
+    feedback_of: str | None = None  # the gradebook's marks the feedback page was written from (``marks.fingerprint``)
+    refreshed: bool = False
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Record":
+        """The record ``to_json`` wrote; keys an older grader wrote that a record no longer has are left out."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if values.get("items") is not None:
+            values["items"] = {gid: Item(**item) for gid, item in values["items"].items()}
+        if values.get("written") is not None:
+            values["written"] = {gid: Written(**w) for gid, w in values["written"].items()}
+        return cls(**values)
 
 CANARY_PREFIX = "_canary-"  # the canary's student ids (``canary.py``): the model answers, graded before anyone
 
@@ -44,16 +115,17 @@ def recorded(s: Settings) -> list:
     return sorted((p.parent.name, p.stem) for p in (Path(s.out) / "state").glob("*/*.json"))
 
 
-def read(s: Settings, student: str, lesson: str):
+def read(s: Settings, student: str, lesson: str) -> Record | None:
     """The record of (student, lesson), or None if there is none (or it cannot be read)."""
     try:
-        return json.loads(path(s, student, lesson).read_text())
-    except (OSError, ValueError):
+        data = json.loads(path(s, student, lesson).read_text())
+        return Record.from_json({"student": student, "lesson": lesson, "hash": "", "key": "", **data})
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 
-def write(s: Settings, student: str, lesson: str, record: dict) -> None:
-    _write(path(s, student, lesson), record)
+def write(s: Settings, record: Record) -> None:
+    _write(path(s, record.student, record.lesson), record.to_json())
 
 
 def _write(target: Path, record: dict) -> None:

@@ -66,7 +66,7 @@ class Worker:
         app.force = True
         return capture_log(app)
 
-    def grade_one(self, student: str, lesson: str, task: dict) -> dict:
+    def grade_one(self, student: str, lesson: str, task: dict) -> state.Record:
         """autograde + generate_feedback for one (student, lesson); record the result, and return the record.
 
         The instructor's marks on the submission are taken first (``marks.before_regrade``, kept in a file until the
@@ -80,10 +80,10 @@ class Worker:
         try:
             kept = marks.for_hand_in(self._marks_to_carry(student, lesson), task.get("by", ""))
         except Exception as exc:  # noqa: BLE001 - grading it now would put its marks at risk: the grader's failure
-            record = new_record(s, student, lesson, task, state.read(s, student, lesson) or {})
-            record["reason"] = (f"the instructor's marks on this notebook could not be read before grading it again "
-                                f"({type(exc).__name__}: {exc})"[:500] + "; it was not graded")
-            state.write(s, student, lesson, record)
+            record = new_record(s, student, lesson, task, state.read(s, student, lesson))
+            record.reason = (f"the instructor's marks on this notebook could not be read before grading it again "
+                             f"({type(exc).__name__}: {exc})"[:500] + "; it was not graded")
+            state.write(s, record)
             return record
         result = self._nbgrader_step(Autograde, student, lesson)
         record = new_record(s, student, lesson, task, kept["previous"])
@@ -93,25 +93,26 @@ class Worker:
                 raise outcome.GradingError("nbgrader autograde failed: " + last_error(result))
             nb = nbformat.read(autograded, as_version=4)
             seen = execute.execution_report(nb)
-            record["flags"] += seen.sandbox_events
+            record.flags += seen.sandbox_events
             problem = outcome.grading_error(nb)
             if problem:
                 raise outcome.GradingError(problem)
-            record["flags"] = findings.run_flags(nb) + findings.given_elsewhere(lesson, nb) + record["flags"]
-            record["answers"] = marks.written_answers(nb)
+            record.flags = findings.run_flags(nb) + findings.given_elsewhere(lesson, nb) + record.flags
+            record.answers = marks.written_answers(nb)
             released = nbformat.read(root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
             with gradebook.opened(s) as gb:
-                record["reopened"] = marks.carry(gb, lesson, student, kept["marks"], record["answers"])
-                record.update(items.record(gb, lesson, student, nb, released, seen.verdicts))
+                record.reopened = marks.carry(gb, lesson, student, kept["marks"], record.answers)
+                record.items, record.written, record.attempted = items.record(gb, lesson, student, nb, released,
+                                                                              seen.verdicts)
             held = {gid: m["answer"] for gid, m in kept["marks"].items() if m.get("answer")}
-            self._write_feedback(student, lesson, record, held, before=kept["previous"].get("score"))
+            self._write_feedback(student, lesson, record, held, before=(kept["previous"] or {}).get("score"))
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
             reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
-            record.update(graded=False, status=outcome.GRADING_ERROR, score=None, reason=reason[:500])
+            record.graded, record.status, record.score, record.reason = False, outcome.GRADING_ERROR, None, reason[:500]
             feedback_page.page_path(s.out, student, lesson).unlink(missing_ok=True)  # of an older notebook
-        record["seconds"] = round(time.monotonic() - started, 2)
-        state.write(s, student, lesson, record)
-        if record["graded"]:
+        record.seconds = round(time.monotonic() - started, 2)
+        state.write(s, record)
+        if record.graded:
             state.drop_carried(s, student, lesson)  # every mark is back in the gradebook
         return record
 
@@ -121,12 +122,12 @@ class Worker:
         kept = state.read_carried(self.s, student, lesson)
         if kept is None:
             with gradebook.opened(self.s) as gb:
-                kept = marks.before_regrade(gb, lesson, student, state.read(self.s, student, lesson) or {})
+                kept = marks.before_regrade(gb, lesson, student, state.read(self.s, student, lesson))
             if kept["marks"]:
                 state.write_carried(self.s, student, lesson, kept)
         return kept
 
-    def _write_feedback(self, student: str, lesson: str, record: dict, graded_answers: dict, before) -> None:
+    def _write_feedback(self, student: str, lesson: str, record: state.Record, graded_answers: dict, before) -> None:
         """nbgrader's generate_feedback for one graded notebook, copied to DIR/feedback; its marks into ``record``.
         ``before``: the score the learner was last given, shown beside the new one when they differ."""
         from nbgrader.converters import GenerateFeedback
@@ -134,29 +135,31 @@ class Worker:
         s = self.s
         with gradebook.opened(s) as gb:
             current = marks.marks(gb, lesson, student)
-            record["feedback_of"] = marks.fingerprint(gb, lesson, student)
-        record["flags"] = [f for f in record["flags"] if not f.startswith("no feedback: ")]
+            record.feedback_of = marks.fingerprint(gb, lesson, student)
+        record.flags = [f for f in record.flags if not f.startswith("no feedback: ")]
         feedback = self._nbgrader_step(GenerateFeedback, student, lesson)
         html_path = s.course_root / "feedback" / student / lesson / f"{lesson}.html"
         if feedback.get("success") and html_path.exists():
             dest = feedback_page.page_path(s.out, student, lesson)
             dest.parent.mkdir(parents=True, exist_ok=True)
             page = html_path.read_text(encoding="utf-8")
-            reopened = marks.still_pending(record.get("reopened", []), current)
+            reopened = marks.still_pending(record.reopened, current)
             dest.write_text(feedback_page.with_changes(page, before, current["score"], reopened), encoding="utf-8")
         else:
-            record["flags"].append("no feedback: " + last_error(feedback))
-        record.update(graded=True, score=current["score"], max_score=current["max"],
-                      status=outcome.PENDING if current["pending"] else outcome.GRADED,
-                      graded_answers=marks.graded_answers(current, record.get("answers", {}), graded_answers))
+            record.flags.append("no feedback: " + last_error(feedback))
+        record.graded, record.score, record.max_score = True, current["score"], current["max"]
+        record.status = outcome.PENDING if current["pending"] else outcome.GRADED
+        record.graded_answers = marks.graded_answers(current, record.answers, graded_answers)
 
-    def refresh_feedback(self, student: str, lesson: str) -> dict:
+    def refresh_feedback(self, student: str, lesson: str) -> state.Record:
         """Generate the feedback of an already graded notebook again (its grades changed: manual grading)."""
         record = state.read(self.s, student, lesson)
-        record["previous"] = {k: record.get(k) for k in ("score", "status", "attempted")}
-        self._write_feedback(student, lesson, record, record.get("graded_answers", {}), before=record.get("score"))
-        record["refreshed"] = True
-        state.write(self.s, student, lesson, record)
+        if record is None:
+            raise FileNotFoundError(f"no record of {student}'s {lesson} to refresh its feedback from")
+        record.previous = previous_of(record)
+        self._write_feedback(student, lesson, record, record.graded_answers, before=record.score)
+        record.refreshed = True
+        state.write(self.s, record)
         return record
 
     def grade_student(self, student: str, tasks: dict) -> list:
@@ -176,26 +179,33 @@ def last_error(result: dict) -> str:
     return "unknown error (see the nbgrader log)"
 
 
-def new_record(s: Settings, student: str, lesson: str, task: dict, previous: dict) -> dict:
-    """A notebook's record before it is graded: a grading error until grading succeeds."""
-    return {"student": student, "lesson": lesson, "hash": task["hash"], "by": task.get("by", ""), "key": s.key,
-            "graded": False,
-            "status": outcome.GRADING_ERROR, "score": None, "max_score": None, "flags": list(task["flags"]),
-            "seconds": 0.0, "graded_answers": previous.get("graded_answers", {}),
-            "previous": {k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None}
+def previous_of(record: state.Record) -> dict:
+    """What a new record keeps of the one it replaces: its score, status and attempted (the report shows changes)."""
+    return {"score": record.score, "status": record.status, "attempted": record.attempted}
+
+
+def new_record(s: Settings, student: str, lesson: str, task: dict, previous) -> state.Record:
+    """A notebook's record before it is graded: a grading error until grading succeeds. ``previous``: the record
+    it replaces (a ``state.Record``), or what ``marks.before_regrade`` kept of it (a dict), or None."""
+    if isinstance(previous, state.Record):
+        previous = {**previous_of(previous), "graded_answers": previous.graded_answers}
+    return state.Record(student, lesson, task["hash"], s.key, by=task.get("by", ""), flags=list(task["flags"]),
+                        graded_answers=(previous or {}).get("graded_answers") or {},
+                        previous={k: previous.get(k) for k in ("score", "status", "attempted")} if previous else None)
 
 
 def grader_failed(s: Settings, student: str, tasks: dict, *, reason: str) -> list:
     """Record every notebook of ``tasks`` as a grading error with ``reason`` (the grader could not grade here)."""
     records = []
     for lesson, task in sorted(tasks.items()):
-        previous = state.read(s, student, lesson) or {}
+        previous = state.read(s, student, lesson)
         if task.get("refresh"):  # graded already: only its feedback waits, and keeps waiting
-            records.append(previous)
+            if previous is not None:
+                records.append(previous)
             continue
         record = new_record(s, student, lesson, task, previous)
-        record["reason"] = reason[:500]
-        state.write(s, student, lesson, record)
+        record.reason = reason[:500]
+        state.write(s, record)
         records.append(record)
     return records
 
@@ -210,10 +220,10 @@ def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
         for student in roster.students:
             for lesson in s.lessons:
                 record = state.read(s, student, lesson)
-                if not record or not record.get("graded") or lesson in todo.get(student, {}):
+                if not record or not record.graded or lesson in todo.get(student, {}):
                     continue
                 try:
-                    changed = marks.fingerprint(gb, lesson, student) != record.get("feedback_of")
+                    changed = marks.fingerprint(gb, lesson, student) != record.feedback_of
                 except MissingEntry:
                     continue
                 changed = changed or not feedback_page.page_path(s.out, student, lesson).exists()  # removed earlier

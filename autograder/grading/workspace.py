@@ -235,7 +235,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 continue
             digest = hashlib.sha256(data).hexdigest()
             record = state.read(s, student, lesson)
-            if record and record.get("graded") and record.get("hash") == digest and record.get("key") == key \
+            if record and record.graded and record.hash == digest and record.key == key \
                     and dest.exists():  # done before; failed ones are tried again
                 continue
             try:  # whatever the notebook holds, it costs only this notebook
@@ -252,7 +252,7 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
             _write_timestamp(entry.submitted, dest.parent)
             flags += entry.flags
             todo.setdefault(student, {})[lesson] = {"hash": digest, "flags": flags, "by": entry.by,
-                                                    "resubmitted": bool(record and record.get("hash") != digest)}
+                                                    "resubmitted": bool(record and record.hash != digest)}
     return todo
 
 

@@ -176,9 +176,9 @@ def test_a_worker_without_the_course_makes_each_of_its_notebooks_a_grading_error
         s.scheduler = local.scheduler_address
         with pool.ClusterPool(s) as cluster:
             [[record]] = list(cluster.completed("grade_student", [("alice", {LESSON: {"hash": "h", "flags": []}})]))
-    assert (record["status"], record["score"]) == (outcome.GRADING_ERROR, None)
+    assert (record.status, record.score) == (outcome.GRADING_ERROR, None)
     assert re.fullmatch(r"the Dask worker inproc://\S+ on \S+ \(pid \d+\) has no course at \S+/elsewhere: put this "
-                        r"course at the same path on every worker .*", record["reason"]), record["reason"]
+                        r"course at the same path on every worker .*", record.reason), record.reason
 
 
 def test_sqlite_with_a_scheduler_is_refused_before_anything_is_graded(tmp_path):

@@ -96,7 +96,7 @@ def _later_batch(base: Path, honest: str, colliding: str) -> dict:
     sid = intake.student_id(honest)
     return {"grades": _rows(base / "out", "grades.csv"), "errors": run["errors"],
             "honest_total": results.submission_total(s, LESSON, sid),
-            "honest_record": state.read(s, sid, LESSON)["score"],
+            "honest_record": state.read(s, sid, LESSON).score,
             "registry": json.loads(registry.read_text()) if (registry := base / "out" / "students.json").exists()
             else None}
 

@@ -10,8 +10,7 @@ import pytest
 
 from autograder import bugs, course, reference
 from autograder.checks import compare, registry
-from autograder.checks.dtypes import dtype_kept
-from autograder.checks.runner import Case
+from autograder.checks.runner import Case, dtype_kept
 from autograder.checks.verdict import WrongAnswer
 
 LESSONS = ("04", "05", "06")

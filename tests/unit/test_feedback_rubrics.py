@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 from autograder import bugs, course
-from autograder.checks import registry, stand_ins
+from autograder.checks import registry
 from autograder.course import answers
 from autograder.grading.pipeline import feedback_page
 from autograder.publish import answer_key
@@ -192,8 +192,8 @@ def earned(lesson: str, text: str) -> list:
 
 
 # ------------------------------------------------------------------------------------------- the texts a page shows
-_SHARED = ["autograder/checks/runner.py", "autograder/checks/compare.py", "autograder/checks/dtypes.py",
-           "autograder/checks/stand_ins.py", "autograder/checks/registry.py", "autograder/checks/bug_match.py",
+_SHARED = ["autograder/checks/runner.py", "autograder/checks/compare.py", "autograder/checks/verdict.py",
+           "autograder/checks/registry.py", "autograder/checks/bug_match.py",
            "autograder/kernel/hidden_cell.py", "autograder/grading/pipeline/hidden_tests.py",
            "autograder/grading/pipeline/learner_errors.py", "solutions/selfcheck_common.py"]
 
@@ -352,14 +352,14 @@ def _shown_for(bug) -> list:
     for grade_id, test in registry.tests_of(bug.lesson).items():
         if bug.function not in test.uses:
             continue
-        values = {**stand_ins.of(bug.lesson), bug.function: bug.make()}
+        values = {**registry.stand_ins_of(bug.lesson), bug.function: bug.make()}
         try:
             with np.errstate(all="ignore"):
                 test(values)
         except AssertionError as exc:
             shown.append(str(exc))
         checks = course.import_helper(f"selfcheck_{course.lesson_number(bug.lesson)}")
-        namespace = {"np": np, "math": math, **vars(checks), **stand_ins.of(bug.lesson), bug.function: bug.make()}
+        namespace = {"np": np, "math": math, **vars(checks), **registry.stand_ins_of(bug.lesson), bug.function: bug.make()}
         try:
             with contextlib.redirect_stdout(io.StringIO()), np.errstate(all="ignore"):
                 exec(_cell_source(bug.lesson, grade_id), namespace)

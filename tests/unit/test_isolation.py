@@ -11,7 +11,7 @@ import ast
 import pytest
 
 from autograder import course
-from autograder.checks import registry, stand_ins
+from autograder.checks import registry
 from autograder.course import answers, notebooks
 from autograder.proofs import mutation, placements
 
@@ -40,7 +40,7 @@ def _run_isolated(lesson, test, namespace, stand_in_names):
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_hidden_test_passes_when_every_function_it_does_not_grade_raises(lesson):
-    names = set(stand_ins.of(lesson))
+    names = set(registry.stand_ins_of(lesson))
     with mutation.answers_run_here(lesson, answers.fill(lesson)) as namespace:
         for test in registry.tests_of(lesson).values():
             _run_isolated(lesson, test, namespace, names)
@@ -49,7 +49,7 @@ def test_every_hidden_test_passes_when_every_function_it_does_not_grade_raises(l
 def test_without_stand_ins_a_pasted_function_reaches_the_graded_one(monkeypatch):
     """The check above can fail: with no stand-ins, GQA calls the (raising) pasted attention."""
     lesson = "06_going_further"
-    monkeypatch.setattr(stand_ins, "of", lambda lesson: {})
+    monkeypatch.setattr(registry, "_BY_LESSON", {n: dict for n in registry._BY_LESSON})
     with mutation.answers_run_here(lesson, answers.fill(lesson)) as namespace:
         with pytest.raises(AssertionError, match="scaled_dot_product_attention was called"):
             _run_isolated(lesson, registry.find("06_going_further", "gqa_values"), namespace, ["scaled_dot_product_attention"])
@@ -58,8 +58,8 @@ def test_without_stand_ins_a_pasted_function_reaches_the_graded_one(monkeypatch)
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_function_of_the_answer_cells_has_a_stand_in(lesson):
     defined = set(placements.defining_cells(answers.model_answers(lesson)))
-    missing = defined - set(stand_ins.of(lesson))
-    assert not missing, f"add a stand-in for {sorted(missing)} to autograder/checks/stand_ins.py"
+    missing = defined - set(registry.stand_ins_of(lesson))
+    assert not missing, f"add a stand-in for {sorted(missing)} to autograder/checks/registry.py"
 
 
 def _visible_calls(cell_source):

@@ -3,7 +3,7 @@ function that reuses another function of the lesson earns full marks.
 
 Three ways a function could score without doing what it is graded for, each closed and each shown to stay fair to
 honest work: calling a stand-in of a function the lesson tells it, in words, not to call (``forbids`` in
-``@hidden_test``: that stand-in is a ``stand_ins.Refusal``; every other function of the lesson is answered by the
+``@hidden_test``: that stand-in is a ``verdict.Refusal``; every other function of the lesson is answered by the
 reference), over the real channel of ``autograder/kernel/hidden_cell.py`` and
 ``autograder/grading/pipeline/hidden_tests.py`` in one process; a memory figure the kernel reports (no longer asked
 for: the memory point of ``tiled_memory`` is behavioural in the kernel); and a formula in place of the lesson-04
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from autograder import bugs, course, reference
-from autograder.checks import lesson04, registry, runner, stand_ins
+from autograder.checks import lesson04, registry, runner, verdict
 from autograder.checks.verdict import WrongAnswer
 from autograder.course import answers
 from autograder.grading.pipeline.hidden_tests import RemoteFunction, Session
@@ -64,7 +64,7 @@ def test_only_what_the_lesson_forbids_refuses_every_other_stand_in_answers():
         graded = set(test.uses) | set(test.together)
         for name, stand_in in test.stand_ins().items():
             assert name not in graded, test.name
-            assert isinstance(stand_in, stand_ins.Refusal) == (name in test.forbids), (test.name, name)
+            assert isinstance(stand_in, verdict.Refusal) == (name in test.forbids), (test.name, name)
         forbidding += bool(test.forbids)
         for name in test.forbids:  # the lesson's text says it, where the learner reads the function's task
             assert f"`{name}`" in (course.SOLUTIONS / f"{test.lesson}.py").read_text(encoding="utf-8"), (test.name, name)
@@ -90,7 +90,7 @@ def test_a_decoding_loop_handed_to_the_causal_layer_gets_nothing(monkeypatch):
 def test_with_every_stand_in_answering_the_handed_on_loop_would_pass(monkeypatch):
     """The check above can fail: were every stand-in the reference, the loop would earn full marks."""
     monkeypatch.setattr(registry.HiddenTest, "stand_ins",
-                        lambda self, refused=None: {n: f for n, f in stand_ins.of(self.lesson).items()
+                        lambda self, refused=None: {n: f for n, f in registry.stand_ins_of(self.lesson).items()
                                                     if n not in self.uses})
     session = _grade(monkeypatch, LESSON06, "decode_loop_values",
                      _notebook(LESSON06, cheat=handed_on.DECODE_VIA_CAUSAL))
@@ -167,7 +167,7 @@ def test_without_the_refusal_the_cheat_would_pass(monkeypatch):
     """The checks above can fail: with the reference answering every stand-in, the cheat earns full marks."""
     test = registry.find(LESSON05, "mha_from_scratch_test")
     monkeypatch.setattr(registry.HiddenTest, "stand_ins",
-                        lambda self, refused=None: {n: f for n, f in stand_ins.of(self.lesson).items()
+                        lambda self, refused=None: {n: f for n, f in registry.stand_ins_of(self.lesson).items()
                                                     if n not in self.uses})
     ns = _notebook(LESSON05, cheat=bugs.by_id("mha_from_scratch_calls_attention_layer").source)
     test({n: ns[n] for n in test.names})

@@ -10,7 +10,7 @@ reference, the expected values and the bug catalog never leave this process. The
 ``checks.verdict.Verdict``) is written into the cell by ``SafeExecute`` and carried whole to the record: the kernel
 cannot turn a failure into a pass.
 
-Nothing the kernel reports about itself is trusted: a stand-in that refused (``stand_ins.Refusal``) is remembered
+Nothing the kernel reports about itself is trusted: a stand-in that refused (``verdict.Refusal``) is remembered
 here, and the learner's call raises that refusal whatever the kernel answers after it; and the kernel's memory is
 never asked for: ``RemoteFunction.memory_limit`` is the limit the grader set, which a hidden test uses to choose
 inputs too large for the array a function must not build.
