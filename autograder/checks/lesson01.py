@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder import reference
-from autograder.checks.runner import Case, against_reference, bound, distinct_dims, dtype_kept, rng_for
+from autograder.checks.runner import Case, against_reference, standing_in, distinct_dims, dtype_kept, rng_for, random_mask
 from autograder.checks.verdict import WrongAnswer
 from autograder.checks.registry import hidden_test
 
@@ -101,22 +101,11 @@ def attention_values(scaled_dot_product_attention, softmax=None):
         Case(_qkv(rng, (d["B"],), d, np.float32), label="float32"),
     ]
     against_reference(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
+          stand_ins={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
     dtype_kept(_SDPA, scaled_dot_product_attention,
                [Case(_qkv(rng, (d["B"],), d, dtype), label=f"batched, {dtype.__name__}")
                 for dtype in (np.float32, np.float64)], outputs=("out", "weights"),
-               bind={"softmax": reference.softmax})
-
-
-def _mask(rng, shape, blocked_row=False):
-    """A random boolean mask (True = blocked) that leaves at least one key open in every row; with
-    ``blocked_row``, one query of the first batch element has every key blocked (its weights must all be 0)."""
-    mask = rng.random(shape) < 0.4
-    open_key = rng.integers(0, shape[-1], size=shape[:-1])
-    np.put_along_axis(mask, open_key[..., None], False, axis=-1)
-    if blocked_row:
-        mask[(0,) * (len(shape) - 2) + (int(rng.integers(0, shape[-2])),)] = True
-    return mask
+               stand_ins={"softmax": reference.softmax})
 
 
 @hidden_test(uses=('scaled_dot_product_attention',), helpers=('softmax',), visible_check='check_attention_mask')
@@ -128,19 +117,19 @@ def attention_mask(scaled_dot_product_attention, softmax=None):
     causal = np.triu(np.ones((T_q, T_q), dtype=bool), k=1)
     sq = dict(d, T_k=T_q)
     cases = [
-        Case(_qkv(rng, (), d), {"mask": _mask(rng, (T_q, T_k))}, label="unbatched, random mask"),
-        Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (T_q, T_k))}, label="batched, one (T_q, T_k) mask"),
-        Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (d["B"], T_q, T_k))}, label="batched, per-example mask"),
+        Case(_qkv(rng, (), d), {"mask": random_mask(rng, (T_q, T_k))}, label="unbatched, random mask"),
+        Case(_qkv(rng, (d["B"],), d), {"mask": random_mask(rng, (T_q, T_k))}, label="batched, one (T_q, T_k) mask"),
+        Case(_qkv(rng, (d["B"],), d), {"mask": random_mask(rng, (d["B"], T_q, T_k))}, label="batched, per-example mask"),
         Case(_qkv(rng, (d["B"],), sq), {"mask": causal}, label="causal self-attention"),
-        Case(_qkv(rng, (d["B"],), d), {"mask": _mask(rng, (d["B"], T_q, T_k), blocked_row=True)},
+        Case(_qkv(rng, (d["B"],), d), {"mask": random_mask(rng, (d["B"], T_q, T_k), blocked_row=True)},
              label="batched, one query with every key blocked"),
     ]
     against_reference(_SDPA, scaled_dot_product_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
+          stand_ins={"softmax": reference.softmax}, inspect=_INSPECT[_SDPA])
     # blocked weights must be exactly zero, not merely small
     Q, K, V = _qkv(rng, (), d)
-    mask = _mask(rng, (T_q, T_k))
-    with bound(scaled_dot_product_attention, {"softmax": reference.softmax}):
+    mask = random_mask(rng, (T_q, T_k))
+    with standing_in(scaled_dot_product_attention, {"softmax": reference.softmax}):
         _, weights = scaled_dot_product_attention(Q, K, V, mask=mask)
     blocked = np.asarray(weights)[mask].tolist()
     if any(w != 0.0 for w in blocked):

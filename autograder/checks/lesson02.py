@@ -3,7 +3,7 @@
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes
 are all different (B, L, n_heads, T, d_head), unbatched and batched, float64 and float32 (each dtype kept).
 
-Isolation: a function's test binds the reference version of every helper it may call (``bind=``), so a wrong
+Isolation: a function's test binds the reference version of every helper it may call (``stand_ins=``), so a wrong
 ``split_heads`` costs only ``split_heads_values``. ``mha_composition`` then checks the learner's own pieces
 together, and charges only a failure that no single piece explains.
 """
@@ -16,9 +16,8 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import Case, against_reference, distinct_dims, dtype_kept, rng_for
+from autograder.checks.runner import Case, against_reference, distinct_dims, dtype_kept, rng_for, random_mask
 from autograder.checks.verdict import WrongAnswer
-from autograder.checks.lesson01 import _mask
 from autograder.checks.registry import hidden_test
 
 _MHA = "multi_head_attention"
@@ -107,13 +106,13 @@ def output_projection_values(output_projection, concat_heads=None, split_heads=N
     """Concat(heads) @ W_O, graded with the reference concat_heads bound in place of the learner's."""
     rng = rng_for("output_projection_values")
     d = _dims(rng)
-    bind = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
-    against_reference("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, bind=bind,
+    stand_ins = {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}
+    against_reference("output_projection", output_projection, _output_cases(rng, d), rtol=1e-5, atol=1e-7, stand_ins=stand_ins,
           inspect=_INSPECT["output_projection"])
     h, T, dh, dm = d["n_heads"], d["T"], d["d_head"], d["d_model"]
     dtype_kept("output_projection", output_projection,
                [Case((rng.normal(size=(h, T, dh)).astype(dt), rng.normal(size=(dm, dm)).astype(dt)), label=dt.__name__)
-                for dt in _DTYPES], bind=bind)
+                for dt in _DTYPES], stand_ins=stand_ins)
 
 
 def _weights(rng, d_model, dtype=np.float64):
@@ -135,11 +134,11 @@ def mha_values(multi_head_attention, **learner_helpers):
              label="float32"),
     ]
     against_reference(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
+          stand_ins=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
     dtype_kept(_MHA, multi_head_attention,
                [Case((rng.normal(size=(T, dm)).astype(dt), *_weights(rng, dm, dt), h),
                      label=f"unbatched, {dt.__name__}") for dt in _DTYPES],
-               outputs=("out", "weights"), bind=_REFERENCE_HELPERS)
+               outputs=("out", "weights"), stand_ins=_REFERENCE_HELPERS)
 
 
 @hidden_test(
@@ -153,18 +152,18 @@ def mha_mask(multi_head_attention, **learner_helpers):
     T, dm, h, B = d["T"], d["d_model"], d["n_heads"], d["B"]
     causal = np.triu(np.ones((T, T), dtype=bool), k=1)
     cases = [
-        Case((rng.normal(size=(T, dm)), *_weights(rng, dm), h), {"mask": _mask(rng, (T, T))},
+        Case((rng.normal(size=(T, dm)), *_weights(rng, dm), h), {"mask": random_mask(rng, (T, T))},
              label="unbatched, random (T, T) mask"),
         Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h), {"mask": causal},
              label="batched, causal (T, T) mask"),
-        Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h), {"mask": _mask(rng, (B, 1, T, T))},
+        Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h), {"mask": random_mask(rng, (B, 1, T, T))},
              label="batched, per-example (B, 1, T, T) mask"),
         Case((rng.normal(size=(B, T, dm)), *_weights(rng, dm), h),
-             {"mask": _mask(rng, (B, 1, T, T), blocked_row=True)},
+             {"mask": random_mask(rng, (B, 1, T, T), blocked_row=True)},
              label="batched, per-example mask, one query with every key blocked"),
     ]
     against_reference(_MHA, multi_head_attention, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
+          stand_ins=_REFERENCE_HELPERS, inspect=_INSPECT[_MHA])
 
 
 def _passes(*args, **kwargs):
@@ -203,7 +202,7 @@ def mha_composition(multi_head_attention, split_heads=None, concat_heads=None, o
 
     charged_elsewhere = []
     why = _passes(_MHA, multi_head_attention, layer, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-                  bind=_REFERENCE_HELPERS)
+                  stand_ins=_REFERENCE_HELPERS)
     if why:
         charged_elsewhere.append("multi_head_attention (its own tests)")
     Q = reference.split_heads(x @ W_Q, h)
@@ -213,15 +212,15 @@ def mha_composition(multi_head_attention, split_heads=None, concat_heads=None, o
         ("output_projection", output_projection, [Case((Q, W_O), label="heads, W_O")],
          {"concat_heads": reference.concat_heads, "split_heads": reference.split_heads}),
     )
-    for name, fn, cases, bind in helper_checks:
-        if _passes(name, fn, cases, bind=bind, rtol=1e-6, atol=1e-9):
+    for name, fn, cases, stand_ins in helper_checks:
+        if _passes(name, fn, cases, stand_ins=stand_ins, rtol=1e-6, atol=1e-9):
             charged_elsewhere.append(name)
     if charged_elsewhere:
         print("Composition not charged: " + ", ".join(charged_elsewhere) + " already lost points in its own "
               "test; fix that first, then this test checks your pieces together.")
         return
     why = _passes(_MHA, multi_head_attention, layer, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-                  bind=_LESSON01)
+                  stand_ins=_LESSON01)
     if why:
         raise WrongAnswer("split_heads, concat_heads, output_projection and multi_head_attention each pass on "
                           "their own, but multi_head_attention calling *your* helpers does not: check that it "

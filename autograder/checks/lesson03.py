@@ -14,7 +14,7 @@ import numpy as _np
 from autograder import reference
 from autograder.checks import bug_match
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import bound, learner_error, rng_for
+from autograder.checks.runner import standing_in, learner_error, rng_for
 from autograder.checks.verdict import WrongAnswer
 
 _NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
@@ -75,7 +75,7 @@ def _bug_count(b, args, kwargs):
     return wrong if type(wrong) is int else None
 
 
-def check_counts(name, fn, cases, bind=None, inspect=None):
+def check_counts(name, fn, cases, stand_ins=None, inspect=None):
     """Grade an integer-valued function on ``cases`` [(args, kwargs)] against the reference of the same name.
 
     After the first wrong count the remaining cases still run, as evidence: a catalogued bug is named only when
@@ -86,11 +86,11 @@ def check_counts(name, fn, cases, bind=None, inspect=None):
     observed, problem = [], None
     for args, kwargs in cases:
         if problem is None:
-            with bound(fn, bind or {}):
+            with standing_in(fn, stand_ins or {}):
                 got = _as_int(_count_of(fn, name, args, kwargs), name)
         else:
             try:
-                with bound(fn, bind or {}):
+                with standing_in(fn, stand_ins or {}):
                     got = _as_int(fn(*args, **kwargs), name)
             except Exception:
                 break
@@ -158,7 +158,7 @@ def exercise_values(exercise_512, mha_param_count=None):
     reference count bound in, so a wrong ``mha_param_count`` does not cost these points too."""
     if not callable(exercise_512):
         raise WrongAnswer(f"exercise_512 should be a function, got {type(exercise_512).__name__}")
-    with bound(exercise_512, {"mha_param_count": reference.mha_param_count}):
+    with standing_in(exercise_512, {"mha_param_count": reference.mha_param_count}):
         got = _count_of(exercise_512, "exercise_512", (), {})
     b = bug_match.first_fit("exercise_512", lambda b: type(got) is tuple and
                             [(type(v), v) for v in got] == [(type(v), v) for v in b.make()()])
@@ -191,7 +191,7 @@ def gqa_count(gqa_param_count, mha_param_count=None):
         cases.append(((7 * 11, 7, 1), {"bias": bias}))  # multi-query attention
     cases += [((8192, 64, 8), {}), ((72, 6, 6), {})]
     check_counts("gqa_param_count", gqa_param_count, cases,
-                 bind={"mha_param_count": reference.mha_param_count})
+                 stand_ins={"mha_param_count": reference.mha_param_count})
 
 
 @hidden_test(uses=('kv_cache_bytes_per_token',), visible_check='check_kv_cache_bytes')

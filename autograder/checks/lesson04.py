@@ -63,11 +63,11 @@ def head_scores(multi_head_scores, split_heads=None):
         Case(_inputs(rng, (d["B"], 2 if d["B"] != 2 else 3), d), label="two batch axes"),
         Case(_inputs(rng, (d["B"],), d, _np.float32), label="float32"),
     ]
-    bind = {"split_heads": reference.split_heads}
-    against_reference("multi_head_scores", multi_head_scores, cases, rtol=1e-4, atol=1e-6, bind=bind)
+    stand_ins = {"split_heads": reference.split_heads}
+    against_reference("multi_head_scores", multi_head_scores, cases, rtol=1e-4, atol=1e-6, stand_ins=stand_ins)
     dtype_kept("multi_head_scores", multi_head_scores,
                [Case(_inputs(rng, (), d, dtype), label=f"unbatched, {_np.dtype(dtype).name}")
-                for dtype in (_np.float32, _np.float64)], bind=bind)
+                for dtype in (_np.float32, _np.float64)], stand_ins=stand_ins)
 
 
 # --------------------------------------------------------------------------------------------- the experiment

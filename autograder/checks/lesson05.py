@@ -19,7 +19,7 @@ import numpy as np
 
 from autograder import reference
 from autograder.checks import compare
-from autograder.checks.runner import (Case, against_reference, bound, call_learner, distinct_dims, dtype_kept,
+from autograder.checks.runner import (Case, against_reference, standing_in, call_learner, distinct_dims, dtype_kept,
                                       known_bug, rng_for)
 from autograder.checks.verdict import WrongAnswer
 from autograder.checks.registry import hidden_test
@@ -178,12 +178,12 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
     """
     rng = rng_for("heads_differ")
     d = distinct_dims(rng, ("B", "T", "n_heads", "d_head"))  # all >= 2, so there are heads 0 and 1
-    bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "softmax")}
+    stand_ins = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "softmax")}
     # The exercise's claim, on a layer the test supplies: heads 0 and 1 of the learner's result differ ...
     x, (W_Q, W_K, _, _), n_heads = _layer(rng, (), d)
     expected = reference.head_weights(x, W_Q, W_K, n_heads)
     with np.errstate(all="ignore"):
-        with bound(head_weights, bind):
+        with standing_in(head_weights, stand_ins):
             got = call_learner(head_weights, Case((x, W_Q, W_K, n_heads), label="the supplied layer"), "head_weights")
     if compare.is_array(got) and compare.shape_of(got) == compare.shape_of(expected):
         if compare.same_values(got[0], got[1], rtol=0.0, atol=1e-6):
@@ -199,8 +199,8 @@ def heads_differ(head_weights, split_into_heads=None, softmax=None):
         cases.append(Case((xx, Wq, Wk, h), label=label))
     xx, (Wq, Wk, _, _), _ = _layer(rng, (), d)
     cases.append(Case((xx, Wq, Wk, 1), label="one head"))
-    against_reference("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, bind=bind, ref=reference.head_weights)
-    dtype_kept("head_weights", head_weights, cases[:3], bind=bind, ref=reference.head_weights)
+    against_reference("head_weights", head_weights, cases, rtol=1e-4, atol=1e-6, stand_ins=stand_ins, ref=reference.head_weights)
+    dtype_kept("head_weights", head_weights, cases[:3], stand_ins=stand_ins, ref=reference.head_weights)
 
 
 # ------------------------------------------------------------------------------------ mha from raw operations
@@ -221,10 +221,10 @@ def mha_from_scratch_test(mha_from_scratch, split_into_heads=None, merge_heads=N
                                         ((), np.float64, d_model, "d_head = 1")):
         x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
         cases.append(Case((x, *Ws, h), label=label))
-    bind = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "merge_heads", "softmax", "head_weights")}
+    stand_ins = {k: v for k, v in _HELPERS.items() if k in ("split_into_heads", "merge_heads", "softmax", "head_weights")}
     against_reference("mha_from_scratch", mha_from_scratch, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=bind, ref=reference.multi_head_attention)
-    dtype_kept("mha_from_scratch", mha_from_scratch, cases[1:3], outputs=("out", "weights"), bind=bind,
+          stand_ins=stand_ins, ref=reference.multi_head_attention)
+    dtype_kept("mha_from_scratch", mha_from_scratch, cases[1:3], outputs=("out", "weights"), stand_ins=stand_ins,
                ref=reference.multi_head_attention)
 
 
@@ -257,12 +257,12 @@ def masked_attention_test(masked_attention, softmax=None):
         Q, K, V = (rng.normal(size=(*lead, d[t], d[w])).astype(dtype) * 2
                    for t, w in (("T_q", "d_k"), ("T_k", "d_k"), ("T_k", "d_v")))
         cases.append(Case((Q, K, V, _mask(rng, (*mask_lead, d["T_q"], d["T_k"]), blocked_row)), label=label))
-    bind = {"softmax": reference.softmax}
+    stand_ins = {"softmax": reference.softmax}
     against_reference("masked_attention", masked_attention, cases[:3], outputs=("out", "weights"), rtol=1e-6, atol=1e-9,
-          bind=bind, ref=reference.scaled_dot_product_attention)
+          stand_ins=stand_ins, ref=reference.scaled_dot_product_attention)
     against_reference("masked_attention", masked_attention, cases[3:], outputs=("out", "weights"), rtol=1e-4, atol=1e-6,
-          bind=bind, ref=reference.scaled_dot_product_attention)
-    dtype_kept("masked_attention", masked_attention, cases[2:], outputs=("out", "weights"), bind=bind,
+          stand_ins=stand_ins, ref=reference.scaled_dot_product_attention)
+    dtype_kept("masked_attention", masked_attention, cases[2:], outputs=("out", "weights"), stand_ins=stand_ins,
                ref=reference.scaled_dot_product_attention)
 
 
@@ -280,8 +280,8 @@ def attention_layer_test(attention_layer, softmax=None):
                                         ((), np.float64, d["d_head"], "n_heads = d_head")):
         x, Ws, h = _layer(rng, lead, d, dtype, n_heads)
         cases.append(Case((x, *Ws, h), label=f"{label}, n_heads={h}"))
-    bind = {"softmax": reference.softmax}
-    against_reference("attention_layer", attention_layer, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6, bind=bind,
+    stand_ins = {"softmax": reference.softmax}
+    against_reference("attention_layer", attention_layer, cases, outputs=("out", "weights"), rtol=1e-4, atol=1e-6, stand_ins=stand_ins,
           ref=reference.multi_head_attention)
-    dtype_kept("attention_layer", attention_layer, cases[1:3], outputs=("out", "weights"), bind=bind,
+    dtype_kept("attention_layer", attention_layer, cases[1:3], outputs=("out", "weights"), stand_ins=stand_ins,
                ref=reference.multi_head_attention)

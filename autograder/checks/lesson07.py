@@ -2,7 +2,7 @@
 
 One function per graded test cell, named by the cell's grade_id. Inputs are seeded random arrays whose sizes all
 differ (B, n_heads, T_q, T_k, d_k, d_v), unbatched and batched, masked and not, float64 and float32. A composite
-function is graded with the reference versions of the functions it calls (``bind=``). None of these tests trains
+function is graded with the reference versions of the functions it calls (``stand_ins=``). None of these tests trains
 the lesson's model: training is not graded.
 
 ``gradient_check`` takes a function, which cannot be sent into the learner's kernel; in grading it is called
@@ -20,7 +20,7 @@ from autograder import bugs as bug_catalog
 from autograder import course, reference
 from autograder.checks import bug_match, compare
 from autograder.checks.registry import hidden_test
-from autograder.checks.runner import Case, against_reference, bound, call_learner, rng_for
+from autograder.checks.runner import Case, against_reference, standing_in, call_learner, rng_for
 from autograder.checks.verdict import WrongAnswer
 
 GRADIENTS = ("x", "W_Q", "W_K", "W_V", "W_O")
@@ -88,8 +88,8 @@ def softmax_backward_values(softmax_backward):
     _dtype_kept("softmax_backward", softmax_backward, f32[0], {})
 
 
-def _dtype_kept(name, fn, case, bind):
-    with bound(fn, bind):
+def _dtype_kept(name, fn, case, stand_ins):
+    with standing_in(fn, stand_ins):
         out = call_learner(fn, case, name)
     outs = out.values() if isinstance(out, dict) else out if isinstance(out, tuple) else (out,)
     if any(getattr(o, "dtype", None) != np.float32 for o in outs):
@@ -118,10 +118,10 @@ def attention_row_backward_values(attention_row_backward, softmax_backward=None)
     rng = rng_for("attention_row_backward_values")
     d = _dims(rng)
     against_reference("attention_row_backward", attention_row_backward, [_row_case(rng, d), _row_case(rng, d)],
-                      outputs=("dq", "dK", "dV"), rtol=1e-6, atol=1e-9, bind=_ATTENTION_BIND)
+                      outputs=("dq", "dK", "dV"), rtol=1e-6, atol=1e-9, stand_ins=_ATTENTION_BIND)
     f32 = [_row_case(rng, d, np.float32)]
     against_reference("attention_row_backward", attention_row_backward, f32, outputs=("dq", "dK", "dV"),
-                      rtol=1e-3, atol=1e-5, bind=_ATTENTION_BIND)
+                      rtol=1e-3, atol=1e-5, stand_ins=_ATTENTION_BIND)
     _dtype_kept("attention_row_backward", attention_row_backward, f32[0], _ATTENTION_BIND)
 
 
@@ -149,10 +149,10 @@ def attention_backward_values(scaled_dot_product_attention_backward, softmax_bac
              _attention_case(rng, (d["B"], d["n_heads"]), d, True), _attention_case(rng, (), d, True),
              _attention_case(rng, (d["B"],), {**d, "T_k": d["T_q"]}, False)]
     against_reference("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, cases,
-          outputs=("dQ", "dK", "dV"), rtol=1e-6, atol=1e-9, bind=_ATTENTION_BIND)
+          outputs=("dQ", "dK", "dV"), rtol=1e-6, atol=1e-9, stand_ins=_ATTENTION_BIND)
     f32 = [_attention_case(rng, (d["B"],), d, True, np.float32)]
     against_reference("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, f32,
-          outputs=("dQ", "dK", "dV"), rtol=1e-3, atol=1e-5, bind=_ATTENTION_BIND)
+          outputs=("dQ", "dK", "dV"), rtol=1e-3, atol=1e-5, stand_ins=_ATTENTION_BIND)
     _dtype_kept("scaled_dot_product_attention_backward", scaled_dot_product_attention_backward, f32[0],
                 _ATTENTION_BIND)
 
@@ -200,7 +200,7 @@ def _mha_bug(case, got, rtol, atol):
 def _check_mha_backward(fn, cases, rtol, atol):
     for case in cases:
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
-        with bound(fn, _MHA_BIND), np.errstate(all="ignore"):
+        with standing_in(fn, _MHA_BIND), np.errstate(all="ignore"):
             got = _keyed(call_learner(fn, case, _MHA), case.describe())
         if any(b is not None and not compare.unchanged(b, a) for b, a in zip(before, case.args)):
             raise WrongAnswer(f"{_MHA} modified one of its inputs in place on {case.describe()}; work on new arrays "
@@ -234,7 +234,7 @@ def mha_backward_values(multi_head_attention_backward, scaled_dot_product_attent
 
 # ------------------------------------------------------------------------------------------ gradient check
 def _probe():
-    return course.import_helper("selfcheck_07")
+    return course.import_selfcheck("selfcheck_07")
 
 
 def _gc_value(gradient_check, gradient_check_probe, inputs, grad, eps, scale, label):

@@ -36,7 +36,7 @@ import importlib
 from dataclasses import dataclass
 
 from autograder import course, reference
-from autograder.checks.runner import bound
+from autograder.checks.runner import standing_in
 from autograder.checks.verdict import Refusal, WrongAnswer
 
 
@@ -75,7 +75,7 @@ class HiddenTest:
         with contextlib.ExitStack() as stack:
             for name in self.uses:  # a helper shares the graded function's namespace (a notebook's) or is the reference
                 if callable(values[name]):
-                    stack.enter_context(bound(values[name], {n: f for n, f in others.items() if n != name}))
+                    stack.enter_context(standing_in(values[name], {n: f for n, f in others.items() if n != name}))
             result = self.function(*[values[n] for n in self.uses], **{n: values[n] for n in self.helpers})
         if refused:
             raise WrongAnswer(f"{refused[0]}.")

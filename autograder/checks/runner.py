@@ -50,19 +50,19 @@ class Case:
 
 
 @contextlib.contextmanager
-def bound(fn, names: dict):
-    """Temporarily bind ``names`` in the module namespace ``fn`` looks its helpers up in.
+def standing_in(fn, names: dict):
+    """Temporarily stand_ins ``names`` in the module namespace ``fn`` looks its helpers up in.
 
     Used so a learner's composite function is graded with the reference version of the helpers it calls:
     an earlier bug must not cost points twice. A refusal already bound there (``Refusal``) stays: a
-    test's own ``bind`` never lifts what the test's declared helpers refuse.
+    test's own ``stand_ins`` never lifts what the test's declared helpers refuse.
     """
     remote = isinstance(fn, LearnerCall)  # the learner's function runs in the kernel: the grader answers
-    g = fn.bound_helpers if remote else getattr(fn, "__globals__", None)
+    g = fn.stand_ins_bound if remote else getattr(fn, "__globals__", None)
     if g is not None:
         names = {k: v for k, v in names.items() if not isinstance(g.get(k), Refusal)}
     if names and remote:
-        with fn.binding(names):
+        with fn.standing_in(names):
             yield
         return
     if not names or g is None:
@@ -142,7 +142,7 @@ def refused_answer(name: str, case: Case, exc) -> WrongAnswer:
 
     def calls_the_same(bug) -> bool:
         wrong = bug.make()
-        with bound(wrong, {exc.name: Refusal(exc.name, exc.graded)}):
+        with standing_in(wrong, {exc.name: Refusal(exc.name, exc.graded)}):
             try:
                 wrong(*[fresh_copy(a) for a in case.args], **case.kwargs)
             except Refused as other:
@@ -277,10 +277,10 @@ def _axes(case: Case) -> int:
                default=0)
 
 
-def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, bind=None, ref=None, inspect=""):
+def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1e-9, stand_ins=None, ref=None, inspect=""):
     """Grade ``fn`` (the learner's ``name``) on ``cases`` against the reference; raise ``WrongAnswer`` if wrong.
 
-    ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``bind`` maps helper names to the
+    ``outputs`` names the parts of the result (e.g. ``("out", "weights")``); ``stand_ins`` maps function names to the
     reference helpers used while ``fn`` runs. After the first wrong result or error the remaining cases still
     run, as evidence: a catalogued bug is named only when it behaves as the learner's function did on all of them
     (the same results, or the same kind of error); otherwise the message says what differs or what was raised, on
@@ -293,7 +293,7 @@ def against_reference(name, fn, cases, *, outputs=("result",), rtol=1e-6, atol=1
     for case in cases:
         before = [compare.snapshot(a) if compare.is_array(a) else None for a in case.args]
         try:
-            with bound(fn, bind or {}), np.errstate(all="ignore"):
+            with standing_in(fn, stand_ins or {}), np.errstate(all="ignore"):
                 got = _attempt(fn, case, name)
             got = got if isinstance(got, Raised) else as_outputs(got, outputs)
         except WrongAnswer:
@@ -373,6 +373,17 @@ def rng_for(test_id: str):
     return np.random.default_rng([*test_id.encode(), salt % (2 ** 63)])
 
 
+def random_mask(rng, shape, blocked_row=False):
+    """A random boolean mask (True = blocked) that leaves at least one key open in every row; with
+    ``blocked_row``, one query of the first batch element has every key blocked (its weights must all be 0)."""
+    mask = rng.random(shape) < 0.4
+    open_key = rng.integers(0, shape[-1], size=shape[:-1])
+    np.put_along_axis(mask, open_key[..., None], False, axis=-1)
+    if blocked_row:
+        mask[(0,) * (len(shape) - 2) + (int(rng.integers(0, shape[-2])),)] = True
+    return mask
+
+
 def distinct_dims(rng, names, low=2, high=9):
     """Draw one size per name, all different, so no two axes can be confused."""
     pool = list(range(low, high + 1))
@@ -423,7 +434,7 @@ def _advice(given, got, expected) -> str:
     return f"the result's dtype should follow the input's ({expected})"
 
 
-def dtype_kept(name, fn, cases, *, outputs=("result",), rtol=1e-4, atol=1e-6, bind=None, ref=None):
+def dtype_kept(name, fn, cases, *, outputs=("result",), rtol=1e-4, atol=1e-6, stand_ins=None, ref=None):
     """Every float output of ``fn`` on each case has the dtype the reference gives; raise ``WrongAnswer`` if not.
 
     ``cases`` hold float32 and float64 inputs (at least one of each); ``rtol``/``atol`` only serve to recognise a
@@ -431,7 +442,7 @@ def dtype_kept(name, fn, cases, *, outputs=("result",), rtol=1e-4, atol=1e-6, bi
     """
     ref = ref or getattr(reference, name)
     for case in cases:
-        with bound(fn, bind or {}), np.errstate(all="ignore"):
+        with standing_in(fn, stand_ins or {}), np.errstate(all="ignore"):
             got = as_outputs(call_learner(fn, case, name), outputs)
         expected = as_outputs(ref(*[fresh_copy(a) for a in case.args], **case.kwargs), outputs)
         for label, g, e in zip(outputs, got, expected):

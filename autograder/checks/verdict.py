@@ -149,8 +149,8 @@ class Refusal:
 
 @runtime_checkable
 class LearnerCall(Protocol):
-    """A learner's function as the grader calls it in the kernel (``hidden_tests.RemoteFunction``). A test binds the
-    helpers the grader answers for while it runs (``binding``), reads which are bound (``bound_helpers``) and
+    """A learner's function as the grader calls it in the kernel (``hidden_tests.RemoteFunction``). A test puts in
+    the stand-ins the grader answers for while it runs (``standing_in``), reads which are in (``stand_ins_bound``) and
     chooses inputs by the kernel's memory limit the grader set (``memory_limit``, bytes; never measured in the
     kernel, whose word the notebook could rewrite)."""
 
@@ -160,9 +160,9 @@ class LearnerCall(Protocol):
     def memory_limit(self) -> int | None: ...
 
     @property
-    def bound_helpers(self) -> dict: ...
+    def stand_ins_bound(self) -> dict: ...
 
-    def binding(self, helpers: dict) -> ContextManager[None]: ...
+    def standing_in(self, stand_ins: dict) -> ContextManager[None]: ...
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions"
 LESSONS = ROOT / "lessons"
 # learner-side modules, copied from solutions/ to lessons/: one self-check module per lesson and their shared part
-HELPERS = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
+SELFCHECK_FILES = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
            "selfcheck_05.py", "selfcheck_06.py", "selfcheck_07.py", "selfcheck_08.py")
 # learner-side pages, copied from solutions/ to lessons/ (every lesson's opening cell links to the glossary)
 PAGES = ("glossary.md",)
@@ -105,7 +105,7 @@ def selfcheck_module(lesson: str) -> str:
     return f"selfcheck_{lesson_number(lesson)}"
 
 
-def import_helper(module: str):
+def import_selfcheck(module: str):
     """A learner-side helper module imported from ``solutions/`` by name, as a lesson's setup cell imports it."""
     import importlib
 
@@ -120,7 +120,7 @@ _PY_BANNER = "# {}\n"
 
 
 def copy_helpers(dest):
-    _copy_with_banner(HELPERS, dest, _PY_BANNER)
+    _copy_with_banner(SELFCHECK_FILES, dest, _PY_BANNER)
 
 
 def copy_pages(dest):

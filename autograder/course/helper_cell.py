@@ -59,7 +59,7 @@ def _write_self_checks(files):
 
 def modules(lesson: str) -> list:
     """The self-check modules a lesson needs: its own and, in turn, every course module they import."""
-    known = {name[:-3] for name in course.HELPERS}
+    known = {name[:-3] for name in course.SELFCHECK_FILES}
     todo, needed = [course.selfcheck_module(lesson)], []
     while todo:
         module = todo.pop()
@@ -72,11 +72,11 @@ def modules(lesson: str) -> list:
                 todo.append(node.module)
             elif isinstance(node, ast.Import):
                 todo += [alias.name for alias in node.names if alias.name in known]
-    return [name for name in (h[:-3] for h in course.HELPERS) if name in needed]  # in course.HELPERS' order
+    return [name for name in (h[:-3] for h in course.SELFCHECK_FILES) if name in needed]  # in course.SELFCHECK_FILES' order
 
 
 def has_cell(lesson: str) -> bool:
-    return f"{course.selfcheck_module(lesson)}.py" in course.HELPERS
+    return f"{course.selfcheck_module(lesson)}.py" in course.SELFCHECK_FILES
 
 
 def files(lesson: str) -> dict:

@@ -47,7 +47,7 @@ from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 GRADED, PENDING, GRADING_ERROR, MISSING, MALFORMED, REFUSED, NOT_YET, NOT_HANDED_IN = (
     "graded", "pending manual", "grading error", "missing", "malformed", "refused", "not graded yet",
     "not handed in")
-COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.HELPERS))
+COURSE_MODULES = ("autograder", *(Path(h).stem for h in course.SELFCHECK_FILES))
 SETUP = "setup"  # the grade_id of every lesson's setup cell, which imports the hidden tests' module first
 _COURSE_IMPORT = re.compile(r"(?:No module named|cannot import name .* from) '(%s)(?:[.'\s]|$)" %
                             "|".join(COURSE_MODULES))

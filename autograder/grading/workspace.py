@@ -314,7 +314,7 @@ def write_kernel_library(dest: Path) -> Path:
     (dest / "autograder" / "__init__.py").write_text("")
     shutil.copytree(course.ROOT / "autograder" / "kernel", dest / "autograder" / "kernel",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for helper in course.HELPERS:
+    for helper in course.SELFCHECK_FILES:
         shutil.copyfile(course.LESSONS / helper, dest / helper)
     for path in [dest, *dest.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)

@@ -8,14 +8,14 @@ catalog are; none of them is in the kernel, which can read only this module and 
 two talk over the kernel's stdin channel, one message at a time, each a line of JSON (``encode``/``decode``):
 
     kernel  -> grader   {"op": "ready", "test": name, "values": {name: value or {"function": true}}}
-    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "bind": [helpers], ...}
-    kernel  -> grader   {"op": "helper", "name": h, "args": [...], "kwargs": {...}}   (a bound helper was called)
-    grader  -> kernel   {"op": "helper_result", ...}
+    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [names], ...}
+    kernel  -> grader   {"op": "stand_in", "name": h, "args": [...], "kwargs": {...}}   (a stand-in was called)
+    grader  -> kernel   {"op": "stand_in_result", ...}
     kernel  -> grader   {"op": "result", "value": ..., "changed": {arg index: new value}} or {"op": "raised", ...}
     grader  -> kernel   {"op": "done", "passed": bool}
 
 The kernel only runs the learner's functions on the inputs it is sent and returns what they return; while a
-function runs, the helpers the grader names (``bind``) are replaced, in the learner's namespace, by stand-ins that
+function runs, the functions the grader names (``stand_ins``) are replaced, in the learner's namespace, by stand-ins that
 ask the grader for the reference result, so an earlier bug never costs points twice (or, for a function whose work
 the graded one must do itself, raise the grader's refusal; the grader remembers it). Nothing is measured here:
 the kernel's own word about its memory would be the notebook's to rewrite. The grader decides the
@@ -54,14 +54,14 @@ def _learner_traceback(exc) -> list:
     return learner_frames(exc.__traceback__) + [f"{type(exc).__name__}: {exc}"]
 
 
-class _Helper:
+class _StandIn:
     """Stands in for a learner's helper while a graded function runs: the grader answers with the reference."""
 
     def __init__(self, name):
         self.__name__ = self.name = name
 
     def __call__(self, *args, **kwargs):
-        request = encode({"op": "helper", "name": self.name, "args": [encode_value(a) for a in args],
+        request = encode({"op": "stand_in", "name": self.name, "args": [encode_value(a) for a in args],
                           "kwargs": {k: encode_value(v) for k, v in kwargs.items()}})
         if len(request) > MAX_MESSAGE:  # the grader would never read it, and this kernel would wait for a reply
             raise MemoryError(f"{self.name} was called with {len(request) / 2**20:.0f} MB of arguments (encoded); "
@@ -70,7 +70,7 @@ class _Helper:
         reply = decode(builtins.input(request))
         while reply.get("op") == "call":  # the grader's helper is itself one of the learner's functions
             reply = _ask(_call(_namespace(), reply))
-        if reply.get("op") == "helper_raised":
+        if reply.get("op") == "stand_in_raised":
             raise exception_named(reply.get("type", "RuntimeError"), reply.get("message", ""))
         return decode_value(reply["value"])
 
@@ -86,9 +86,9 @@ def _call(namespace: dict, message: dict) -> dict:
     missing = object()
     saved = {}
     if g is not None:
-        for name in message.get("bind", []):
+        for name in message.get("stand_ins", []):
             saved[name] = g.get(name, missing)
-            g[name] = _Helper(name)
+            g[name] = _StandIn(name)
     try:
         if not callable(fn):
             raise NameError(f"name {message['name']!r} is not defined as a function", name=message["name"])

@@ -69,7 +69,7 @@ def model_namespace(lesson: str) -> dict:
 def _model_namespace(lesson: str) -> dict:
     namespace = {"np": np, "math": math, "__name__": "__model__"}
     namespace.update({n: getattr(reference, n) for n in reference.__all__})
-    selfcheck = course.import_helper(course.selfcheck_module(lesson))
+    selfcheck = course.import_selfcheck(course.selfcheck_module(lesson))
     namespace.update({n: getattr(selfcheck, n) for n in getattr(selfcheck, "__all__", ())})
     for grade_id, source in answers.model_answers(lesson).items():
         try:

@@ -66,7 +66,7 @@ def build(dest: Path) -> list:
             written.append(target)
     course.copy_helpers(dest)
     course.copy_pages(dest)
-    written += [dest / h for h in (*course.HELPERS, *course.PAGES)]
+    written += [dest / h for h in (*course.SELFCHECK_FILES, *course.PAGES)]
     return written
 
 

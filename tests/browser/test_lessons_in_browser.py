@@ -31,7 +31,7 @@ def folders(lab_server):
     shutil.copytree(course.LESSONS, untouched, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     completed = lab_server.root / "completed"
     completed.mkdir()
-    for helper in course.HELPERS:
+    for helper in course.SELFCHECK_FILES:
         shutil.copy(course.LESSONS / helper, completed / helper)
     return untouched, completed
 

@@ -47,7 +47,7 @@ def test_make_lab_serves_lessons_and_opens_the_first_lesson(browser, tmp_path, n
     try:
         server.wait_ready()
         served = {item["name"] for item in server.api("contents")["content"]}
-        expected = {f"{name}.ipynb" for name in course.lesson_names()} | set(course.HELPERS)
+        expected = {f"{name}.ipynb" for name in course.lesson_names()} | set(course.SELFCHECK_FILES)
         assert expected <= served, f"`make lab` does not serve lessons/: it shows {sorted(served)}"
 
         page = new_page(server)

@@ -53,10 +53,10 @@ GRADED = {"split_heads": ("split_heads_values",), "concat_heads": ("concat_heads
 
 
 def _selfcheck():
-    return course.import_helper(course.selfcheck_module(LESSON))
+    return course.import_selfcheck(course.selfcheck_module(LESSON))
 
 
-SelfCheckFailed = course.import_helper("selfcheck_common").SelfCheckFailed
+SelfCheckFailed = course.import_selfcheck("selfcheck_common").SelfCheckFailed
 
 
 # ------------------------------------------------------------------ fast: the checks on their own, no kernel

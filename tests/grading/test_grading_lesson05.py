@@ -178,7 +178,7 @@ def test_visible_multiple_choice_check_only_validates_the_format(capsys):
 
 # ------------------------------------------------------------------------------------------ fast, no kernel
 def _selfcheck():
-    return course.import_helper(course.selfcheck_module(LESSON))
+    return course.import_selfcheck(course.selfcheck_module(LESSON))
 
 
 LESSON05_BUGS = [b for name in ("split_into_heads", "merge_heads", "head_weights", "mha_from_scratch",
@@ -256,7 +256,7 @@ def test_each_lesson05_bug_fails_its_own_self_check_and_no_other(bug):
 
 def test_a_wrong_split_does_not_fail_the_later_self_checks(capsys):
     """The visible checks of composite functions defer their per-head probes while the split is wrong, so a
-    split bug costs only the round-trip cell (the hidden tests bind the reference split)."""
+    split bug costs only the round-trip cell (the hidden tests stand_ins the reference split)."""
     ns = _model_functions()
     exec(compile(by_id("split_into_heads_bare_reshape").source, "bug", "exec"), ns)
     exec(compile(by_id("merge_heads_bare_reshape").source, "bug", "exec"), ns)

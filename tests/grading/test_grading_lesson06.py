@@ -171,7 +171,7 @@ def _visible_check_failures(ns):
     import contextlib
     import io
 
-    sc = course.import_helper(course.selfcheck_module(LESSON))
+    sc = course.import_selfcheck(course.selfcheck_module(LESSON))
     mha, sdpa = ns["multi_head_attention"], ns["scaled_dot_product_attention"]
     checks = {
         "repeat_kv_values": lambda: sc.check_repeat_kv(ns["repeat_kv"]),

@@ -163,7 +163,7 @@ def _grade_batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     honest = _hostile_class(root, out)
     repo_before = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in
-                   [*(course.LESSONS / h for h in course.HELPERS), *sorted((course.ROOT / "autograder").rglob("*.py"))]}
+                   [*(course.LESSONS / h for h in course.SELFCHECK_FILES), *sorted((course.ROOT / "autograder").rglob("*.py"))]}
     originals = intake.tree_hashes(root)
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=2048,
                               close=[LESSON])  # past its deadline: the student with no notebook counts missing, 0

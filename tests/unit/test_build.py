@@ -96,17 +96,17 @@ def test_lesson_headers_are_light_and_within_the_line_length():
 
 
 def test_helper_modules_hold_no_reference_or_grading_import():
-    for helper in course.HELPERS:
+    for helper in course.SELFCHECK_FILES:
         text = (course.LESSONS / helper).read_text()
         assert "autograder" not in text, helper
         assert text.startswith(f"# Built from solutions/{helper}"), helper
 
 
 def test_each_lesson_imports_only_its_own_self_check_module():
-    assert set(course.HELPERS) == {p.name for p in course.SOLUTIONS.glob("selfcheck_*.py")}
+    assert set(course.SELFCHECK_FILES) == {p.name for p in course.SOLUTIONS.glob("selfcheck_*.py")}
     for lesson in LESSONS:
         own = course.selfcheck_module(lesson)
-        assert f"{own}.py" in course.HELPERS, f"solutions/{own}.py is missing from course.HELPERS"
+        assert f"{own}.py" in course.SELFCHECK_FILES, f"solutions/{own}.py is missing from course.SELFCHECK_FILES"
         source = (course.SOLUTIONS / f"{lesson}.py").read_text()
         imported = set(re.findall(r"^\s*(?:from|import) (selfcheck\w*)", source, re.M))
         assert imported == {own}, f"{lesson} imports {sorted(imported)}; its setup cell imports only {own}"
@@ -114,8 +114,8 @@ def test_each_lesson_imports_only_its_own_self_check_module():
 
 def test_self_check_names_are_unique_across_lessons():
     seen = {}
-    for helper in course.HELPERS:
-        module = course.import_helper(helper[:-3])
+    for helper in course.SELFCHECK_FILES:
+        module = course.import_selfcheck(helper[:-3])
         for name in getattr(module, "__all__", []):
             origin = getattr(module, name).__module__
             assert seen.setdefault(name, origin) == origin, f"{name} is defined in {seen[name]} and {origin}"

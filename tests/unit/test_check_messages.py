@@ -133,7 +133,7 @@ def test_a_self_check_explains_numpy_shape_errors():
 def test_a_self_check_says_the_batch_is_the_problem_only_when_one_sequence_runs(bug_id, batch_hint):
     """.T fails only on a batch: the self-check says so. dV untransposed fails on one sequence already: it hears
     only that two shapes do not fit."""
-    selfcheck_07 = course.import_helper("selfcheck_07")
+    selfcheck_07 = course.import_selfcheck("selfcheck_07")
     import selfcheck_common
 
     with pytest.raises(selfcheck_common.SelfCheckFailed) as err:
@@ -166,7 +166,7 @@ def test_the_multi_head_backward_check_names_the_wrong_function_it_calls(bug):
     mha_backward = notebook["multi_head_attention_backward"]
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            course.import_helper("selfcheck_07").check_mha_backward(mha_backward, notebook["multi_head_attention"])
+            course.import_selfcheck("selfcheck_07").check_mha_backward(mha_backward, notebook["multi_head_attention"])
     except AssertionError as exc:
         assert str(exc).startswith(f"This comes from your `{bug.function}`, which multi_head_attention_backward "
                                    "calls"), str(exc)
@@ -206,7 +206,7 @@ def test_the_multi_head_backward_check_of_an_untouched_notebook_says_not_impleme
          "def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask=None):\n"
          "    raise NotImplementedError()\n", notebook)
     with pytest.raises(NotImplementedError, match="^multi_head_attention_backward is not implemented yet"):
-        course.import_helper("selfcheck_07").check_mha_backward(notebook["multi_head_attention_backward"],
+        course.import_selfcheck("selfcheck_07").check_mha_backward(notebook["multi_head_attention_backward"],
                                                                 reference.multi_head_attention)
 
 
@@ -217,7 +217,7 @@ def test_a_self_check_names_the_stub_a_function_calls():
     exec("def softmax(x, axis=-1):\n    raise NotImplementedError()\n", notebook)
     exec(bugs.by_id("masked_attention_as_given").source, notebook)
     with pytest.raises(AssertionError, match="masked_attention calls `softmax`, which is not implemented yet"):
-        course.import_helper("selfcheck_05").check_masked_attention(notebook["masked_attention"])
+        course.import_selfcheck("selfcheck_05").check_masked_attention(notebook["masked_attention"])
 
 
 def test_every_mask_of_lesson_07s_backward_tests_blocks_a_pair_and_leaves_each_query_a_key():
@@ -250,7 +250,7 @@ def test_an_mla_on_split_half_rope_fails_its_self_check():
     """With d_rope = 2 (one pair) both RoPE layouts agree: a split-half MLA got a tick from its self-check, then
     lost 3/3 in grading."""
     from autograder import reference
-    from autograder.course import answers, import_helper
+    from autograder.course import answers, import_selfcheck
     from autograder.proofs import salt_sweep
 
     lesson = "08_todays_models"
@@ -259,7 +259,7 @@ def test_an_mla_on_split_half_rope_fails_its_self_check():
                                                                                      interleaved=False)
     exec(answers.model_answers(lesson)["mla"], ns)
     with pytest.raises(AssertionError, match="rotary parts"):
-        import_helper("selfcheck_08").check_mla_attention(ns["mla_attention"])
+        import_selfcheck("selfcheck_08").check_mla_attention(ns["mla_attention"])
 
 
 @pytest.mark.slow
@@ -278,10 +278,10 @@ def test_the_blame_proof_can_fail():
     """Without the lesson's declarations of its functions (selfcheck_common.own), a softmax_backward bug is blamed
     on the attention backward pass."""
     from autograder import bugs
-    from autograder.course import import_helper
+    from autograder.course import import_selfcheck
     from autograder.proofs import mutation
 
-    common = import_helper("selfcheck_common")
+    common = import_selfcheck("selfcheck_common")
     saved = dict(common._OWN)
     common._OWN.clear()
     try:
@@ -296,10 +296,10 @@ def test_a_split_half_rope_that_turns_clockwise_is_told_so_not_that_its_columns_
     import numpy as np
 
     from autograder import reference
-    from autograder.course import import_helper
+    from autograder.course import import_selfcheck
 
     def clockwise_split_half(x, positions, base=10000.0, interleaved=True):
         return reference.rope(x, positions if interleaved else -np.asarray(positions), base, interleaved)
 
     with pytest.raises(AssertionError, match="interleaved=False, column pair 0 .* turned clockwise"):
-        import_helper("selfcheck_08").check_rope(clockwise_split_half)
+        import_selfcheck("selfcheck_08").check_rope(clockwise_split_half)

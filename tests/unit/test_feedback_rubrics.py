@@ -358,7 +358,7 @@ def _shown_for(bug) -> list:
                 test(values)
         except AssertionError as exc:
             shown.append(str(exc))
-        checks = course.import_helper(f"selfcheck_{course.lesson_number(bug.lesson)}")
+        checks = course.import_selfcheck(f"selfcheck_{course.lesson_number(bug.lesson)}")
         namespace = {"np": np, "math": math, **vars(checks), **registry.stand_ins_of(bug.lesson), bug.function: bug.make()}
         try:
             with contextlib.redirect_stdout(io.StringIO()), np.errstate(all="ignore"):

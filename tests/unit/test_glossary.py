@@ -45,7 +45,7 @@ def course_code():
             if cell.cell_type == "code":
                 code = "\n".join("" if l.lstrip().startswith(("%", "!")) else l for l in cell.source.splitlines())
                 yield f"solutions/{lesson}.py cell {i + 1}", code
-    for helper in course.HELPERS:
+    for helper in course.SELFCHECK_FILES:
         yield f"solutions/{helper}", (course.SOLUTIONS / helper).read_text(encoding="utf-8")
 
 

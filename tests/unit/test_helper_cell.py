@@ -42,7 +42,7 @@ def _run(source: str, folder, before="", after=""):
 def test_cell_carries_the_lessons_self_check_modules_as_released(lesson):
     carried = helper_cell.carried(_cell(lesson).source)
     assert set(carried) == {f"{m}.py" for m in helper_cell.modules(lesson)}
-    assert {"selfcheck_common.py", f"{course.selfcheck_module(lesson)}.py"} <= set(carried) <= set(course.HELPERS)
+    assert {"selfcheck_common.py", f"{course.selfcheck_module(lesson)}.py"} <= set(carried) <= set(course.SELFCHECK_FILES)
     for name, (digest, data) in carried.items():
         assert data == (course.LESSONS / name).read_bytes(), f"{name} differs from lessons/{name}: make lessons"
 

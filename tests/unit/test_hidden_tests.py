@@ -160,7 +160,7 @@ class _Bound:
     """What ``Session._helper`` reads of the learner's function: the helpers bound to it."""
 
     def __init__(self, **helpers):
-        self._bind = helpers
+        self._stand_ins = helpers
 
 
 @pytest.mark.parametrize("name, args", [
@@ -170,7 +170,7 @@ class _Bound:
 ])
 def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_without_building_it(name, args):
     """The grader computes a bound helper in its own process: sizes past the kernel's memory limit (64 MB here)
-    raise ``HelperTooLarge`` (a refusal: the calling function fails whatever it does with the error) and the
+    raise ``StandInTooLarge`` (a refusal: the calling function fails whatever it does with the error) and the
     grader's resident memory does not grow by the array it was asked for."""
     import resource
 
@@ -180,16 +180,16 @@ def test_a_helper_asked_for_more_than_the_kernel_may_hold_refuses_without_buildi
 
     session = hidden_tests.Session(test=None, memory_limit=64 << 20)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10
-    reply = session._helper(_Bound(**{name: getattr(reference, name)}),
+    reply = session._stand_in(_Bound(**{name: getattr(reference, name)}),
                             {"name": name, "args": [encode_value(a) for a in args], "kwargs": {}})
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss << 10) - before
-    assert reply["op"] == "helper_raised" and reply["type"] == "HelperTooLarge", reply
+    assert reply["op"] == "stand_in_raised" and reply["type"] == "StandInTooLarge", reply
     assert f"{name} was called with sizes whose result would not fit in 64 MB" in reply["message"]
-    assert [type(r).__name__ for r in session._refusals] == ["HelperTooLarge"]
+    assert [type(r).__name__ for r in session._refusals] == ["StandInTooLarge"]
     assert grown < 80 << 20, grown
-    honest = session._helper(_Bound(causal_mask=reference.causal_mask),
+    honest = session._stand_in(_Bound(causal_mask=reference.causal_mask),
                              {"name": "causal_mask", "args": [encode_value(16)], "kwargs": {}})
-    assert honest["op"] == "helper_result"
+    assert honest["op"] == "stand_in_result"
     assert resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY  # the grader's own limit is back
 
 
@@ -247,9 +247,9 @@ def test_a_helper_call_larger_than_the_grader_reads_fails_at_once_in_the_kernel(
     monkeypatch.setattr(builtins, "input", lambda prompt="": sent.append(prompt) or "{}")
     big = np.zeros((protocol.MAX_MESSAGE // 8) * 3 // 4 + 1)  # base64 makes it longer than MAX_MESSAGE
     with pytest.raises(MemoryError, match=r"split_heads was called with \d+ MB"):
-        hidden_cell._Helper("split_heads")(big, 2)
+        hidden_cell._StandIn("split_heads")(big, 2)
     assert sent == []
     monkeypatch.setattr(builtins, "input", lambda prompt="": sent.append(len(prompt)) or json.dumps(
-        {"op": "helper_result", "value": protocol.encode_value(1.0)}))
-    assert hidden_cell._Helper("split_heads")(big[: len(big) // 2], 2) == 1.0  # under the limit: sent
+        {"op": "stand_in_result", "value": protocol.encode_value(1.0)}))
+    assert hidden_cell._StandIn("split_heads")(big[: len(big) // 2], 2) == 1.0  # under the limit: sent
     assert sent and sent[0] <= protocol.MAX_MESSAGE

@@ -40,7 +40,7 @@ def imported_modules(nb) -> set:
 
 def distributions(modules) -> set:
     """The installed distributions that provide the modules outside the standard library and the course."""
-    course_modules = {name[:-3] for name in course.HELPERS}
+    course_modules = {name[:-3] for name in course.SELFCHECK_FILES}
     providers = importlib.metadata.packages_distributions()
     found = set()
     for module in sorted(set(modules) - set(sys.stdlib_module_names) - course_modules - {"__future__"}):

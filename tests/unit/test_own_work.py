@@ -215,7 +215,7 @@ def test_the_kernel_is_never_asked_for_its_memory(monkeypatch):
     monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(prompt))
     hidden_cell.run("tiled_memory")
     calls = [m for m in sent if m.get("op") == "call"]
-    assert calls and all(set(m) == {"op", "name", "args", "kwargs", "bind"} for m in calls)
+    assert calls and all(set(m) == {"op", "name", "args", "kwargs", "stand_ins"} for m in calls)
     with pytest.raises(TypeError):  # and a figure measured in the kernel cannot be asked for by mistake
         runner.call_measuring_memory(RemoteFunction("tiled_attention", session), runner.Case(()), "tiled_attention")
 

@@ -86,13 +86,13 @@ def test_a_paste_cells_model_answer_is_the_earlier_lessons_model_answer(lesson):
 
 @pytest.mark.parametrize("module, lesson", [("selfcheck_02", "01"), ("selfcheck_05", "01"), ("selfcheck_06", "01")])
 def test_a_wrong_pasted_function_is_reported_as_coming_from_its_lesson(module, lesson):
-    sc = course.import_helper(module)
+    sc = course.import_selfcheck(module)
     with pytest.raises(AssertionError, match=f"^This comes from your lesson {lesson}: `softmax`, pasted"):
         sc.check_pasted(softmax=wrong_softmax)
 
 
 def test_lesson_02_paste_check_names_lesson_02_for_a_pasted_split_heads():
-    sc = course.import_helper("selfcheck_06")
+    sc = course.import_selfcheck("selfcheck_06")
     no_transpose = lambda x, n_heads: x.reshape(*x.shape[:-2], n_heads, x.shape[-2], x.shape[-1] // n_heads)  # noqa
     with pytest.raises(AssertionError, match="^This comes from your lesson 02: `split_heads`"):
         sc.check_pasted(split_heads=no_transpose)
@@ -101,7 +101,7 @@ def test_lesson_02_paste_check_names_lesson_02_for_a_pasted_split_heads():
 def test_a_later_check_blames_the_pasted_function_it_uses(monkeypatch):
     """Lesson 02's layer check fails because the pasted attention does not scale: the message says it comes from
     lesson 01, and says nothing of the kind when the pasted attention is right."""
-    sc = course.import_helper("selfcheck_02")
+    sc = course.import_selfcheck("selfcheck_02")
     reference = __import__("autograder.reference", fromlist=["x"])
     notebook = sys.modules["__main__"]
     attention = {"fn": unscaled_attention}

@@ -37,11 +37,11 @@ class ProtocolError(Exception):
     """The kernel sent something the protocol does not allow."""
 
 
-DEFAULT_HELPER_BUDGET = 2048 << 20  # bytes a helper may build when no kernel limit is set (the default --memory-mb)
+DEFAULT_STAND_IN_BUDGET = 2048 << 20  # bytes a helper may build when no kernel limit is set (the default --memory-mb)
 _BUDGET_LOCK = threading.Lock()
 
 
-class HelperTooLarge(CallRefused):
+class StandInTooLarge(CallRefused):
     """A helper the grader answers for the learner's function was asked for more than the kernel's memory limit:
     it fails the function that asked, whatever its code does with the error."""
 
@@ -74,27 +74,27 @@ def within_budget(budget: int):
 
 
 class RemoteFunction:
-    """A learner's function, called in the kernel (a ``verdict.LearnerCall``). ``binding`` names the helpers answered
-    by the grader."""
+    """A learner's function, called in the kernel (a ``verdict.LearnerCall``). ``standing_in`` names the functions the grader
+    answers for (their stand-ins) while it runs."""
 
     def __init__(self, name: str, session: "Session"):
         self.__name__ = self.name = name
         self._session = session
-        self._bind: dict = {}
+        self._stand_ins: dict = {}
 
     @property
-    def bound_helpers(self) -> dict:
+    def stand_ins_bound(self) -> dict:
         """{name: the grader's stand-in} of the helpers bound now."""
-        return dict(self._bind)
+        return dict(self._stand_ins)
 
     @contextlib.contextmanager
-    def binding(self, helpers: dict):
-        saved = self._bind
-        self._bind = {**saved, **helpers}
+    def standing_in(self, stand_ins: dict):
+        saved = self._stand_ins
+        self._stand_ins = {**saved, **stand_ins}
         try:
             yield
         finally:
-            self._bind = saved
+            self._stand_ins = saved
 
     def __call__(self, *args, **kwargs):
         return self._session.call(self, args, kwargs)
@@ -136,7 +136,7 @@ class Session:
                 self._state = "running"
                 values = {name: self._value(name, message.get("values", {}).get(name)) for name in self.test.names}
                 threading.Thread(target=self._run, args=(values,), daemon=True).start()
-            elif self._state == "running" and op in ("result", "raised", "helper"):
+            elif self._state == "running" and op in ("result", "raised", "stand_in"):
                 self._from_kernel.put(message)
             elif self._state == "running" and op == "self_check" and self._verdict and self._verdict.uncatalogued:
                 self.self_check = str(message.get("said", ""))[:2000]
@@ -211,7 +211,7 @@ class Session:
         called (even when the notebook caught that error and went on)."""
         refused_before = len(self._refusals)
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
-                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "bind": sorted(fn._bind)})
+                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "stand_ins": sorted(fn._stand_ins)})
         while True:
             try:
                 message = self._from_kernel.get(timeout=WAIT)
@@ -219,8 +219,8 @@ class Session:
                 raise KernelGone() from None
             if isinstance(message, KernelGone):
                 raise message
-            if message["op"] == "helper":
-                self._to_kernel.put(self._helper(fn, message))
+            if message["op"] == "stand_in":
+                self._to_kernel.put(self._stand_in(fn, message))
                 continue
             if len(self._refusals) > refused_before:
                 raise self._refusals[refused_before]
@@ -238,27 +238,27 @@ class Session:
                     args[i].bit_generator.state = new.bit_generator.state  # the draws the learner made
             return decode_value(message.get("value"))
 
-    def _helper(self, fn: RemoteFunction, message) -> dict:
+    def _stand_in(self, fn: RemoteFunction, message) -> dict:
         """A bound helper was called inside the learner's function: answer with the grader's version."""
-        helper = fn._bind.get(message.get("name"))
+        helper = fn._stand_ins.get(message.get("name"))
         if helper is None:
-            return {"op": "helper_raised", "type": "NameError",
+            return {"op": "stand_in_raised", "type": "NameError",
                     "message": f"{message.get('name')!r} is not a helper of this test"}
         try:
             args = [decode_value(a) for a in message.get("args", [])]
             kwargs = {k: decode_value(v) for k, v in message.get("kwargs", {}).items()}
             if any(isinstance(v, Unrecordable) for v in (*args, *kwargs.values())):
                 raise TypeError("an argument is not a numpy array or a plain value")
-            with within_budget(self.memory_limit or DEFAULT_HELPER_BUDGET):
+            with within_budget(self.memory_limit or DEFAULT_STAND_IN_BUDGET):
                 try:
                     value = helper(*args, **kwargs)
-                    answer = {"op": "helper_result", "value": encode_value(value)}
+                    answer = {"op": "stand_in_result", "value": encode_value(value)}
                 except MemoryError:
-                    raise HelperTooLarge(message.get("name"), self.memory_limit or DEFAULT_HELPER_BUDGET) from None
+                    raise StandInTooLarge(message.get("name"), self.memory_limit or DEFAULT_STAND_IN_BUDGET) from None
                 finally:
                     value = None  # what it built is freed before the grader's own limit comes back
             return answer
         except Exception as exc:  # noqa: BLE001 - as the helper would raise in the learner's kernel
             if isinstance(exc, CallRefused):  # the learner's function may not hand this work on
                 self._refusals.append(exc)
-            return {"op": "helper_raised", "type": type(exc).__name__, "message": str(exc)[:2000]}
+            return {"op": "stand_in_raised", "type": type(exc).__name__, "message": str(exc)[:2000]}
