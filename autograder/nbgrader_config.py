@@ -4,7 +4,7 @@ Each such folder gets an ``nbgrader_config.py`` that loads this file (``load_sub
 tests grade with the same settings.
 """
 
-c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads a config file
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - provided by traitlets when nbgrader loads a config file
 
 # A test cell that runs longer than this is stopped and scores 0 (infinite loops, runaway code).
 c.Execute.timeout = 60

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from autograder import course, reference
 from autograder.checks.runner import standing_in
@@ -44,7 +45,7 @@ from autograder.checks.verdict import Refusal, WrongAnswer
 class HiddenTest:
     lesson: str  # the lesson's id, "01_warmup"
     name: str  # the graded cell's grade_id
-    function: object
+    function: Callable[..., Any]
     uses: tuple
     helpers: tuple = ()
     visible_check: str | None = None

@@ -29,7 +29,7 @@ def read_source(path) -> nbformat.NotebookNode:
 
     path = Path(path)
     nb = jupytext.read(path, fmt="py:percent")
-    seen = {}
+    seen: dict = {}
     for i, cell in enumerate(nb.cells):
         where = f"{path.name}, cell {i + 1} ({cell.source.strip().splitlines()[0][:50] if cell.source.strip() else 'empty'})"
         if "incorrectly_encoded_metadata" in cell.metadata:
@@ -171,8 +171,8 @@ def function_fingerprint(node) -> str:
 
     node = copy.deepcopy(node)
     body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         node.body = body[1:] or [ast.Pass()]
     return ast.dump(node, include_attributes=False)
 
@@ -181,7 +181,7 @@ def given_functions() -> dict:
     """{fingerprint: [(lesson, name), ...]} of every function a lesson gives its learners in a cell they do not
     answer (code they run as it is), with every lesson that gives it: what another lesson's answer cell must not
     simply hold."""
-    found = {}
+    found: dict = {}
     for fingerprint, where in _given_functions():
         found.setdefault(fingerprint, []).append(where)
     return found

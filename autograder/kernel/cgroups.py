@@ -160,7 +160,7 @@ def process_limit_hit(name: str) -> bool:
 
 def kill(name: str) -> int:
     """SIGKILL every process still in the group; returns how many there were."""
-    killed = set()
+    killed: set = set()
     for _ in range(50):
         left = pids(name)
         if not left:

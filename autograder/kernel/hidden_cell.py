@@ -103,6 +103,8 @@ def _call(namespace: dict, message: dict) -> dict:
                 "traceback": _learner_traceback(exc), "name": undefined if isinstance(undefined, str) else None}
     finally:
         for name, value in saved.items():
+            if g is None:
+                break
             if value is missing:
                 g.pop(name, None)
             else:

@@ -130,7 +130,7 @@ def learner_frames(tb, limit: int = 6) -> list:
         where = cells.get(frame.filename)
         if where is None and not (frame.filename.startswith("<ipython-input-") or "/ipykernel_" in frame.filename):
             continue
-        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+        source = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
         label = f"cell In[{where}]" if where is not None else "your cell"
         lines.append(f"  {label}, line {frame.lineno}, in {frame.name}: {source}")
     return lines[-limit:]

@@ -402,7 +402,7 @@ def font_caches(places=None) -> dict:
     the kernel, to seed the kernel's."""
     places = places or [os.environ.get("MPLCONFIGDIR"), os.path.expanduser("~/.cache/matplotlib"),
                         os.path.expanduser("~/.matplotlib")]
-    found = {}
+    found: dict = {}
     for place in filter(None, places):
         for path in Path(place).glob("fontlist-*.json"):
             found.setdefault(path.name, path.read_bytes())

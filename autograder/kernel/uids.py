@@ -37,7 +37,7 @@ def processes_of(uid: int) -> list:
 
 def kill(uid: int) -> int:
     """SIGKILL every process of ``uid`` until none is left; returns how many were killed."""
-    killed = set()
+    killed: set = set()
     for _ in range(100):
         pids = processes_of(uid)
         if not pids or set(pids) <= killed and not alive(pids):

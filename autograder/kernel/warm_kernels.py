@@ -98,8 +98,8 @@ class Server:
         # (the python paths to bind are its, not this process's) and then becomes the server (``start``)
         cmd = [sys.executable, "-m", "autograder.kernel.launcher", "--start-warm-server", self.folder, "--channels",
                self.channels, "--library", library, "--lifeline", str(read)]
-        self.process = subprocess.Popen(cmd, pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
+        self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
+            cmd, pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         os.close(read)
         self.error = self._wait_ready()
         import atexit
@@ -108,12 +108,14 @@ class Server:
 
     def _wait_ready(self, timeout: float = 60.0) -> str:
         """'' once the server listens (it writes one line when it does), else why it did not start."""
-        ready, _, _ = select.select([self.process.stderr], [], [], timeout)
-        line = self.process.stderr.readline().decode(errors="replace").strip() if ready else ""
+        assert self.process is not None and self.process.stderr is not None  # started by __init__, piped
+        stderr = self.process.stderr
+        ready, _, _ = select.select([stderr], [], [], timeout)
+        line = stderr.readline().decode(errors="replace").strip() if ready else ""
         if line == "ready":
             return ""
         self.process.kill()
-        said = [x for x in (line + "\n" + self.process.stderr.read().decode(errors="replace")).splitlines() if x.strip()]
+        said = [x for x in (line + "\n" + stderr.read().decode(errors="replace")).splitlines() if x.strip()]
         self.close()
         return said[-1] if said else f"the warm kernel server did not start within {timeout:.0f} s"
 
@@ -144,7 +146,8 @@ class Server:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
-        self.process.stderr.close()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         shutil.rmtree(self.channels, ignore_errors=True)
         self.process = None
@@ -154,7 +157,7 @@ class Server:
 
 def library_signature(library: str) -> tuple:
     """What identifies the kernel library as a server bound it: its path, and every file's inode, size and time."""
-    found = [library]
+    found: list = [library]
     for folder, _, files in os.walk(library):
         for name in [folder, *(os.path.join(folder, f) for f in sorted(files))]:
             st = os.stat(name)
@@ -376,7 +379,10 @@ def _become_kernel(request: dict) -> None:
                                request["kernel_args"])
     import importlib.util
 
-    sys.argv = [importlib.util.find_spec(argv[2]).origin, *argv[3:]]  # as `python -m ipykernel_launcher` has it
+    spec = importlib.util.find_spec(argv[2])
+    if spec is None or spec.origin is None:
+        raise ImportError(f"{argv[2]} is not installed where the warm server runs")
+    sys.argv = [spec.origin, *argv[3:]]  # as `python -m ipykernel_launcher` has it
     from ipykernel.kernelapp import IPKernelApp
 
     app = IPKernelApp.instance()

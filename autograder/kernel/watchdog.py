@@ -135,7 +135,7 @@ def proportional(pids, files=frozenset()) -> int:
     return total
 
 
-_LIBC = []
+_LIBC: list = []
 
 
 def _libc():
@@ -196,7 +196,8 @@ def run(start, *, memory_bytes: int, max_procs: int, events: str, refusals: int 
             os._exit(127)
     if refusals is not None:
         os.set_blocking(refusals, False)
-    below, noted, told, kinds = _Below(), set(), _Told(refusals), {}
+    below, noted, told = _Below(), set(), _Told(refusals)
+    kinds: dict = {}
 
     def note(event):
         if event not in noted:

@@ -133,7 +133,7 @@ def fair_rounds(lesson: str) -> list:
     """Round k: the k-th alternative of every answer cell that has k alternatives."""
     from autograder import alternatives
 
-    by_cell = {}
+    by_cell: dict = {}
     for a in alternatives.of_lesson(lesson):
         by_cell.setdefault(a.cell, []).append(a)
     rounds = max(map(len, by_cell.values()), default=0)
@@ -143,7 +143,7 @@ def fair_rounds(lesson: str) -> list:
 
 def bugs_by_lesson() -> dict:
     """{lesson name: its catalogued bugs, in catalog order}."""
-    found = {}
+    found: dict = {}
     for b in catalog.CATALOG:
         found.setdefault(b.lesson, []).append(b)
     return found
@@ -151,7 +151,7 @@ def bugs_by_lesson() -> dict:
 
 def tests_of_functions(bug_list) -> dict:
     """{function: the grade_ids of its tests}: every test cell some catalogued bug of that function breaks."""
-    tests = {}
+    tests: dict = {}
     for b in bug_list:
         tests.setdefault(b.function, set()).update(b.tests)
     return tests
