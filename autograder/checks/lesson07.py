@@ -21,7 +21,7 @@ from autograder import course, reference
 from autograder.checks import bug_match, compare
 from autograder.checks.registry import hidden_test
 from autograder.checks.runner import Case, against_reference, standing_in, call_learner, rng_for
-from autograder.checks.verdict import WrongAnswer
+from autograder.checks.verdict import LearnerCall, WrongAnswer
 
 GRADIENTS = ("x", "W_Q", "W_K", "W_V", "W_O")
 _SIZES = (2, 3, 4, 5, 6, 7)
@@ -242,7 +242,7 @@ def _gc_value(gradient_check, gradient_check_probe, inputs, grad, eps, scale, la
     arrays = (*inputs, *grad)
     before = [compare.snapshot(a) for a in arrays]
     case = Case((eps, scale, *arrays), label=label)
-    if hasattr(gradient_check, "binding"):  # the notebook's function runs in the kernel: through its probe
+    if isinstance(gradient_check, LearnerCall):  # the notebook's function runs in the kernel: through its probe
         got = call_learner(gradient_check_probe, case, "gradient_check")
     else:
         loss = _probe().probe_loss
