@@ -85,7 +85,7 @@ def _first_batch(base: Path, honest: str) -> dict:
             thread.join()
     return {"notes": run["notes"], "integrity": run["integrity"], "errors": run["errors"],
             "grades": _rows(base / "out", "grades.csv"), "ids": _rows(base / "out", "student_ids.csv"),
-            "ursula": {"record": state.read(s, "ursula", LESSON), "written": written}}
+            "ursula": {"record": state.read(s, "ursula", LESSON).to_json(), "written": written}}
 
 
 def _later_batch(base: Path, honest: str, colliding: str) -> dict:
