@@ -10,7 +10,7 @@ other code cell, so no code of the learner's runs before the setup cell.
 ``run_flags`` reads the autograded notebook (timeouts, dead kernel, memory limit, tampering refused by the hidden
 tests, a course module whose import the notebook broke, ``sys.exit``, truncated output). ``given_elsewhere`` flags a
 graded function whose answer is another lesson's given code, unchanged (it earns the points: the instructor
-decides). ``submission_time`` reads a ``timestamp.txt``.
+decides).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import copy
 import json
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime, timedelta
 
 from nbformat.v4 import new_code_cell
 
@@ -224,26 +223,3 @@ def _added(released_cell, nb):
     if nb.get("nbformat_minor", 0) < 5:
         cell.pop("id")
     return cell
-
-
-MAX_TIMESTAMP_BYTES = 200
-
-
-def submission_time(data: bytes, now: datetime) -> datetime:
-    """The submission time a ``timestamp.txt`` holds, in UTC, read with nbgrader's own parser; ``now``: the grading
-    time, naive UTC. ``ValueError`` saying why the file cannot be used: too large, not UTF-8, not a date nbgrader can
-    read, before 1970 or later than a day after ``now``."""
-    from nbgrader.utils import parse_utc
-
-    if len(data) > MAX_TIMESTAMP_BYTES:
-        raise ValueError(f"over {MAX_TIMESTAMP_BYTES} bytes")
-    try:
-        text = data.decode("utf-8").strip()
-        when = parse_utc(text)
-    except Exception as exc:  # noqa: BLE001 - whatever the parser makes of these bytes, they are not a time
-        raise ValueError(f"not a date and time ({type(exc).__name__})") from None
-    if not isinstance(when, datetime) or when < datetime(1970, 1, 1):
-        raise ValueError("not a date and time after 1970")
-    if when > now + timedelta(days=1):
-        raise ValueError(f"{when:%Y-%m-%d %H:%M} UTC, after the time of grading")
-    return when

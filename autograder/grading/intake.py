@@ -53,7 +53,7 @@ import stat
 import unicodedata
 import zipfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
 
 import nbformat
@@ -617,6 +617,29 @@ def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict 
     return entries, flags
 
 
+MAX_TIMESTAMP_BYTES = 200
+
+
+def submission_time(data: bytes, now: datetime) -> datetime:
+    """The submission time a ``timestamp.txt`` holds, in UTC, read with nbgrader's own parser; ``now``: the grading
+    time, naive UTC. ``ValueError`` saying why the file cannot be used: too large, not UTF-8, not a date nbgrader can
+    read, before 1970 or later than a day after ``now``."""
+    from nbgrader.utils import parse_utc
+
+    if len(data) > MAX_TIMESTAMP_BYTES:
+        raise ValueError(f"over {MAX_TIMESTAMP_BYTES} bytes")
+    try:
+        text = data.decode("utf-8").strip()
+        when = parse_utc(text)
+    except Exception as exc:  # noqa: BLE001 - whatever the parser makes of these bytes, they are not a time
+        raise ValueError(f"not a date and time ({type(exc).__name__})") from None
+    if not isinstance(when, datetime) or when < datetime(1970, 1, 1):
+        raise ValueError("not a date and time after 1970")
+    if when > now + timedelta(days=1):
+        raise ValueError(f"{when:%Y-%m-%d %H:%M} UTC, after the time of grading")
+    return when
+
+
 def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     """The time, late mark and LMS id of the file an Entry was read from: those of its ``lms.File``, or the time
     in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook (``<lesson>/timestamp.txt``)."""
@@ -626,15 +649,13 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
         return
     if path is None or PurePosixPath(rel).parent.name != entry.lesson:
         return
-    from autograder.grading import findings
-
     try:
-        stamp = read_regular(Path(path).parent / "timestamp.txt", findings.MAX_TIMESTAMP_BYTES)
-        when = findings.submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
+        stamp = read_regular(Path(path).parent / "timestamp.txt", MAX_TIMESTAMP_BYTES)
+        when = submission_time(stamp, datetime.now(timezone.utc).replace(tzinfo=None))
     except FileNotFoundError:
         return
     except (OSError, ValueError) as exc:  # not one nbgrader wrote: graded without a time, and flagged
-        reason = f"over {findings.MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, OverLimit) else \
+        reason = f"over {MAX_TIMESTAMP_BYTES} bytes" if isinstance(exc, OverLimit) else \
             str(exc) if isinstance(exc, ValueError) else f"not a file ({type(exc).__name__})"
         entry.flags.append(f"timestamp.txt ignored ({reason}): graded without a submission time")
         return

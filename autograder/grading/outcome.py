@@ -30,7 +30,7 @@ cell scores 0 and the notebook is flagged (``findings.run_flags``).
 What the notebook itself caused is the learner's outcome, never a grading error: its cells, its metadata (a fake
 locked cell, an unknown or repeated grade_id, changed metadata: ``findings.restore_metadata`` gives nbgrader the
 released metadata only, and flags the rest), its files (a ``timestamp.txt`` that is not a time is ignored and
-flagged: ``findings.submission_time``) and its imports.
+flagged: ``intake.submission_time``) and its imports.
 
 The other grading errors (nbgrader's step failed on a notebook whose metadata is the release's, the kernel could not
 start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/worker.py``).
