@@ -58,9 +58,10 @@ from autograder import course
 from autograder.course import notebooks
 from autograder.grading import (canary, dbcheck, dburl, insights, intake, lms, lms_export, marks, pool, report,
                                 results, term, worker, workspace)
-from autograder.grading.pipeline import execute, feedback_page
+from autograder.grading.pipeline import feedback_page
 from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings, SetupError)
+from autograder.kernel import leftovers
 
 __all__ = ["Settings", "run", "main", "EXIT_LAYOUT", "EXIT_INTEGRITY", "EXIT_GRADING_ERROR", "EXIT_SETUP",
            "EXIT_CANARY", "EXIT_MARKS"]
@@ -117,7 +118,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     s = dataclasses.replace(s, lessons=now.lessons, close=[])
     last = insights.reported(s)  # what the last run's outputs said: this run's changes are told against it
     if s.isolation == "uid":
-        execute.remove_stale_sandboxes()  # of an earlier run that was killed
+        leftovers.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log, carried)
     todo = workspace.stage(s, whole)
     stale = worker.stale_feedback(s, whole, todo)  # manual grades came in since their feedback was written
@@ -135,7 +136,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         graded = pool.run_tasks(s, todo, progress=progress, pool=workers)
         refreshed = pool.run_tasks(s, stale, progress=False, pool=workers)
     if s.isolation == "uid":  # the kernels of a worker that died during this run (a Dask worker's too, on this machine)
-        execute.remove_stale_sandboxes()
+        leftovers.remove_stale_sandboxes()
     notes += report.write_nbgrader_export(s)
     rows = results.read_rows(s, whole)
     feedback_page.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so

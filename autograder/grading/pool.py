@@ -43,8 +43,8 @@ from concurrent.futures.process import BrokenProcessPool
 
 from autograder import course
 from autograder.grading import dask_entry, worker
-from autograder.grading.pipeline import execute
 from autograder.grading.settings import Settings, SetupError
+from autograder.kernel import leftovers
 
 # This process's grading worker, when it grades for a pool (``_become_worker``): a pool process or a Dask worker
 # grades for one run at a time, and the ``Worker`` keeps that run's nbgrader configuration between jobs.
@@ -122,7 +122,7 @@ class Pool:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
         if self.s.isolation == "uid":
-            execute.remove_stale_sandboxes()
+            leftovers.remove_stale_sandboxes()
 
     def completed(self, method: str, jobs: list):
         """Run ``Worker.<method>(*job)`` for every job; yield the results as they finish. A job runs in at most

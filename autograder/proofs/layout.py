@@ -25,7 +25,7 @@ DIAGRAM = ROOT / "docs" / "layers.svg"
 LAYERS = (
     (("reference", "the one reference implementation (numpy)"),
      ("kernel", "what runs inside the sandbox or starts it: hidden cell, wire protocol, launcher, bubblewrap, "
-                "warm server, cgroups, uids")),
+                "warm server, cgroups, uids, what a killed grader's kernels leave behind")),
     (("course", "the lesson sources: ids, paths, notebooks read from solutions/, the helper cell, model answers"),),
     (("bugs", "the catalog of learner bugs: data"),
      ("alternatives", "the catalog of correct solutions written differently from the model answers: data")),
