@@ -1,7 +1,7 @@
 """What the kernels of a grader that was killed leave behind, found and removed: the control groups of uids no
 grader holds, the private folders of kernels whose grading process is gone (each named after its grader:
 ``private_folder_prefix``) and the folders of warm servers whose grader is gone. The grading command removes them
-before a run and after it, and the pool after a worker died (``autograder/grading/pool.py``); a folder or uid of a
+before a run and after it, and the pool after a worker died (``autograder/grading/run/pool.py``); a folder or uid of a
 grader still running is never taken, whoever runs it."""
 
 from __future__ import annotations

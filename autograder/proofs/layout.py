@@ -31,10 +31,15 @@ LAYERS = (
      ("alternatives", "the catalog of correct solutions written differently from the model answers: data")),
     (("checks", "the hidden tests: registry, stand-ins, runner, bug matcher, one module per lesson"),),
     (("publish", "generated files: lessons/, the bundle, the Binder environment, the answer key, the bug table"),
-     ("grading.pipeline", "nbgrader's autograde steps: sandboxed execute, hidden tests in the grader, learner "
-                          "errors, cell metadata, the feedback page")),
-    (("grading", "the grading command's steps: settings, intake, workspace, canary, pool, worker, records, "
-                 "gradebook, marks, outcome, results, report, insights"),
+     ("grading.pipeline", "nbgrader's steps only: sandboxed execute, hidden tests in the grader, learner errors, "
+                          "cell metadata, the feedback page and formgrader's page")),
+    (("grading.intake", "what the grading command is handed: the class folder or zip read into a roster, LMS "
+                        "layouts, student ids, limits, the static code scan"),),
+    (("grading.records", "what a run keeps and decides per notebook: settings, gradebook, state, outcome, findings, "
+                         "items, marks"),),
+    (("grading.run", "grading itself: workspace, canary, pool and Dask, worker, the term"),),
+    (("grading.reports", "what a run hands back: results, grades.csv and report.html, insights, LMS import files"),),
+    (("grading", "the grading command's rooms (the boxes below it); no module loose beside them"),
      ("nbgrader_config", "the pipeline, declared once: loaded by every course folder")),
     (("grade", "the command line: python -m autograder.grade"),),
     (("proofs", "the proofs: mutation harness, placements, salt sweep, this layout"),),

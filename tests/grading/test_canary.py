@@ -19,8 +19,10 @@ from course_copy import copy_course
 
 from autograder import course, grade
 from autograder.course import answers, notebooks
-from autograder.grading import canary, intake, state
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.intake import class_folder
+from autograder.grading.records import state
+from autograder.grading.run import canary
+from autograder.grading.records.settings import COURSE_ID
 
 LESSON = "01_warmup"
 BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"
@@ -152,7 +154,7 @@ def test_an_unreadable_file_changes_the_fingerprint_instead_of_stopping_the_run(
 def test_no_student_id_can_be_a_canary_id():
     for lesson in course.lesson_names():
         assert state.is_canary(state.canary_id(lesson))
-        assert not intake.STUDENT_ID.match(state.canary_id(lesson))
+        assert not class_folder.STUDENT_ID.match(state.canary_id(lesson))
 
 
 @pytest.mark.parametrize("first, words", [

@@ -1,5 +1,5 @@
-"""The pure parts of carrying the instructor's marks over a regrade (``autograder/grading/marks.py``): the answer's
-hash, which marks hold and which go back to pending and why, and what the summary and a feedback page say. The
+"""The pure parts of carrying the instructor's marks over a regrade (``autograder/grading/records/marks.py``): the
+answer's hash, which marks hold and which go back to pending and why, and what the summary and a feedback page say. The
 whole of it, through the grading command, is ``tests/grading/test_marks.py``."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 from types import SimpleNamespace
 
-from autograder.grading import insights, marks
+from autograder.grading.records import marks
+from autograder.grading.reports import insights
 from autograder.grading.pipeline import feedback_page
 
 ANSWER = "Reshape to (T, h, d_head), then\ntranspose to (h, T, d_head)."

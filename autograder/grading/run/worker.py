@@ -24,8 +24,10 @@ import time
 from pathlib import Path
 
 from autograder.grading.pipeline import execute, feedback_page
-from autograder.grading import findings, gradebook, intake, items, marks, outcome, state, workspace
-from autograder.grading.settings import Settings
+from autograder.grading.intake import class_folder
+from autograder.grading.records import findings, gradebook, items, marks, outcome, state
+from autograder.grading.records.settings import Settings
+from autograder.grading.run import workspace
 
 
 class Worker:
@@ -200,7 +202,7 @@ def grader_failed(s: Settings, student: str, tasks: dict, *, reason: str) -> lis
     return records
 
 
-def stale_feedback(s: Settings, roster: intake.Roster, todo: dict) -> dict:
+def stale_feedback(s: Settings, roster: class_folder.Roster, todo: dict) -> dict:
     """{student: {lesson: {"refresh": True}}} for graded notebooks whose grades changed since their feedback was
     written, or whose page is gone (a run that graded other lessons removed it)."""
     from nbgrader.api import MissingEntry

@@ -9,9 +9,9 @@ course modules a kernel may import, and releases the lessons. ``stage`` copies e
 Safety: kernels start through ``autograder.kernel.launcher`` (as root: bubblewrap namespaces, a uid and a control group of
 their own per notebook, no network, a file system of read-only binds), cells are stopped after ``--timeout``
 seconds and notebooks after ``--notebook-timeout``, output is capped, a dead kernel costs only the cells it did not
-run (``autograder/grading/pipeline/execute.py``), and suspicious code is flagged for a human (``autograder/grading/scan.py``).
-``preflight`` refuses to grade as root without bubblewrap; ``isolation_notes`` says in the report what a weaker
-sandbox did not bound.
+run (``autograder/grading/pipeline/execute.py``), and suspicious code is flagged for a human
+(``autograder/grading/intake/code_scan.py``). ``preflight`` refuses to grade as root without bubblewrap;
+``isolation_notes`` says in the report what a weaker sandbox did not bound.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import dburl, findings, gradebook, intake, scan, state
-from autograder.grading.settings import COURSE_ID, Settings, SetupError
+from autograder.grading.intake import class_folder, code_scan
+from autograder.grading.records import dburl, findings, gradebook, state
+from autograder.grading.records.settings import COURSE_ID, Settings, SetupError
 from autograder.kernel import cgroups, one_cpu, sandbox
 
 
 def config_lines(s: Settings) -> str:
     lines = [
-        "# Grading settings written by autograder/grading/workspace.py",
+        "# Grading settings written by autograder/grading/run/workspace.py",
         "# the autograde pipeline itself is declared once, in autograder/nbgrader_config.py (loaded above)",
         f"c.Execute.timeout = {int(s.timeout)}",
         f"c.Execute.kernel_name = {sandbox.KERNEL_NAME!r}",
@@ -53,7 +54,7 @@ def config_lines(s: Settings) -> str:
         f"c.Exchange.root = {str(exchange_root(s))!r}",
     ]
     if s.db_url:  # no password here: it comes from the environment when nbgrader loads this file
-        lines += ["from autograder.grading.dburl import with_password",
+        lines += ["from autograder.grading.records.dburl import with_password",
                   f"c.CourseDirectory.db_url = with_password({dburl.without_password(s.db_url)!r})"]
     return "\n".join(lines) + "\n"
 
@@ -200,7 +201,7 @@ def _keep_gradebook(s: Settings, log) -> None:
         log(f"the previous gradebook (with any manual grades) is kept as {kept}")
 
 
-def stage(s: Settings, roster: intake.Roster) -> dict:
+def stage(s: Settings, roster: class_folder.Roster) -> dict:
     """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
 
     The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original, within
@@ -225,12 +226,12 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                     dest.unlink()
                 continue
             try:  # read once: the hash, the flags and the graded copy are of the same bytes
-                data, nb = intake.read_notebook(entry.path, s.notebook_limits)
-            except intake.OverLimit as exc:  # it grew since intake read it
+                data, nb = class_folder.read_notebook(entry.path, s.notebook_limits)
+            except class_folder.OverLimit as exc:  # it grew since intake read it
                 _not_staged(entry, dest, str(exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - it changed since intake read it: the learner's file
-                _not_staged(entry, dest, f"{intake.display(entry.path.name)} changed or vanished while it was read "
+                _not_staged(entry, dest, f"{class_folder.display(entry.path.name)} changed or vanished while it was read "
                                          f"({type(exc).__name__}); submit it again")
                 continue
             digest = hashlib.sha256(data).hexdigest()
@@ -243,8 +244,8 @@ def stage(s: Settings, roster: intake.Roster) -> dict:
                 flags = _flags(nb, copy, released[lesson])
                 text = notebooks.notebook_text(copy)
             except Exception as exc:  # noqa: BLE001 - the notebook's own structure broke the copy: the learner's
-                _not_staged(entry, dest, f"{intake.display(entry.path.name)} could not be prepared for grading "
-                                         f"({type(exc).__name__}: {intake.display(str(exc)[:120])}); open it in "
+                _not_staged(entry, dest, f"{class_folder.display(entry.path.name)} could not be prepared for grading "
+                                         f"({type(exc).__name__}: {class_folder.display(str(exc)[:120])}); open it in "
                                          "Jupyter, save it and submit again")
                 continue
             # writing the copy is the grader's work: a failure here (a full disk) stops the run, never a score
@@ -271,7 +272,7 @@ def _flags(nb, copy, released) -> list:
         flags = [f"test cells could not be compared with the release ({type(exc).__name__}); nbgrader restores "
                  "them before grading"]
     try:
-        flags += ["suspicious code: " + f for f in scan.scan_notebook(copy)]
+        flags += ["suspicious code: " + f for f in code_scan.scan_notebook(copy)]
     except Exception as exc:  # noqa: BLE001 - scan_notebook catches what one cell raises; this is the rest
         flags.append(f"suspicious code: the notebook could not be scanned ({type(exc).__name__}): read it before "
                      "trusting its grade")

@@ -2,9 +2,9 @@
 
 Built after every run from the grade rows (``results.read_rows``: the gradebook), the state records, whose
 ``items`` say how each hidden test of each graded notebook ended and which written answers were answered
-(``autograder/grading/items.py``), and the instructor's marks of those answers (the gradebook); nothing is re-run,
-so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed" depends on
-the run). A notebook or an answer left as it was handed out (the stub, or a find-the-bug exercise's given code) is
+(``autograder/grading/records/items.py``), and the instructor's marks of those answers (the gradebook); nothing is
+re-run, so a resumed or partial run writes the same page as an uninterrupted one (only "what this run changed" depends
+on the run). A notebook or an answer left as it was handed out (the stub, or a find-the-bug exercise's given code) is
 "not attempted": it is in no misconception, no item figure and no histogram. The page, like the feedback pages,
 runs no script and loads nothing (``page_safety``); clicking a bug opens the list of its students (``<details>``),
 each linked to their feedback.
@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import course
-from autograder.grading import csv_cells, gradebook, items, marks, outcome, state
+from autograder.grading.records import gradebook, items, marks, outcome, state
+from autograder.grading.reports import csv_cells
 from autograder.grading.pipeline import feedback_page, page_safety
-from autograder.grading.results import fmt
-from autograder.grading.settings import Settings
+from autograder.grading.reports.results import fmt
+from autograder.grading.records.settings import Settings
 
 HARD = 0.2  # a test at most this share of students pass is "almost nobody passes"
 WEAK = 0.2  # a discrimination below this (or none: everyone passes or fails) is "does not discriminate"
@@ -340,7 +341,7 @@ def manual_points(lesson: Lesson) -> tuple:
 
 
 def distributions(lessons: list) -> list:
-    from autograder.grading import insights_plots
+    from autograder.grading.reports import insights_plots
 
     out = []
     for lesson in lessons:
@@ -375,7 +376,7 @@ def page(s: Settings, rows: list, lessons: list, found: list, changed: list) -> 
     """The HTML of ``insights.html`` (protected: no script, no request)."""
     import jinja2
 
-    from autograder.grading import insights_plots
+    from autograder.grading.reports import insights_plots
 
     seen = misconceptions(lessons, found)
     bars = None

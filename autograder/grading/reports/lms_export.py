@@ -2,7 +2,7 @@
 
 The instructor's own export is the template (``OUT/lms-templates/``, any file names): the file written is a copy of
 it, every byte as exported (header, rows, columns, delimiter, quoting, byte-order mark) but the grades of the lessons
-graded here, matched by the LMS's own ids (``autograder/grading/lms_csv.py`` writes it):
+graded here, matched by the LMS's own ids (``autograder/grading/reports/lms_csv.py`` writes it):
 
 ``canvas.csv`` from Canvas's gradebook export (Grades > Export > Export Entire Gradebook): ``Student, ID, SIS User
 ID, SIS Login ID, Section``, then one column per assignment, headed ``<name> (<assignment id>)``, the ``Points
@@ -32,9 +32,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from autograder.grading import csv_cells, intake, lms_csv, outcome
-from autograder.grading.results import fmt
-from autograder.grading.settings import Settings
+from autograder.grading.intake import class_folder
+from autograder.grading.records import outcome
+from autograder.grading.reports import csv_cells, lms_csv
+from autograder.grading.reports.results import fmt
+from autograder.grading.records.settings import Settings
 
 FOLDER = "lms-import"
 TEMPLATES = "lms-templates"
@@ -96,7 +98,7 @@ def read_templates(folder: Path) -> tuple:
     if not folder.is_dir():
         return found, notes
     for path in sorted(folder.iterdir()):
-        name = f"{TEMPLATES}/{intake.display(path.name)}"
+        name = f"{TEMPLATES}/{class_folder.display(path.name)}"
         if path.name.startswith("."):
             continue
         if path.suffix.lower() != ".csv":
@@ -106,9 +108,9 @@ def read_templates(folder: Path) -> tuple:
             notes.append(f"{name} ignored: it is a link; copy the export itself into {TEMPLATES}/")
             continue
         try:
-            data = intake.read_regular(path, MAX_TEMPLATE_BYTES)
+            data = class_folder.read_regular(path, MAX_TEMPLATE_BYTES)
         except OSError as exc:
-            notes.append(f"{name} ignored: it could not be read ({intake.display(str(exc)[:160])})")
+            notes.append(f"{name} ignored: it could not be read ({class_folder.display(str(exc)[:160])})")
             continue
         for system, is_header in (("canvas", _is_canvas), ("moodle", _is_moodle)):
             try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autograder.grading import csv_cells
+from autograder.grading.reports import csv_cells
 
 BOM = b"\xef\xbb\xbf"
 DELIMITERS = (",", ";", "\t")

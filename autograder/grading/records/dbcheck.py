@@ -23,8 +23,8 @@ import re
 import shlex
 from pathlib import Path
 
-from autograder.grading import dburl
-from autograder.grading.settings import GradebookUnusable, Settings
+from autograder.grading.records import dburl
+from autograder.grading.records.settings import GradebookUnusable, Settings
 
 CONNECT_TIMEOUT_S = 10
 LOCAL_HOSTS = ("", "localhost", "127.0.0.1", "::1")

@@ -10,10 +10,12 @@ import html
 import statistics
 from pathlib import Path
 
-from autograder.grading import csv_cells, gradebook, intake, outcome
+from autograder.grading.intake import class_folder
+from autograder.grading.records import gradebook, outcome
+from autograder.grading.reports import csv_cells
 from autograder.grading.pipeline import feedback_page, page_safety
-from autograder.grading.results import fmt, grading_errors, percent
-from autograder.grading.settings import Settings
+from autograder.grading.reports.results import fmt, grading_errors, percent
+from autograder.grading.records.settings import Settings
 
 
 def write_csv(s: Settings, rows: list) -> Path:
@@ -37,7 +39,7 @@ def write_csv(s: Settings, rows: list) -> Path:
     return path
 
 
-def write_student_ids(s: Settings, roster: intake.Roster) -> Path:
+def write_student_ids(s: Settings, roster: class_folder.Roster) -> Path:
     path = Path(s.out) / "student_ids.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv_cells.writer(fh)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 
-from autograder.grading import dburl
-from autograder.grading.settings import COURSE_ID, Settings
+from autograder.grading.records import dburl
+from autograder.grading.records.settings import COURSE_ID, Settings
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return) gets a leading ``'``, so a
 student's folder name such as ``=HYPERLINK(...)`` reaches ``grades.csv`` as text. A cell that is a plain number
 (``-2``, ``7.5``, ``1e-05``) is left as it is: numeric columns stay numeric. ``field`` encodes one such cell for a
-file written byte for byte from another (an LMS's own export filled in: ``autograder/grading/lms_csv.py``).
+file written byte for byte from another (an LMS's own export filled in: ``autograder/grading/reports/lms_csv.py``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autograder import course
 from autograder.kernel import sandbox
-from autograder.grading import dburl
+from autograder.grading.records import dburl
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
 EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY, EXIT_MARKS = 2, 3, 4, 5, 6, 7
@@ -41,8 +41,8 @@ class SetupError(RuntimeError):
 
 
 class GradebookUnusable(RuntimeError):
-    """The gradebook (its database, or the folder of its SQLite file) cannot be used; ``grading/dbcheck.py`` raises
-    it, before anything is read or written, with one line that names the problem and the command that fixes it.
+    """The gradebook (its database, or the folder of its SQLite file) cannot be used; ``grading/records/dbcheck.py``
+    raises it, before anything is read or written, with one line that names the problem and the command that fixes it.
     Exit status ``EXIT_LAYOUT``."""
 
     def __init__(self, message: str):
@@ -60,26 +60,26 @@ class Settings:
     max_output: int = 1_000_000
     max_notebook_output: int = 20 * 2**20  # all of a notebook's output (SafeExecute)
     notebook_timeout: int = 300
-    max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (intake.NotebookLimits)
+    max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (class_folder.NotebookLimits)
     isolation: str = field(default_factory=sandbox.isolation_level)
-    scheduler: str = ""  # a Dask scheduler's address (autograder/grading/pool.py); where grading runs, not a grade
+    scheduler: str = ""  # a Dask scheduler's address (autograder/grading/run/pool.py); where grading runs, not a grade
     warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
     class_decides_lessons: bool = False  # grade only those of ``lessons`` some student handed in (``make grade``)
-    reuse_canary: bool = True  # a canary pass is reused while nothing it depends on changed (grading/canary.py)
+    reuse_canary: bool = True  # a canary pass is reused while nothing it depends on changed (grading/run/canary.py)
     close: list = field(default_factory=list)  # lessons whose deadline passed: not handed in counts missing, 0
     # none of these three decides a score: they say what the outputs show and how the LMS import files are filled
-    due: dict = field(default_factory=dict)  # {lesson: due date (``lms.parse_due``'s text)}: later work is late
+    due: dict = field(default_factory=dict)  # {lesson: due date (``lms_layouts.parse_due``'s text)}: later work is late
     canvas_assignments: dict = field(default_factory=dict)  # {lesson: Canvas assignment id} (``lms_export``)
-    lms: str = ""  # the LMS the class came from (``intake.Roster.lms``), for the import files without a template
+    lms: str = ""  # the LMS the class came from (``class_folder.Roster.lms``), for the import files without a template
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
 
     @property
     def notebook_limits(self):
-        """What one notebook may hold (``autograder/grading/intake.py``): ``max_notebook_mb``, and the stored output
-        kept within it."""
-        from autograder.grading.intake import NotebookLimits
+        """What one notebook may hold (``autograder/grading/intake/class_folder.py``): ``max_notebook_mb``, and the
+        stored output kept within it."""
+        from autograder.grading.intake.class_folder import NotebookLimits
 
         size = max(1, int(self.max_notebook_mb)) * 2**20
         default = NotebookLimits()

@@ -10,7 +10,7 @@ Each (student, lesson) ends in one status:
   (never followed, never opened): the learner's, scored 0 and flagged;
 * ``not graded yet``: not reached by a run that was stopped; the next run grades it;
 * ``not handed in``: no download of the term has held this lesson of this student yet, and the lesson is not closed
-  (``autograder/grading/term.py``): no score, left out of the student's total, never 0.
+  (``autograder/grading/run/term.py``): no score, left out of the student's total, never 0.
 
 ``grading_error`` reads an autograded notebook and says whether its marks can be trusted. They cannot when:
 
@@ -30,10 +30,10 @@ cell scores 0 and the notebook is flagged (``findings.run_flags``).
 What the notebook itself caused is the learner's outcome, never a grading error: its cells, its metadata (a fake
 locked cell, an unknown or repeated grade_id, changed metadata: ``findings.restore_metadata`` gives nbgrader the
 released metadata only, and flags the rest), its files (a ``timestamp.txt`` that is not a time is ignored and
-flagged: ``intake.submission_time``) and its imports.
+flagged: ``class_folder.submission_time``) and its imports.
 
 The other grading errors (nbgrader's step failed on a notebook whose metadata is the release's, the kernel could not
-start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/worker.py``).
+start, a gradebook write failed) come from nbgrader's result, not the notebook (``autograder/grading/run/worker.py``).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from autograder import course
-from autograder.grading import dask_entry, worker
-from autograder.grading.settings import Settings, SetupError
+from autograder.grading.run import dask_entry, worker
+from autograder.grading.records.settings import Settings, SetupError
 from autograder.kernel import leftovers
 
 # This process's grading worker, when it grades for a pool (``_become_worker``): a pool process or a Dask worker
@@ -74,7 +74,7 @@ def _forkserver():
     starts in milliseconds instead of each worker paying those imports (seconds), which counts when one process
     grades many times (the tests). Forking a single-threaded server is safe where forking this process is not."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["autograder.grading.pool", "nbgrader.converters", "nbgrader.api"])
+    ctx.set_forkserver_preload(["autograder.grading.run.pool", "nbgrader.converters", "nbgrader.api"])
     return ctx
 
 

@@ -12,7 +12,7 @@ Accepted layouts (``SUBMISSIONS`` is a folder or a ``.zip`` of one):
    ``submitted/`` folder itself (``SUBMISSIONS/submitted/alice/01_warmup/01_warmup.ipynb``, ``timestamp.txt``
    files are fine);
 4. an LMS's download (Canvas, Moodle, Blackboard, Brightspace) or nbgrader's exchange ``inbound/`` folder, read by
-   ``autograder/grading/lms.py`` when every name at the top of the class folder follows that layout;
+   ``autograder/grading/intake/lms_layouts.py`` when every name at the top of the class folder follows that layout;
 5. a zip of any of these, with or without one enclosing folder.
 
 The class folder is the folder the instructor named; no student's folder name or content decides it. A folder is
@@ -58,7 +58,7 @@ from pathlib import Path, PurePosixPath
 
 import nbformat
 
-from autograder.grading import lms, look_alike
+from autograder.grading.intake import lms_layouts, look_alike
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 GENERATED = re.compile(r"-[0-9a-f]{8}(?:[0-9a-f]{8})?$", re.IGNORECASE)  # how the ids student_id makes end
@@ -78,7 +78,7 @@ with lessons named like {lessons}"""
 
 def layout_help(lessons) -> str:
     """What the grading command accepts, for error messages and ``--help``."""
-    return LAYOUT_HELP.format(lessons=", ".join(lessons), lms=lms.HELP)
+    return LAYOUT_HELP.format(lessons=", ".join(lessons), lms=lms_layouts.HELP)
 
 
 class LayoutError(ValueError):
@@ -113,7 +113,7 @@ class Roster:
     names: dict = field(default_factory=dict)  # student id -> the folder's name as the file system gives it
     flags: dict = field(default_factory=dict)  # student id -> flags about the student's folder itself
     notes: list = field(default_factory=list)  # what the report says about the class folder
-    lms: str = ""  # the LMS whose download the class folder is (``lms.SYSTEMS``), or ''
+    lms: str = ""  # the LMS whose download the class folder is (``lms_layouts.SYSTEMS``), or ''
     lms_ids: dict = field(default_factory=dict)  # student id -> the student's id(s) in that LMS, space-separated
 
     @property
@@ -594,8 +594,8 @@ def _folder_files(folder: Path, refused: dict, prefix=PurePosixPath()) -> dict:
 
 def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict | None = None) -> tuple:
     """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``).
-    ``origins``: {name relative to the student: the ``lms.File`` it came from}, for an LMS's download: its time, its
-    late mark and the student's id there go with the lesson's Entry."""
+    ``origins``: {name relative to the student: the ``lms_layouts.File`` it came from}, for an LMS's download: its time,
+    its late mark and the student's id there go with the lesson's Entry."""
     entries, claimed = {}, set()
     for lesson in lessons:
         if not any(rel.name.endswith(".ipynb") for rel in files):
@@ -641,7 +641,7 @@ def submission_time(data: bytes, now: datetime) -> datetime:
 
 
 def _when_handed_in(entry: Entry, rel, path, origin) -> None:
-    """The time, late mark and LMS id of the file an Entry was read from: those of its ``lms.File``, or the time
+    """The time, late mark and LMS id of the file an Entry was read from: those of its ``lms_layouts.File``, or the time
     in the ``timestamp.txt`` that ``nbgrader collect`` keeps beside a notebook (``<lesson>/timestamp.txt``)."""
     if origin is not None:
         entry.submitted, entry.late, entry.lms_id = origin.submitted, origin.late, origin.lms_id
@@ -662,12 +662,12 @@ def _when_handed_in(entry: Entry, rel, path, origin) -> None:
     entry.submitted = when.replace(tzinfo=timezone.utc).isoformat()
 
 
-def _download_students(root: Path, download: "lms.Download", top: dict, skipped: dict, lessons,
+def _download_students(root: Path, download: "lms_layouts.Download", top: dict, skipped: dict, lessons,
                        earlier: dict) -> tuple:
     """({student: their files (``_folder_files``) or what a refused entry is}, {student: LMS ids}, {student: {name
-    relative to the student: the ``lms.File`` it came from}}, {student: flags}) of an LMS's download: each student's
-    flat files under the names the learner gave them, each folder's files as they are (nbgrader's exchange: under
-    the assignment's name). A link or special file at the top stays refused. ``earlier``: ``term.lms_ids``."""
+    relative to the student: the ``lms_layouts.File`` it came from}}, {student: flags}) of an LMS's download: each
+    student's flat files under the names the learner gave them, each folder's files as they are (nbgrader's exchange:
+    under the assignment's name). A link or special file at the top stays refused. ``earlier``: ``term.lms_ids``."""
     found = {}
     for who, group in download.students().items():
         files, came_from = {}, {}
@@ -722,12 +722,12 @@ def _assignments_joined(found: dict, lessons) -> dict:
 
 def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
     """{(full name, id): (the name the student is graded under, flags)} for an LMS that names students by full name
-    and gives each an id (``lms.NAMED_BY_ID``): the full name, unless the id is another student's by it: two ids of
-    one name in this download, or a name whose earlier hand-in of a lesson this one also holds came with another id
+    and gives each an id (``lms_layouts.NAMED_BY_ID``): the full name, unless the id is another student's by it: two ids
+    of one name in this download, or a name whose earlier hand-in of a lesson this one also holds came with another id
     (Moodle's participant ids belong to one assignment; Brightspace's user ids to the whole course). Then the student
     is ``<full name>_<id>``, flagged. An id graded before keeps the name it was graded under, so a later download
     sends every id to the same student."""
-    what = lms.NAMED_BY_ID.get(system)
+    what = lms_layouts.NAMED_BY_ID.get(system)
     if not what:
         return {who: (who[0], []) for who in groups}
     by_id = {pid: name for name, given in earlier.items() for pid in given.values() if pid}
@@ -738,7 +738,7 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
     for (student, key), (_, files) in sorted(groups.items()):
         flags, shared = [], sorted(keys[student], key=lambda k: (len(k), k))
         if len(shared) > 1:
-            flags.append(f"{len(shared)} {lms.TITLES[system]} {what}s share the name '{display(student)}' ({what} "
+            flags.append(f"{len(shared)} {lms_layouts.TITLES[system]} {what}s share the name '{display(student)}' ({what} "
                          f"ids {', '.join(shared)}); graded apart by {what} id: check which is whom")
         handed = {lesson for lesson in lessons if _find(lesson, files, set())[0] is not None}
         before, own = earlier.get(student, {}), set(key.split())  # a student's several assignments: several ids
@@ -746,7 +746,7 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
                          if pid and key and pid not in own and (system == "brightspace" or lesson in handed)})
         known = next((by_id[pid] for pid in sorted(own) if pid in by_id), None)
         if others and len(shared) == 1 and not known:
-            flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms.TITLES[system]}; "
+            flags.append(f"'{display(student)}' was graded as {what} {', '.join(others)} of {lms_layouts.TITLES[system]}; "
                          f"{what} {key} of the same name is graded apart by {what} id: check which is whom")
         name = known or (f"{student}_{key}" if len(shared) > 1 or others else student)
         while name in used:  # a full name that itself ends like ``_<id>``: never two students in one folder
@@ -828,7 +828,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: 
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
     students, files = _top_level(root)
-    download = lms.recognise({**{name: True for name, why in students.items() if why is None},
+    download = lms_layouts.recognise({**{name: True for name, why in students.items() if why is None},
                               **{name: False for name in files if not _hidden(name) and _plain_file(root / name)}},
                              owner=None if archive else lambda entry: _owner(root / entry),
                              ids={pid for given in earlier.values() for pid in given.values()})
@@ -837,7 +837,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: 
         students, roster.lms_ids, origins, lms_flags = _download_students(root, download, students, skipped,
                                                                           lessons, earlier)
         roster.lms = download.system
-        roster.notes.append(f"read as {lms.TITLES[download.system]}'s download: {len(download.files)} entries of "
+        roster.notes.append(f"read as {lms_layouts.TITLES[download.system]}'s download: {len(download.files)} entries of "
                             f"{len(download.students())} students")
         roster.notes.extend(download.notes)
         files = [f"{display(name)} ({why})" for name, why in sorted(download.ignored.items())]
@@ -866,7 +866,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: 
         roster.flags.setdefault(sid, id_flags.get(sid, []))
     if not any(e.status != "missing" for es in roster.entries.values() for e in es.values()):
         found = ", ".join(display(p.name) for p in list(root.iterdir())[:8]) or "nothing"
-        hint = lms.nearest({name: (root / name).is_dir() for name in os.listdir(root) if not _hidden(name)})
+        hint = lms_layouts.nearest({name: (root / name).is_dir() for name in os.listdir(root) if not _hidden(name)})
         raise LayoutError(f"no student folder with a notebook in {display(root)} (found: {found}); "
                           + (f"{hint}; " if hint else "") + help_text)
     return roster

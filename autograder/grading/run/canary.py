@@ -14,7 +14,7 @@ released notebook, the code that decides grades, the settings that reach nbgrade
 and kernelspec, Python's version and every installed package's); ``OUT/canary/passed.json`` keeps the fingerprint of each pass, and
 the run says which lessons it reused. ``--fresh-canary`` (``Settings.reuse_canary = False``) grades them anyway.
 
-The canary ids start with ``_``, which no real student id can (``intake.STUDENT_ID``). Their records live in
+The canary ids start with ``_``, which no real student id can (``class_folder.STUDENT_ID``). Their records live in
 ``OUT/canary/`` (never in ``OUT/state/``), and once checked they are removed from the gradebook and the course
 folder, so they appear in no grade, report or export. A failing canary's graded notebook is kept as
 ``OUT/canary/<lesson>.ipynb`` for a human to read.
@@ -35,9 +35,10 @@ import nbformat
 
 from autograder import course
 from autograder.course import answers
-from autograder.grading import gradebook, outcome, state, workspace
-from autograder.grading.settings import grade_deciding_sources
-from autograder.grading import pool as pool_module
+from autograder.grading.records import gradebook, outcome, state
+from autograder.grading.run import workspace
+from autograder.grading.records.settings import grade_deciding_sources
+from autograder.grading.run import pool as pool_module
 
 PASSED = "passed.json"  # in OUT/canary/: {lesson: fingerprint} of each pass
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,17 +1,18 @@
 """Reading the grades back: one row per student, from intake, the state records and the gradebook.
 
-A row holds, per lesson of the term (``autograder/grading/term.py``), its status
-(``autograder/grading/outcome.py``), score, maximum, autograded, manual and pending points, the reason of a grading
-error and what the LMS said of the file handed in (``handed_in``), then the student's total (None when any lesson's
-score is unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. A lesson the
-student has not handed in yet (and that is not closed) counts in neither the total nor its maximum. ``report``
+A row holds, per lesson of the term (``autograder/grading/run/term.py``), its status
+(``autograder/grading/records/outcome.py``), score, maximum, autograded, manual and pending points, the reason of a
+grading error and what the LMS said of the file handed in (``handed_in``), then the student's total (None when any
+lesson's score is unknown: a grading error leaves its score empty, never 0), maximum, pending points and flags. A lesson
+the student has not handed in yet (and that is not closed) counts in neither the total nor its maximum. ``report``
 writes the rows out.
 """
 
 from __future__ import annotations
 
-from autograder.grading import gradebook, intake, lms, marks, outcome, state
-from autograder.grading.settings import Settings
+from autograder.grading.intake import class_folder, lms_layouts
+from autograder.grading.records import gradebook, marks, outcome, state
+from autograder.grading.records.settings import Settings
 
 
 def lesson_maxima(s: Settings) -> dict:
@@ -20,7 +21,7 @@ def lesson_maxima(s: Settings) -> dict:
         return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
 
 
-def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson: str, maximum: float):
+def _lesson_result(gb, s: Settings, roster: class_folder.Roster, student: str, lesson: str, maximum: float):
     """(one lesson's marks and status, flags) of one student, from intake, the state record and the gradebook."""
     from nbgrader.api import MissingEntry
 
@@ -69,15 +70,15 @@ def _lesson_result(gb, s: Settings, roster: intake.Roster, student: str, lesson:
     return cell, flags
 
 
-def handed_in(s: Settings, entry: intake.Entry) -> dict:
+def handed_in(s: Settings, entry: class_folder.Entry) -> dict:
     """What a lesson's cell says of the file handed in: ``lms_id``, the student's id in the LMS download it came
     from (Moodle's participant id of that assignment, Canvas's user id; '' if none), ``late`` (the LMS marks it late,
     or its time is after the lesson's ``--due``) and ``submitted`` (the LMS's time of it, ISO 8601, or '')."""
-    late = entry.late or lms.after_due(entry.submitted, s.due.get(entry.lesson, ""))
+    late = entry.late or lms_layouts.after_due(entry.submitted, s.due.get(entry.lesson, ""))
     return {"lms_id": entry.lms_id, "late": late, "submitted": entry.submitted}
 
 
-def read_rows(s: Settings, roster: intake.Roster) -> list:
+def read_rows(s: Settings, roster: class_folder.Roster) -> list:
     """One row per student: marks read back from the gradebook, status and flags from intake and the state."""
 
     maxima = lesson_maxima(s)

@@ -21,8 +21,8 @@ import hashlib
 import json
 import unicodedata
 
-from autograder.grading import gradebook, outcome, state
-from autograder.grading.settings import Settings
+from autograder.grading.records import gradebook, outcome, state
+from autograder.grading.records.settings import Settings
 
 TEXT_CHANGED = "its text changed since you marked it"
 CELL_GONE = "the answer cell is no longer in the notebook"
@@ -161,7 +161,7 @@ def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
 
 
 def for_hand_in(kept: dict, by: str) -> dict:
-    """The marks of ``before_regrade`` that may hold for a hand-in by ``by`` (``intake.Entry.by``), given to the
+    """The marks of ``before_regrade`` that may hold for a hand-in by ``by`` (``class_folder.Entry.by``), given to the
     hand-in of ``kept["by"]`` (kept with them, so a retry or a rebuild decides the same): all of them when either is
     unknown or both are the same; when another handed it in (a Moodle
     participant or an exchange user other than the one marked, a Brightspace submission under the same name) none

@@ -6,7 +6,7 @@ answers the instructor graded. Running the command again grades only what is new
 killed halfway resumes; ``workspace.stage`` decides) and rebuilds the outputs from these records and the gradebook.
 
 The instructor's marks of a (student, lesson) being graded again wait in ``DIR/carried-marks/<student>/<lesson>.json``
-(``autograder/grading/marks.py``) until the regrade has put them back: written before a rebuild replaces the
+(``autograder/grading/records/marks.py``) until the regrade has put them back: written before a rebuild replaces the
 gradebook, or before a resubmission is graded, and removed once its grading succeeded.
 """
 
@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from autograder.grading.settings import Settings
+from autograder.grading.records.settings import Settings
 
 CANARY_PREFIX = "_canary-"  # the canary's student ids (``canary.py``): the model answers, graded before anyone
 

@@ -24,7 +24,7 @@ from nbformat.v4 import new_code_cell
 
 from autograder.checks import registry
 from autograder.course import notebooks
-from autograder.grading.outcome import SETUP, course_import_error
+from autograder.grading.records.outcome import SETUP, course_import_error
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
 
 _META_KEYS = ("grade", "solution", "locked", "points", "grade_id", "task")

@@ -38,7 +38,7 @@ def course_digest(root) -> str:
 
 # The code this process runs: the course as it was when this process imported it (a Dask worker does with its first
 # task, right after ``unfit`` compared the files with the command's); a worker started long ago may hold older code.
-LOADED = course_digest(Path(__file__).resolve().parents[2])
+LOADED = course_digest(Path(__file__).resolve().parents[3])
 
 
 def unfit(root: str, digest: str) -> str | None:
@@ -59,7 +59,7 @@ def unfit(root: str, digest: str) -> str | None:
     if loaded is not None and Path(loaded.__file__).resolve().parent != package.resolve():
         return (f"already runs the course from {Path(loaded.__file__).resolve().parents[1]}, not {root} as the "
                 f"command does: {RESTART}")
-    mine = sys.modules.get("autograder.grading.dask_entry")
+    mine = sys.modules.get("autograder.grading.run.dask_entry")
     if mine is not None and mine.LOADED != digest:
         return f"still runs the course's code as it was when the worker started, which has changed since: {RESTART}"
     return None
