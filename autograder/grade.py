@@ -59,8 +59,7 @@ from autograder.course import notebooks
 from autograder.grading.intake import class_folder, lms_layouts
 from autograder.grading.records import dbcheck, dburl, marks
 from autograder.grading.reports import insights, lms_export, report, results
-from autograder.grading.run import canary, pool, term, worker, workspace
-from autograder.grading.pipeline import feedback_page
+from autograder.grading.run import canary, feedback_files, pool, term, worker, workspace
 from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
                                          EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings, SetupError)
 from autograder.kernel import leftovers
@@ -141,7 +140,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         leftovers.remove_stale_sandboxes()
     notes += report.write_nbgrader_export(s)
     rows = results.read_rows(s, whole)
-    feedback_page.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
+    feedback_files.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
     notes += roster.notes + workspace.isolation_notes(s)
     after = class_folder.tree_hashes(original)
     integrity = before == after

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder import bugs, course  # noqa: E402
 from autograder.checks import registry  # noqa: E402
 from autograder.grading.records import items, outcome, state  # noqa: E402
-from autograder.grading.reports import insights  # noqa: E402
 from autograder.grading.records.settings import Settings  # noqa: E402
+from autograder.grading.reports import insights  # noqa: E402
 
 
 def _record(rng, lesson: str, tests: dict, kind: str) -> dict:

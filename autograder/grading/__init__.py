@@ -10,7 +10,8 @@ listed before it (``autograder/proofs/layout.py`` declares the order and ``tests
 * ``records``: what a run keeps and decides about each notebook: the settings and exit statuses, the gradebook, each
   (student, lesson) record, its status and flags, its tests' outcomes and the instructor's marks;
 * ``run``: grading itself: the grading course and its copies of the notebooks, the canary, the worker processes
-  (local or Dask), nbgrader's steps per (student, lesson), and the term that grows download by download;
+  (local or Dask), nbgrader's steps per (student, lesson), the feedback pages handed to each learner, and the term
+  that grows download by download;
 * ``reports``: what a run hands back: the grades read back, grades.csv, report.html, the export, the instructor's
   insights and the LMS import files.
 """

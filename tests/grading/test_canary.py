@@ -21,8 +21,8 @@ from autograder import course, grade
 from autograder.course import answers, notebooks
 from autograder.grading.intake import class_folder
 from autograder.grading.records import state
-from autograder.grading.run import canary
 from autograder.grading.records.settings import COURSE_ID
+from autograder.grading.run import canary
 
 LESSON = "01_warmup"
 BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"

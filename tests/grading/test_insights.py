@@ -17,8 +17,8 @@ from autograder.checks import registry
 from autograder.checks.runner import Case, WrongAnswer, call_learner
 from autograder.course import answers
 from autograder.grading.records import items
-from autograder.grading.reports import insights
 from autograder.grading.records.settings import Settings
+from autograder.grading.reports import insights
 from insights_class import (ATTENTION_BUGS, CLASS_BUGS, LEFT_AS_GIVEN, LESSON, LESSON01_STUDENTS, LESSON05,
                             LESSON05_STUDENTS, MARKS, PARTIAL, SOFTMAX_BUGS, SYNTAX_ERROR, UNNAMED_STUDENTS, UNTOUCHED,
                             graded_class, softmax_tests, written_points)

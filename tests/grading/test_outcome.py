@@ -30,9 +30,9 @@ from run_once import once
 from autograder import course, grade
 from autograder.course import answers, notebooks
 from autograder.grading.intake import class_folder
+from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 from autograder.grading.records import dburl, outcome
 from autograder.grading.run import workspace
-from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
 
 LESSON = "01_warmup"
 

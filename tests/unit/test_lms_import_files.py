@@ -16,8 +16,8 @@ import lms_files
 import pytest
 
 from autograder.grading.records import outcome
-from autograder.grading.reports import lms_export
 from autograder.grading.records.settings import Settings
+from autograder.grading.reports import lms_export
 
 WARMUP, EXERCISES = "01_warmup", "05_exercises"
 MAXIMA = {WARMUP: 10.0, EXERCISES: 30.0}

@@ -202,8 +202,8 @@ def test_nbgrader_collect_keeps_its_timestamp(tmp_path):
     ("", "2026-10-01", False),  # no time: only the LMS's own mark says late
 ])
 def test_a_due_date_marks_later_work_late(when, due, late):
-    from autograder.grading.reports import results
     from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import results
 
     s = Settings(out="unused", lessons=LESSONS, due={"01_warmup": due})
     entry = class_folder.Entry("alice", "01_warmup", submitted=when)
@@ -224,8 +224,8 @@ def test_an_import_file_never_holds_a_provisional_score(tmp_path):
     from dataclasses import replace
 
     from autograder.grading.records import outcome
-    from autograder.grading.reports import lms_export
     from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import lms_export
 
     s = Settings(out=str(tmp_path), lessons=["01_warmup", "05_exercises"])
     rows = [_row("ngada_31", "ngada_31", "31", **{"01_warmup": (outcome.GRADED, 9.0, "31"),

@@ -23,8 +23,8 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from autograder import course
 from autograder.course import notebooks
 from autograder.grading.intake import class_folder
-from autograder.grading.records import findings, outcome
 from autograder.grading.pipeline.cell_metadata import CompiledMetadataValidator
+from autograder.grading.records import findings, outcome
 
 LESSON = "01_warmup"
 RELEASED = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 
-from autograder.grading.reports import report, results
 from autograder.grading.records.settings import Settings
+from autograder.grading.reports import report, results
 
 LESSON = "05_exercises"
 

@@ -138,8 +138,8 @@ def test_an_out_of_an_earlier_version_becomes_the_term_with_nothing_to_grade_aga
 
 
 def test_a_copy_the_grading_folder_lost_is_a_grading_error_never_a_score(tmp_path):
-    from autograder.grading.reports import results
     from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import results
 
     out = tmp_path / "out"
     t = term.load(out)

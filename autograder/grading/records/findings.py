@@ -24,8 +24,8 @@ from nbformat.v4 import new_code_cell
 
 from autograder.checks import registry
 from autograder.course import notebooks
-from autograder.grading.records.outcome import SETUP, course_import_error
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN, TRUNCATED_MARKER
+from autograder.grading.records.outcome import SETUP, course_import_error
 
 _META_KEYS = ("grade", "solution", "locked", "points", "grade_id", "task")
 

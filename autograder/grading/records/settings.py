@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import course
-from autograder.kernel import sandbox
 from autograder.grading.records import dburl
+from autograder.kernel import sandbox
 
 COURSE_ID = "mha-course"  # nbgrader's course row: PostgreSQL enforces the foreign key SQLite ignores
 EXIT_LAYOUT, EXIT_INTEGRITY, EXIT_GRADING_ERROR, EXIT_SETUP, EXIT_CANARY, EXIT_MARKS = 2, 3, 4, 5, 6, 7

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import course
+from autograder.grading.pipeline import page_safety
 from autograder.grading.records import gradebook, items, marks, outcome, state
-from autograder.grading.reports import csv_cells
-from autograder.grading.pipeline import feedback_page, page_safety
-from autograder.grading.reports.results import fmt
 from autograder.grading.records.settings import Settings
+from autograder.grading.reports import csv_cells
+from autograder.grading.reports.results import fmt
+from autograder.grading.run import feedback_files
 
 HARD = 0.2  # a test at most this share of students pass is "almost nobody passes"
 WEAK = 0.2  # a discrimination below this (or none: everyone passes or fails) is "does not discriminate"
@@ -100,7 +101,7 @@ def collect(s: Settings, rows: list) -> list:
 
 def feedback_link(s: Settings, student: str, lesson: str):
     """The relative link to a student's feedback page, or None when there is none."""
-    return feedback_page.page_link(s.out, student, lesson)
+    return feedback_files.page_link(s.out, student, lesson)
 
 
 # ----------------------------------------------------------------------------------------------- the figures

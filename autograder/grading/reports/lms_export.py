@@ -34,9 +34,9 @@ from pathlib import Path
 
 from autograder.grading.intake import class_folder
 from autograder.grading.records import outcome
+from autograder.grading.records.settings import Settings
 from autograder.grading.reports import csv_cells, lms_csv
 from autograder.grading.reports.results import fmt
-from autograder.grading.records.settings import Settings
 
 FOLDER = "lms-import"
 TEMPLATES = "lms-templates"

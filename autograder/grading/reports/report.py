@@ -11,11 +11,12 @@ import statistics
 from pathlib import Path
 
 from autograder.grading.intake import class_folder
+from autograder.grading.pipeline import page_safety
 from autograder.grading.records import gradebook, outcome
-from autograder.grading.reports import csv_cells
-from autograder.grading.pipeline import feedback_page, page_safety
-from autograder.grading.reports.results import fmt, grading_errors, percent
 from autograder.grading.records.settings import Settings
+from autograder.grading.reports import csv_cells
+from autograder.grading.reports.results import fmt, grading_errors, percent
+from autograder.grading.run import feedback_files
 
 
 def write_csv(s: Settings, rows: list) -> Path:
@@ -105,7 +106,7 @@ def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Pa
         cells = []
         for lesson in s.lessons:
             c = r["lessons"][lesson]
-            link = feedback_page.page_link(s.out, r["student"], lesson)
+            link = feedback_files.page_link(s.out, r["student"], lesson)
             text = esc(_cell_text(c)) + late_mark(c)
             style = ' class="error"' if c["status"] == outcome.GRADING_ERROR else ""
             cells.append(f'<td{style}><a href="{esc(link)}">{text}</a></td>' if link else f"<td{style}>{text}</td>")

@@ -36,8 +36,8 @@ import nbformat
 from autograder import course
 from autograder.course import answers
 from autograder.grading.records import gradebook, outcome, state
-from autograder.grading.run import workspace
 from autograder.grading.records.settings import grade_deciding_sources
+from autograder.grading.run import workspace
 from autograder.grading.run import pool as pool_module
 
 PASSED = "passed.json"  # in OUT/canary/: {lesson: fingerprint} of each pass

@@ -42,8 +42,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from autograder import course
-from autograder.grading.run import dask_entry, worker
 from autograder.grading.records.settings import Settings, SetupError
+from autograder.grading.run import dask_entry, worker
 from autograder.kernel import leftovers
 
 # This process's grading worker, when it grades for a pool (``_become_worker``): a pool process or a Dask worker

@@ -23,11 +23,11 @@ import shutil
 import time
 from pathlib import Path
 
-from autograder.grading.pipeline import execute, feedback_page
 from autograder.grading.intake import class_folder
+from autograder.grading.pipeline import execute
 from autograder.grading.records import findings, gradebook, items, marks, outcome, state
 from autograder.grading.records.settings import Settings
-from autograder.grading.run import workspace
+from autograder.grading.run import feedback_files, workspace
 
 
 class Worker:
@@ -110,7 +110,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
             reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
             record.update(graded=False, status=outcome.GRADING_ERROR, score=None, reason=reason[:500])
-            feedback_page.page_path(s.out, student, lesson).unlink(missing_ok=True)  # of an older notebook
+            feedback_files.page_path(s.out, student, lesson).unlink(missing_ok=True)  # of an older notebook
         record["seconds"] = round(time.monotonic() - started, 2)
         state.write(s, student, lesson, record)
         if record["graded"]:
@@ -141,11 +141,11 @@ class Worker:
         feedback = self._nbgrader_step(GenerateFeedback, student, lesson)
         html_path = s.course_root / "feedback" / student / lesson / f"{lesson}.html"
         if feedback.get("success") and html_path.exists():
-            dest = feedback_page.page_path(s.out, student, lesson)
+            dest = feedback_files.page_path(s.out, student, lesson)
             dest.parent.mkdir(parents=True, exist_ok=True)
             page = html_path.read_text(encoding="utf-8")
             reopened = marks.still_pending(record.get("reopened", []), current)
-            dest.write_text(feedback_page.with_changes(page, before, current["score"], reopened), encoding="utf-8")
+            dest.write_text(feedback_files.with_changes(page, before, current["score"], reopened), encoding="utf-8")
         else:
             record["flags"].append("no feedback: " + last_error(feedback))
         record.update(graded=True, score=current["score"], max_score=current["max"],
@@ -218,7 +218,7 @@ def stale_feedback(s: Settings, roster: class_folder.Roster, todo: dict) -> dict
                     changed = marks.fingerprint(gb, lesson, student) != record.get("feedback_of")
                 except MissingEntry:
                     continue
-                changed = changed or not feedback_page.page_path(s.out, student, lesson).exists()  # removed earlier
+                changed = changed or not feedback_files.page_path(s.out, student, lesson).exists()  # removed earlier
                 if changed:
                     stale.setdefault(student, {})[lesson] = {"refresh": True}
     return stale
