@@ -56,12 +56,13 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading.intake import class_folder, lms_layouts
+from autograder.grading.intake import class_folder, class_roster, integrity, lms_layouts, student_ids
 from autograder.grading.records import dbcheck, dburl, marks
 from autograder.grading.reports import insights, lms_export, report, results
 from autograder.grading.run import canary, feedback_files, pool, term, worker, workspace
-from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
-                                         EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings, SetupError)
+from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY,
+                                                 EXIT_LAYOUT, EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings,
+                                                 SetupError)
 from autograder.kernel import leftovers
 
 __all__ = ["Settings", "run", "main", "EXIT_LAYOUT", "EXIT_INTEGRITY", "EXIT_GRADING_ERROR", "EXIT_SETUP",
@@ -94,22 +95,23 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     pool.preflight(s)
     original = Path(submissions)
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
-        raise class_folder.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
+        raise class_roster.LayoutError(f"the output folder {out} is inside the submissions {original}; "
+                                       "put --out elsewhere")
     # a rebuild replaces the gradebook: its marks are read first, and the run stops here, before anything is
     # written, when they cannot be (marks.MarksUnreadable)
     carried = marks.before_rebuild(s) if workspace.course_changed(s) else None
     out.mkdir(parents=True, exist_ok=True)
-    before = class_folder.tree_hashes(original)
+    before = integrity.tree_hashes(original)
     earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
-    known = class_folder.known_ids(out)
+    known = student_ids.known_ids(out)
     roster = class_folder.collect(original, s.lessons, out, known=known, limits=s.notebook_limits,
-                            earlier=term.lms_ids(earlier, known))
+                                  earlier=term.lms_ids(earlier, known))
     if s.class_decides_lessons:
         s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
         log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "
             "LESSONS=... chooses others)")
     roster.keep_lessons(s.lessons)
-    class_folder.remember(out, roster)  # no later folder takes one of these ids
+    student_ids.remember(out, roster)  # no later folder takes one of these ids
     now = copy.deepcopy(earlier)
     notes = term.take_in(out, now, roster, s.lessons, s.notebook_limits)
     term.close(now, s.close)
@@ -142,9 +144,9 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     rows = results.read_rows(s, whole)
     feedback_files.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
     notes += roster.notes + workspace.isolation_notes(s)
-    after = class_folder.tree_hashes(original)
-    integrity = before == after
-    if not integrity:
+    after = integrity.tree_hashes(original)
+    intact = before == after
+    if not intact:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
@@ -157,7 +159,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
     html_path = report.write_report(s, rows, notes, insights.change_lines(changed, limit=None))
     insights.remember_reported(s, rows)  # what the next run's changes are told against
-    return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": integrity,
+    return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": intact,
             "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked,
             "changed": changed}
 
@@ -251,7 +253,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
-    except (class_folder.LayoutError, GradebookUnusable) as exc:
+    except (class_roster.LayoutError, GradebookUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LAYOUT
     except SetupError as exc:

@@ -84,14 +84,15 @@ def synthetic(out: Path, n_students: int, seed: int = 0):
 
 def _real(out: Path):
     """(settings, rows, grading seconds) of a folder a real grading run wrote, read back as the command does."""
-    from autograder.grading.intake import class_folder
+    from autograder.grading.intake import class_roster
     from autograder.grading.reports import results
 
     lessons = sorted({p.stem for p in (out / "state").glob("*/*.json")})
     s = Settings(out=str(out.resolve()), lessons=lessons)
     students = sorted(p.name for p in (out / "state").iterdir())
-    roster = class_folder.Roster(root=out, entries={st: {le: class_folder.Entry(st, le, out / "state" / st / f"{le}.json")
-                                                   for le in lessons} for st in students})
+    entries = {st: {le: class_roster.Entry(st, le, out / "state" / st / f"{le}.json") for le in lessons}
+               for st in students}
+    roster = class_roster.Roster(root=out, entries=entries)
     seconds = sum((state.read(s, st, le) or {}).get("seconds", 0.0) for st in students for le in lessons)
     return s, results.read_rows(s, roster), seconds
 

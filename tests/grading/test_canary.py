@@ -19,7 +19,7 @@ from course_copy import copy_course
 
 from autograder import course, grade
 from autograder.course import answers, notebooks
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import student_ids
 from autograder.grading.records import state
 from autograder.grading.records.settings import COURSE_ID
 from autograder.grading.run import canary
@@ -154,7 +154,7 @@ def test_an_unreadable_file_changes_the_fingerprint_instead_of_stopping_the_run(
 def test_no_student_id_can_be_a_canary_id():
     for lesson in course.lesson_names():
         assert state.is_canary(state.canary_id(lesson))
-        assert not class_folder.STUDENT_ID.match(state.canary_id(lesson))
+        assert not student_ids.STUDENT_ID.match(state.canary_id(lesson))
 
 
 @pytest.mark.parametrize("first, words", [

@@ -24,7 +24,7 @@ from worker_killer import WorkerKiller, kernel_launchers
 
 from autograder import bugs, course, grade
 from autograder.course import answers, notebooks
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import class_folder, integrity
 from autograder.grading.records import outcome
 from autograder.grading.run import pool
 
@@ -110,7 +110,7 @@ def graded(tmp_path_factory, postgres_server, cluster):
     base = tmp_path_factory.mktemp("cluster")
     root = base / "class"
     victim = sorted(_class(root))[len(BUGS) // 2]  # a student in the middle of the class
-    before = class_folder.tree_hashes(root)
+    before = integrity.tree_hashes(root)
     local = grade.Settings(out=str(base / "local"), lessons=[LESSON], workers=2, timeout=60)
     grade.run(root, local, progress=False, log=lambda *a: None)
 
@@ -122,8 +122,8 @@ def graded(tmp_path_factory, postgres_server, cluster):
                               cwd=course.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=900)
     return {"rc": proc.returncode, "stdout": proc.stdout, "kills": killer.kills, "victim": victim,
-            "local": _grades(base / "local"), "cluster": _grades(out), "unchanged": class_folder.tree_hashes(root) == before,
-            "out": out, "base": base}
+            "local": _grades(base / "local"), "cluster": _grades(out),
+            "unchanged": integrity.tree_hashes(root) == before, "out": out, "base": base}
 
 
 @needs_root

@@ -26,7 +26,7 @@ from worker_killer import WorkerKiller, kernel_launchers
 from autograder import course, grade
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
-from autograder.grading.intake import class_folder, code_scan
+from autograder.grading.intake import class_folder, class_roster, code_scan
 from autograder.grading.records import findings
 from autograder.grading.run import workspace
 
@@ -108,7 +108,7 @@ def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
     archive = tmp_path / "evil.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("../../escaped.ipynb", "{}")
-    with pytest.raises(class_folder.LayoutError, match="unsafe path"):
+    with pytest.raises(class_roster.LayoutError, match="unsafe path"):
         class_folder.collect(archive, LESSONS, tmp_path / "work")
     assert not (tmp_path.parent / "escaped.ipynb").exists()
 

@@ -253,7 +253,8 @@ def _grade_batch(base: Path) -> dict:
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
     groups = leftovers.stale_sandbox_uids()
     key_users = sorted(_key_users() - key_users_before)  # a uid's keys outlive it: this machine's earlier ones stay
-    private = leftovers.stale_private_folders() + [str(p) for p in Path("/tmp").glob(leftovers.private_folder_prefix() + "*")]
+    private = leftovers.stale_private_folders() + [str(p) for p in
+                                                   Path("/tmp").glob(leftovers.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
             "left": left, "groups": groups, "private": private, "key_users": key_users}
 

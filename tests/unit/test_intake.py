@@ -15,7 +15,8 @@ import pytest
 from name_collisions import colliding_pair
 
 from autograder import course
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import (archives, class_folder, class_roster, file_access, integrity, size_limits,
+                                       student_ids)
 from autograder.grading.reports import csv_cells
 
 LESSON = "01_warmup"
@@ -60,57 +61,57 @@ def test_every_csv_the_grading_command_writes_goes_through_the_one_helper():
 
 def test_a_name_that_is_not_utf8_gets_a_valid_id_and_a_readable_display():
     name = os.fsdecode(b"caf\xe9 \xff")
-    sid = class_folder.student_id(name)
-    assert class_folder.STUDENT_ID.fullmatch(sid) and sid == class_folder.student_id(name)
-    assert sid != class_folder.student_id(os.fsdecode(b"caf\xe9 \xfe"))
-    assert class_folder.display(name) == "caf\\xe9 \\xff"
-    class_folder.display(name).encode("utf-8")  # can be written anywhere
+    sid = student_ids.student_id(name)
+    assert student_ids.STUDENT_ID.fullmatch(sid) and sid == student_ids.student_id(name)
+    assert sid != student_ids.student_id(os.fsdecode(b"caf\xe9 \xfe"))
+    assert file_access.display(name) == "caf\\xe9 \\xff"
+    file_access.display(name).encode("utf-8")  # can be written anywhere
 
 
 def test_unprintable_characters_are_shown_escaped_and_never_kept_in_an_id():
     for name in ("alice\n", "ali\x1bce", "\u202eecila", "alice\r"):
-        sid = class_folder.student_id(name)
-        assert sid != name and class_folder.STUDENT_ID.fullmatch(sid) and sid.isprintable()
-        assert class_folder.display(name).isprintable()
-    assert class_folder.display("alice\n") == "alice\\n" and class_folder.display("\u202eecila") == "\\u202eecila"
+        sid = student_ids.student_id(name)
+        assert sid != name and student_ids.STUDENT_ID.fullmatch(sid) and sid.isprintable()
+        assert file_access.display(name).isprintable()
+    assert file_access.display("alice\n") == "alice\\n" and file_access.display("\u202eecila") == "\\u202eecila"
 
 
 def test_a_name_that_looks_like_a_generated_id_is_never_taken_as_it_is():
-    generated = class_folder.student_id("Petrov, Ivan")
-    for look_alike in (generated, generated.upper(), class_folder.student_id("Petrov, Ivan", 16)):
-        assert class_folder.student_id(look_alike) not in (generated, look_alike)
-    assert class_folder.student_id("anne-marie") == "anne-marie"  # an ordinary name with a hyphen stays as it is
+    generated = student_ids.student_id("Petrov, Ivan")
+    for look_alike in (generated, generated.upper(), student_ids.student_id("Petrov, Ivan", 16)):
+        assert student_ids.student_id(look_alike) not in (generated, look_alike)
+    assert student_ids.student_id("anne-marie") == "anne-marie"  # an ordinary name with a hyphen stays as it is
 
 
 @pytest.mark.parametrize("name", ["_canary-01_warmup", "CON", "nul", "a" * 255, "-rf", "..."])
 def test_reserved_and_odd_names_get_ids_of_their_own(name):
-    sid = class_folder.student_id(name)
-    assert class_folder.STUDENT_ID.fullmatch(sid) and not sid.startswith("_")  # never a canary's id
+    sid = student_ids.student_id(name)
+    assert student_ids.STUDENT_ID.fullmatch(sid) and not sid.startswith("_")  # never a canary's id
     assert (sid == name) == (name in ("CON", "nul"))  # valid ids as they are; the rest hashed
 
 
 def test_two_names_with_one_id_are_both_kept_and_flagged():
     a, b = colliding_pair()
-    assert a != b and class_folder.student_id(a) == class_folder.student_id(b)  # a real 32-bit collision
-    ids, flags = class_folder.assign_ids([a, b, "alice"])
+    assert a != b and student_ids.student_id(a) == student_ids.student_id(b)  # a real 32-bit collision
+    ids, flags = student_ids.assign_ids([a, b, "alice"])
     assert len(set(ids.values())) == 3 and ids["alice"] == "alice"
-    assert all(class_folder.STUDENT_ID.fullmatch(sid) for sid in ids.values())
+    assert all(student_ids.STUDENT_ID.fullmatch(sid) for sid in ids.values())
     assert flags[ids[a]] and flags[ids[b]] and "alice" not in flags
-    later = [sid for sid in ids.values() if len(sid) > len(class_folder.student_id(a))]
+    later = [sid for sid in ids.values() if len(sid) > len(student_ids.student_id(a))]
     assert len(later) == 1 and "both kept" in flags[later[0]][0]
 
 
 def test_a_later_batch_never_takes_an_id_an_earlier_one_gave():
     a, b = colliding_pair()
-    first, _ = class_folder.assign_ids([a])
-    second, flags = class_folder.assign_ids([b], known={sid: name for name, sid in first.items()})
+    first, _ = student_ids.assign_ids([a])
+    second, flags = student_ids.assign_ids([b], known={sid: name for name, sid in first.items()})
     assert second[b] != first[a] and flags[second[b]]
-    again, flags = class_folder.assign_ids([a], known={sid: name for name, sid in first.items()})
+    again, flags = student_ids.assign_ids([a], known={sid: name for name, sid in first.items()})
     assert again == first and not flags  # the same name keeps its id
 
 
 def test_ids_that_differ_only_in_case_are_told_apart():
-    ids, flags = class_folder.assign_ids(["alice", "Alice"])
+    ids, flags = student_ids.assign_ids(["alice", "Alice"])
     assert ids["alice"].casefold() != ids["Alice"].casefold()
     assert flags[ids["alice"]] and flags[ids["Alice"]]
 
@@ -129,25 +130,25 @@ def test_look_alike_names_are_both_kept_and_flagged(tmp_path, name, look_alike):
     ids = {folder: sid for sid, folder in roster.names.items()}
     assert len(set(ids.values())) == 3 and set(roster.entries) == set(ids.values())  # both kept, apart
     for one, other in ((name, look_alike), (look_alike, name)):
-        assert any(f"looks like '{class_folder.display(other)}'" in f for f in roster.flags[ids[one]]), roster.flags
+        assert any(f"looks like '{file_access.display(other)}'" in f for f in roster.flags[ids[one]]), roster.flags
     assert roster.flags[ids["bob"]] == []
 
 
 @pytest.mark.parametrize("name, other", [("alice", "alicia"), ("王伟", "李娜"), ("Nikos", "Nikolaos"),
                                          ("\u0440aul", "paula")])
 def test_names_that_do_not_look_alike_are_not_flagged(name, other):
-    ids, _ = class_folder.assign_ids([name, other])
-    assert class_folder._look_alike_flags(ids) == {}
+    ids, _ = student_ids.assign_ids([name, other])
+    assert student_ids.look_alike_flags(ids) == {}
 
 
 def test_the_registry_round_trips_any_name(tmp_path):
     name = os.fsdecode(b"\xff\xfe=x\n")
-    roster = class_folder.Roster(root=tmp_path, names={class_folder.student_id(name): name})
-    class_folder.remember(tmp_path, roster)
-    assert class_folder.known_ids(tmp_path) == roster.names
-    (tmp_path / class_folder.REGISTRY).write_text("{not json")
-    with pytest.raises(class_folder.LayoutError, match="restore it from a backup"):
-        class_folder.known_ids(tmp_path)
+    roster = class_roster.Roster(root=tmp_path, names={student_ids.student_id(name): name})
+    student_ids.remember(tmp_path, roster)
+    assert student_ids.known_ids(tmp_path) == roster.names
+    (tmp_path / student_ids.REGISTRY).write_text("{not json")
+    with pytest.raises(class_roster.LayoutError, match="restore it from a backup"):
+        student_ids.known_ids(tmp_path)
 
 
 # ---------------------------------------------------------------- the class folder
@@ -223,7 +224,7 @@ def test_reading_a_fifo_or_a_link_fails_at_once(tmp_path):
     started = time.monotonic()
     for path in (tmp_path / "fifo", tmp_path / "link.ipynb"):
         with pytest.raises(OSError):
-            class_folder.read_regular(path)
+            file_access.read_regular(path)
     assert time.monotonic() - started < 1
 
 
@@ -233,10 +234,10 @@ def test_the_originals_hashes_record_links_and_survive_a_changing_tree(tmp_path)
     target = _write(tmp_path / "target", "one")
     os.symlink(target, root / "alice" / "link")
     os.mkfifo(root / "alice" / "fifo")
-    before = class_folder.tree_hashes(root)
+    before = integrity.tree_hashes(root)
     assert before["alice/link"] == f"link:{target}" and before["alice/fifo"].startswith("special:p")
     target.write_text("two")  # a link's target changing changes nothing: it is never read
-    assert class_folder.tree_hashes(root) == before
+    assert integrity.tree_hashes(root) == before
     stop = threading.Event()
 
     def churn():
@@ -249,7 +250,7 @@ def test_the_originals_hashes_record_links_and_survive_a_changing_tree(tmp_path)
     thread.start()
     try:
         for _ in range(20):
-            class_folder.tree_hashes(root)  # files vanishing while they are read never raise
+            integrity.tree_hashes(root)  # files vanishing while they are read never raise
     finally:
         stop.set()
         thread.join()
@@ -267,7 +268,7 @@ def test_no_depth_of_folders_ends_intake_or_the_hashes(tmp_path):
         (levels[-1] / f"{LESSON}.ipynb").write_text(NOTEBOOK)
         roster = class_folder.collect(root, [LESSON], tmp_path / "work")
         assert roster.entries["eve"][LESSON].status == "misnamed"  # found, however deep, and flagged
-        assert set(class_folder.tree_hashes(root)) == {f"alice/{LESSON}.ipynb", f"eve/{'d/' * 1100}{LESSON}.ipynb"}
+        assert set(integrity.tree_hashes(root)) == {f"alice/{LESSON}.ipynb", f"eve/{'d/' * 1100}{LESSON}.ipynb"}
     finally:  # removed here, bottom up: shutil.rmtree (and so pytest's clean-up of old tmp folders) recurses
         (levels[-1] / f"{LESSON}.ipynb").unlink(missing_ok=True)
         for level in reversed(levels):
@@ -302,7 +303,7 @@ def _zip(path: Path, entries: dict, compression=zipfile.ZIP_DEFLATED) -> Path:
 def test_a_zip_bomb_is_refused_and_leaves_nothing_behind(tmp_path):
     bomb = _zip(tmp_path / "bomb.zip", {f"s{i}/{LESSON}.ipynb": b"\0" * (16 * 2**20) for i in range(4)})
     assert bomb.stat().st_size < 2**20  # 64 MB in under 1 MB
-    with pytest.raises(class_folder.LayoutError) as refused:
+    with pytest.raises(class_roster.LayoutError) as refused:
         class_folder.collect(bomb, [LESSON], tmp_path / "work")
     message = str(refused.value)
     assert "compressed" in message and "the limit is 100 times" in message and "unpack it yourself" in message
@@ -310,15 +311,15 @@ def test_a_zip_bomb_is_refused_and_leaves_nothing_behind(tmp_path):
 
 
 @pytest.mark.parametrize("limits, entries, what", [
-    (class_folder.ZipLimits(max_files=3), {f"s/{i}.ipynb": NOTEBOOK for i in range(4)}, "holds 4 files"),
-    (class_folder.ZipLimits(max_bytes=1000), {"s/a.ipynb": "x" * 1001}, "unpacks to"),
-    (class_folder.ZipLimits(max_depth=4), {"a/b/c/d/e.ipynb": NOTEBOOK}, "5 folders deep"),
-    (class_folder.ZipLimits(max_ratio=10, ratio_floor=0), {"s/a.ipynb": "x" * 10_000}, "compressed"),
+    (size_limits.ZipLimits(max_files=3), {f"s/{i}.ipynb": NOTEBOOK for i in range(4)}, "holds 4 files"),
+    (size_limits.ZipLimits(max_bytes=1000), {"s/a.ipynb": "x" * 1001}, "unpacks to"),
+    (size_limits.ZipLimits(max_depth=4), {"a/b/c/d/e.ipynb": NOTEBOOK}, "5 folders deep"),
+    (size_limits.ZipLimits(max_ratio=10, ratio_floor=0), {"s/a.ipynb": "x" * 10_000}, "compressed"),
 ])
 def test_each_zip_limit_refuses_the_whole_archive(tmp_path, limits, entries, what):
     archive = _zip(tmp_path / "a.zip", entries)
-    with pytest.raises(class_folder.LayoutError, match=what):
-        class_folder.safe_extract(archive, tmp_path / "out", limits)
+    with pytest.raises(class_roster.LayoutError, match=what):
+        archives.safe_extract(archive, tmp_path / "out", limits)
     assert not (tmp_path / "out").exists()
 
 
@@ -327,8 +328,8 @@ def test_a_zip_that_unpacks_to_more_than_its_headers_say_is_refused(tmp_path):
     data = archive.read_bytes()  # declare 50 bytes in both headers: the bytes themselves are 5000
     data = data.replace((5000).to_bytes(4, "little") * 2, (50).to_bytes(4, "little") * 2)
     archive.write_bytes(data)
-    with pytest.raises(class_folder.LayoutError):
-        class_folder.safe_extract(archive, tmp_path / "out")
+    with pytest.raises(class_roster.LayoutError):
+        archives.safe_extract(archive, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -345,6 +346,6 @@ def test_a_zips_links_are_not_extracted_and_flag_their_student(tmp_path):
 @pytest.mark.parametrize("name", ["../escaped.ipynb", "/abs.ipynb", "a/../../b.ipynb"])
 def test_a_zip_path_outside_the_folder_refuses_the_archive(tmp_path, name):
     archive = _zip(tmp_path / "evil.zip", {"alice/01_warmup.ipynb": NOTEBOOK, name: NOTEBOOK})
-    with pytest.raises(class_folder.LayoutError, match="unsafe path"):
-        class_folder.safe_extract(archive, tmp_path / "work" / "out")
+    with pytest.raises(class_roster.LayoutError, match="unsafe path"):
+        archives.safe_extract(archive, tmp_path / "work" / "out")
     assert not (tmp_path / "work" / "out").exists() and not (tmp_path / "escaped.ipynb").exists()

@@ -74,7 +74,8 @@ def test_a_later_moodle_download_sends_each_participant_to_the_student_it_was_gr
     assert {name: ids for name, (ids, _, _) in got.items()} == {"Jane Doe": "111", "Jane Doe_333": "333",
                                                                 "Ivan Petrov": "222"}
     earlier["Jane Doe_333"] = {"01_warmup": "333"}
-    again = _who(class_folder.collect(_class(tmp_path / "m2", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    again = _who(class_folder.collect(_class(tmp_path / "m2", RENAMED[1:2]), LESSONS, tmp_path / "out",
+                                      earlier=earlier))
     assert list(again) == ["Jane Doe_333"]  # alone in a download, she is still not the victim
 
 
@@ -87,8 +88,9 @@ def test_a_moodle_participant_whose_name_was_graded_for_another_participant_is_k
     assert got == {"Jane Doe_333": ("333", {"01_warmup": "01_warmup.ipynb"}, [
         "'Jane Doe' was graded as participant 111 of Moodle; participant 333 of the same name is graded apart by "
         "participant id: check which is whom"])}
-    other = _who(class_folder.collect(_class(tmp_path / "m2", ["Jane Doe_555_assignsubmission_file_/02_multi_head.ipynb"]),
-                                LESSONS, tmp_path / "out", earlier=earlier))
+    other = _who(class_folder.collect(
+        _class(tmp_path / "m2", ["Jane Doe_555_assignsubmission_file_/02_multi_head.ipynb"]), LESSONS,
+        tmp_path / "out", earlier=earlier))
     assert other == {"Jane Doe": ("555", {"02_multi_head": "02_multi_head.ipynb"}, [])}
 
 
@@ -117,7 +119,8 @@ def test_a_later_brightspace_file_of_another_user_of_the_same_name_replaces_noth
     assert any(SPACE[2] in note and "earlier copy" in note for note in roster.notes)
     # a later download: each user id goes to the student it was graded as, the name alone moves nothing
     earlier = {"Jane Doe_459402": {"01_warmup": "459402"}, "Jane Doe_459409": {"01_warmup": "459409"}}
-    again = _who(class_folder.collect(_class(tmp_path / "d2", SPACE[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    again = _who(class_folder.collect(_class(tmp_path / "d2", SPACE[1:2]), LESSONS, tmp_path / "out",
+                                      earlier=earlier))
     assert list(again) == ["Jane Doe_459409"]
 
 
@@ -220,7 +223,7 @@ def test_one_student_s_brightspace_download_gives_no_user_id_unless_an_earlier_o
     alone = _who(class_folder.collect(_class(tmp_path / "d", SAME_SECOND[:1]), LESSONS, tmp_path / "out"))
     assert {name: ids for name, (ids, _, _) in alone.items()} == {"Jane Doe": ""}
     known = _who(class_folder.collect(_class(tmp_path / "d2", SAME_SECOND[:1]), LESSONS, tmp_path / "out",
-                                earlier={"Jane Doe": {"01_warmup": "4411"}}))
+                                      earlier={"Jane Doe": {"01_warmup": "4411"}}))
     assert {name: ids for name, (ids, _, _) in known.items()} == {"Jane Doe": "4411"}
 
 
@@ -238,5 +241,5 @@ def test_brightspace_folders_without_user_ids_flag_a_name_with_two_submissions_a
 
 def test_a_name_graded_under_a_brightspace_user_id_is_not_split_by_a_download_that_gives_none(tmp_path):
     got = _who(class_folder.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out",
-                              earlier={"Jane Doe": {"01_warmup": "459402"}}))
+                                    earlier={"Jane Doe": {"01_warmup": "459402"}}))
     assert set(got) == {"Jane Doe", "Ivan Petrov"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading.intake import class_folder, lms_layouts
+from autograder.grading.intake import class_folder, class_roster, lms_layouts
 
 LESSONS = ["01_warmup", "02_multi_head"]
 NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
@@ -55,7 +55,7 @@ def test_canvas_zip_is_read_the_same_and_a_refused_one_leaves_nothing(tmp_path):
     bad = tmp_path / "bad.zip"
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr("notes.txt", "no notebook here")
-    with pytest.raises(class_folder.LayoutError):
+    with pytest.raises(class_roster.LayoutError):
         class_folder.collect(bad, LESSONS, tmp_path / "out2")
     assert not (tmp_path / "out2" / class_folder.UNZIPPED).exists()
 
@@ -128,7 +128,7 @@ def test_one_student_cannot_make_the_class_an_lms_download(tmp_path):
 
 def test_flat_notebooks_that_follow_no_layout_get_a_hint_for_the_nearest(tmp_path):
     root = _class(tmp_path / "h", ["abcxyz_12345_9001_01_warmup.ipynb", "renamed by hand.ipynb"])
-    with pytest.raises(class_folder.LayoutError) as err:
+    with pytest.raises(class_roster.LayoutError) as err:
         class_folder.collect(root, LESSONS, tmp_path / "out")
     message = str(err.value)
     assert "1 of 2 names follow Canvas's download layout" in message and "'renamed by hand.ipynb'" in message
@@ -162,20 +162,21 @@ def test_late_marks_and_submission_times_are_kept(tmp_path):
     assert _handed_in(canvas, "doejane_777", "02_multi_head") == ("", False, "777")
     assert _handed_in(canvas, "abcxyz_12345", "01_warmup") == ("", False, "12345")
     board = class_folder.collect(_class(tmp_path / "b", ["Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
-                                                   "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
+                                                         "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb"]),
+                                 LESSONS, tmp_path / "out")
     assert _handed_in(board, "jdoe", "01_warmup") == ("2026-11-03T10:30:00", False, "jdoe")
-    space = class_folder.collect(_class(tmp_path / "d", ["151039-459402 - Jane Doe - Dec 3, 2026 1005 PM - 01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
+    space = class_folder.collect(
+        _class(tmp_path / "d", ["151039-459402 - Jane Doe - Dec 3, 2026 1005 PM - 01_warmup.ipynb"]), LESSONS,
+        tmp_path / "out")
     assert _handed_in(space, "Jane Doe", "01_warmup")[0] == "2026-12-03T22:05:00"
     exchange = class_folder.collect(_class(tmp_path / "x", [
         "alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
         "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb"]), LESSONS, tmp_path / "out")
     assert _handed_in(exchange, "alice", "01_warmup")[0] == "2026-11-02T10:00:00+00:00"
     first = class_folder.collect(_class(tmp_path / "m1", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
+                                 LESSONS, tmp_path / "out")
     second = class_folder.collect(_class(tmp_path / "m2", ["Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
-                            LESSONS, tmp_path / "out", earlier={"Jane Doe": {"01_warmup": "4211"}})
+                                  LESSONS, tmp_path / "out", earlier={"Jane Doe": {"01_warmup": "4211"}})
     assert _handed_in(first, "Jane Doe", "01_warmup")[2] == "4211"  # each assignment's download: its own ids,
     assert _handed_in(second, "Jane Doe", "02_multi_head")[2] == "5211"  # one student across assignments
     assert list(second.flags.values()) == [[]]
@@ -206,9 +207,9 @@ def test_a_due_date_marks_later_work_late(when, due, late):
     from autograder.grading.reports import results
 
     s = Settings(out="unused", lessons=LESSONS, due={"01_warmup": due})
-    entry = class_folder.Entry("alice", "01_warmup", submitted=when)
+    entry = class_roster.Entry("alice", "01_warmup", submitted=when)
     assert results.handed_in(s, entry) == {"lms_id": "", "late": late, "submitted": when}
-    assert results.handed_in(s, class_folder.Entry("alice", "01_warmup", late=True))["late"]  # Canvas's _LATE_ stays
+    assert results.handed_in(s, class_roster.Entry("alice", "01_warmup", late=True))["late"]  # Canvas's _LATE_ stays
 
 
 def _row(student, folder, lms_id, **lessons):

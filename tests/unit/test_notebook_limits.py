@@ -1,5 +1,5 @@
 """What one notebook may cost the grader's process, without a kernel: the limits read before a notebook is parsed
-(``class_folder.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
+(``size_limits.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
 notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``scan``), and a
 structure check linear in the number of cells (``findings.structure_flags``).
 
@@ -19,12 +19,12 @@ import pytest
 from cost import fastest
 
 from autograder import course
-from autograder.grading.intake import class_folder, code_scan
+from autograder.grading.intake import class_folder, code_scan, file_access, size_limits
 from autograder.grading.records import findings
 from autograder.grading.records.settings import Settings
 
 LESSON = "01_warmup"
-LIMITS = class_folder.NotebookLimits(max_bytes=2**20, max_cells=50, max_cell_output=2**16, max_output=2**18)
+LIMITS = size_limits.NotebookLimits(max_bytes=2**20, max_cells=50, max_cell_output=2**16, max_output=2**18)
 
 
 def _notebook(cells=3, outputs=()):
@@ -44,7 +44,7 @@ def _write(tmp_path, nb, name="01_warmup.ipynb"):
 
 
 def test_a_notebook_within_the_limits_is_read(tmp_path):
-    data, nb = class_folder.read_notebook(_write(tmp_path, _notebook(outputs=[1000])), LIMITS)
+    data, nb = file_access.read_notebook(_write(tmp_path, _notebook(outputs=[1000])), LIMITS)
     assert len(nb.cells) == 4 and json.loads(data)["nbformat"] == 4
 
 
@@ -54,8 +54,8 @@ def test_a_notebook_within_the_limits_is_read(tmp_path):
     (_notebook(outputs=[2**16 - 100] * 5), "stored output over 256 KB: 01_warmup.ipynb"),
 ])
 def test_a_notebook_past_a_limit_is_refused_naming_it(tmp_path, nb, phrase):
-    with pytest.raises(class_folder.OverLimit, match=phrase):
-        class_folder.read_notebook(_write(tmp_path, nb), LIMITS)
+    with pytest.raises(size_limits.OverLimit, match=phrase):
+        file_access.read_notebook(_write(tmp_path, nb), LIMITS)
     assert class_folder._read_check(tmp_path / "01_warmup.ipynb", LIMITS).startswith(phrase)
 
 
@@ -65,8 +65,8 @@ def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(
         fh.truncate(64 * 2**20)  # 64 MB of zeros: reading it would show in the peak
     tracemalloc.start()
     try:
-        with pytest.raises(class_folder.OverLimit, match=r"notebook over 1 MB: 01_warmup.ipynb is 64 MB"):
-            class_folder.read_notebook(path, LIMITS)
+        with pytest.raises(size_limits.OverLimit, match=r"notebook over 1 MB: 01_warmup.ipynb is 64 MB"):
+            file_access.read_notebook(path, LIMITS)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -74,18 +74,18 @@ def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(
 
 
 def test_the_byte_limit_is_a_setting_and_bounds_the_output_limits():
-    assert Settings(out="/tmp/x", lessons=[LESSON]).notebook_limits == class_folder.NotebookLimits()
-    assert class_folder.NotebookLimits().max_bytes == 20 * 2**20
+    assert Settings(out="/tmp/x", lessons=[LESSON]).notebook_limits == size_limits.NotebookLimits()
+    assert size_limits.NotebookLimits().max_bytes == 20 * 2**20
     small = Settings(out="/tmp/x", lessons=[LESSON], max_notebook_mb=2).notebook_limits
     assert (small.max_bytes, small.max_cell_output, small.max_output) == (2 * 2**20,) * 3
 
 
 def test_the_course_notebooks_are_well_within_the_limits():
-    limits = class_folder.NotebookLimits()
+    limits = size_limits.NotebookLimits()
     for path in sorted(course.LESSONS.glob("*.ipynb")):
         raw = json.loads(path.read_bytes())
         assert len(raw["cells"]) * 10 < limits.max_cells, path.name
-        assert class_folder.over_limit(raw, path.name, limits) == ""
+        assert size_limits.over_limit(raw, path.name, limits) == ""
 
 
 @pytest.mark.parametrize("source", [
@@ -188,8 +188,8 @@ def test_the_scan_costs_linear_work_on_code_built_to_make_it_quadratic(name, mon
     small_source, big_source = _COSTLY[name](1), _COSTLY[name](8)
     assert 7 < len(big_source) / len(small_source) < 9 and len(big_source) <= code_scan.MAX_SCANNED_CHARS
     if name == _COSTLY_STRING:  # a pattern's backtracking is seen only in time: the fastest of five runs
-        (small, small_cost), (big, big_cost) = fastest(code_scan.scan_source, small_source), fastest(code_scan.scan_source,
-                                                                                              big_source)
+        (small, small_cost), (big, big_cost) = (fastest(code_scan.scan_source, small_source),
+                                                fastest(code_scan.scan_source, big_source))
     else:  # a walk's work is counted
         (small, small_cost), (big, big_cost) = _walked(monkeypatch, small_source), _walked(monkeypatch, big_source)
     assert set(big) == set(small) and not any("could not" in f for f in big), (small, big)
@@ -200,7 +200,8 @@ def test_the_scan_costs_linear_work_on_code_built_to_make_it_quadratic(name, mon
 def test_the_scan_names_what_the_costly_code_does():
     kernel_file = "reads the process table or kernel files ('kernel-1.json')"
     assert code_scan.scan_source(_COSTLY["kernel-strings"](1)) == [kernel_file]
-    assert code_scan.scan_source(_COSTLY["call-chains"](1)) == ["changes the kernel with get_ipython().set_custom_exc()"] * 40
+    assert code_scan.scan_source(_COSTLY["call-chains"](1)) == [
+        "changes the kernel with get_ipython().set_custom_exc()"] * 40
     assert code_scan.scan_source(_COSTLY["nested-writes"](1))[0] == "writes a file (" + ("open(" * 24)[:80] + ")"
     assert "defines an __eq__ that always returns True" in code_scan.scan_source(_COSTLY["nested-eq"](1))
 
@@ -208,7 +209,8 @@ def test_the_scan_names_what_the_costly_code_does():
 def test_the_scan_of_one_notebook_parses_a_bounded_amount_of_code(monkeypatch):
     parsed = []
     real_parse = code_scan.ast.parse
-    monkeypatch.setattr(code_scan.ast, "parse", lambda code, *a, **k: parsed.append(len(code)) or real_parse(code, *a, **k))
+    monkeypatch.setattr(code_scan.ast, "parse",
+                        lambda code, *a, **k: parsed.append(len(code)) or real_parse(code, *a, **k))
     filler = "x = 1\n" * (code_scan.MAX_SCANNED_CHARS // 6 - 1)  # within one cell's limit
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os\nos.system('ls')")]
@@ -222,7 +224,7 @@ def test_the_scan_of_one_notebook_parses_a_bounded_amount_of_code(monkeypatch):
 
 def test_the_scan_names_calls_through_a_chain_of_calls():
     found = code_scan.scan_source("import IPython, subprocess\nIPython.get_ipython().events.register('x', print)\n"
-                             "subprocess.Popen(['ls']).communicate()\n")
+                                  "subprocess.Popen(['ls']).communicate()\n")
     assert found == ["changes the kernel with get_ipython().events.register()",
                      "calls subprocess.Popen() (files or processes)"], found
 
@@ -241,12 +243,12 @@ def test_a_notebook_of_millions_of_empty_objects_is_refused_before_anything_pars
     """2 million ``{}`` (6 MB): counted in the bytes, refused naming the limit, and the check's peak memory is a few
     times the file's size (parsing it would build 2 million dicts, some 130 MB in Python before nbformat copies them)."""
     path = _empties(tmp_path, 2_000_000)
-    limits = class_folder.NotebookLimits()
+    limits = size_limits.NotebookLimits()
     tracemalloc.start()
     try:
-        with pytest.raises(class_folder.OverLimit, match=r"notebook over 100,000 JSON objects and arrays: "
+        with pytest.raises(size_limits.OverLimit, match=r"notebook over 100,000 JSON objects and arrays: "
                                                    r"01_warmup.ipynb holds 2,000,0[0-9][0-9]"):
-            class_folder.read_notebook(path, limits)
+            file_access.read_notebook(path, limits)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -254,10 +256,10 @@ def test_a_notebook_of_millions_of_empty_objects_is_refused_before_anything_pars
 
 
 def test_json_nested_too_deep_is_refused_and_the_lessons_are_far_within_both_limits(tmp_path):
-    with pytest.raises(class_folder.OverLimit, match="nested over 100 levels deep: 01_warmup.ipynb nests its JSON 1,00"):
-        class_folder.read_notebook(_empties(tmp_path, 1_000, nested=True), class_folder.NotebookLimits())
+    with pytest.raises(size_limits.OverLimit, match="nested over 100 levels deep: 01_warmup.ipynb nests its JSON 1,00"):
+        file_access.read_notebook(_empties(tmp_path, 1_000, nested=True), size_limits.NotebookLimits())
     for path in course.LESSONS.glob("*.ipynb"):
-        opened, depth = class_folder.json_shape(path.read_bytes(), 10**9)
+        opened, depth = size_limits.json_shape(path.read_bytes(), 10**9)
         assert opened < 1_000 and depth < 10, (path.name, opened, depth)
 
 
@@ -268,7 +270,7 @@ def test_json_nested_too_deep_is_refused_and_the_lessons_are_far_within_both_lim
     (b'["\\', (1, 1)),  # a backslash as the last byte
 ])
 def test_json_shape_counts_only_brackets_outside_strings(text, shape):
-    assert class_folder.json_shape(text, 100) == shape
+    assert size_limits.json_shape(text, 100) == shape
 
 
 @pytest.mark.parametrize("unit", [b'"\\"', b'\\"', b'"{'])
@@ -276,5 +278,6 @@ def test_json_shape_reads_each_byte_once_whatever_the_text(unit):
     """Texts built to make a string pattern start again at every quote: 4 times the text costs about 4 times
     (a pattern that started again would cost 16 times)."""
     small, large = unit * 500_000, unit * 2_000_000
-    ratio = fastest(class_folder.json_shape, large, 10**9, runs=3)[1] / fastest(class_folder.json_shape, small, 10**9, runs=3)[1]
+    ratio = (fastest(size_limits.json_shape, large, 10**9, runs=3)[1]
+             / fastest(size_limits.json_shape, small, 10**9, runs=3)[1])
     assert ratio < 10, ratio

@@ -40,7 +40,7 @@ Blackboard's attempt time, Brightspace's date and the exchange's timestamp are k
 (``File.submitted``, ISO 8601: the LMS's local time as it writes it, the exchange's in UTC); ``after_due`` says
 whether such a time is after an instructor's due date (``--due``).
 
-The names are data: a student's name becomes a student id through ``class_folder.assign_ids`` like any folder name. A
+The names are data: a student's name becomes a student id through ``student_ids.assign_ids`` like any folder name. A
 class folder that mixes layouts, or whose names follow none, is not an LMS download (``recognise`` returns None).
 """
 

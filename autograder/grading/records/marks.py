@@ -161,7 +161,7 @@ def carry(gb, lesson: str, student: str, held: dict, answers: dict) -> list:
 
 
 def for_hand_in(kept: dict, by: str) -> dict:
-    """The marks of ``before_regrade`` that may hold for a hand-in by ``by`` (``class_folder.Entry.by``), given to the
+    """The marks of ``before_regrade`` that may hold for a hand-in by ``by`` (``class_roster.Entry.by``), given to the
     hand-in of ``kept["by"]`` (kept with them, so a retry or a rebuild decides the same): all of them when either is
     unknown or both are the same; when another handed it in (a Moodle
     participant or an exchange user other than the one marked, a Brightspace submission under the same name) none

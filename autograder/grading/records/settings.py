@@ -60,7 +60,7 @@ class Settings:
     max_output: int = 1_000_000
     max_notebook_output: int = 20 * 2**20  # all of a notebook's output (SafeExecute)
     notebook_timeout: int = 300
-    max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (class_folder.NotebookLimits)
+    max_notebook_mb: int = 20  # a larger notebook is malformed, read no further (size_limits.NotebookLimits)
     isolation: str = field(default_factory=sandbox.isolation_level)
     scheduler: str = ""  # a Dask scheduler's address (autograder/grading/run/pool.py); where grading runs, not a grade
     warm_kernels: bool = True  # kernels forked from a warm server (autograder/kernel/warm_kernels.py); how, not a grade
@@ -70,16 +70,16 @@ class Settings:
     # none of these three decides a score: they say what the outputs show and how the LMS import files are filled
     due: dict = field(default_factory=dict)  # {lesson: due date (``lms_layouts.parse_due``'s text)}: later work is late
     canvas_assignments: dict = field(default_factory=dict)  # {lesson: Canvas assignment id} (``lms_export``)
-    lms: str = ""  # the LMS the class came from (``class_folder.Roster.lms``), for the import files without a template
+    lms: str = ""  # the LMS the class came from (``class_roster.Roster.lms``), for the import files without a template
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)
 
     @property
     def notebook_limits(self):
-        """What one notebook may hold (``autograder/grading/intake/class_folder.py``): ``max_notebook_mb``, and the
+        """What one notebook may hold (``autograder/grading/intake/size_limits.py``): ``max_notebook_mb``, and the
         stored output kept within it."""
-        from autograder.grading.intake.class_folder import NotebookLimits
+        from autograder.grading.intake.size_limits import NotebookLimits
 
         size = max(1, int(self.max_notebook_mb)) * 2**20
         default = NotebookLimits()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import file_access
 from autograder.grading.records import outcome
 from autograder.grading.records.settings import Settings
 from autograder.grading.reports import csv_cells, lms_csv
@@ -98,7 +98,7 @@ def read_templates(folder: Path) -> tuple:
     if not folder.is_dir():
         return found, notes
     for path in sorted(folder.iterdir()):
-        name = f"{TEMPLATES}/{class_folder.display(path.name)}"
+        name = f"{TEMPLATES}/{file_access.display(path.name)}"
         if path.name.startswith("."):
             continue
         if path.suffix.lower() != ".csv":
@@ -108,9 +108,9 @@ def read_templates(folder: Path) -> tuple:
             notes.append(f"{name} ignored: it is a link; copy the export itself into {TEMPLATES}/")
             continue
         try:
-            data = class_folder.read_regular(path, MAX_TEMPLATE_BYTES)
+            data = file_access.read_regular(path, MAX_TEMPLATE_BYTES)
         except OSError as exc:
-            notes.append(f"{name} ignored: it could not be read ({class_folder.display(str(exc)[:160])})")
+            notes.append(f"{name} ignored: it could not be read ({file_access.display(str(exc)[:160])})")
             continue
         for system, is_header in (("canvas", _is_canvas), ("moodle", _is_moodle)):
             try:

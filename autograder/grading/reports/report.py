@@ -10,7 +10,7 @@ import html
 import statistics
 from pathlib import Path
 
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import class_roster
 from autograder.grading.pipeline import page_safety
 from autograder.grading.records import gradebook, outcome
 from autograder.grading.records.settings import Settings
@@ -40,7 +40,7 @@ def write_csv(s: Settings, rows: list) -> Path:
     return path
 
 
-def write_student_ids(s: Settings, roster: class_folder.Roster) -> Path:
+def write_student_ids(s: Settings, roster: class_roster.Roster) -> Path:
     path = Path(s.out) / "student_ids.csv"
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv_cells.writer(fh)

@@ -10,7 +10,7 @@ writes the rows out.
 
 from __future__ import annotations
 
-from autograder.grading.intake import class_folder, lms_layouts
+from autograder.grading.intake import class_roster, lms_layouts
 from autograder.grading.records import gradebook, marks, outcome, state
 from autograder.grading.records.settings import Settings
 
@@ -21,7 +21,7 @@ def lesson_maxima(s: Settings) -> dict:
         return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
 
 
-def _lesson_result(gb, s: Settings, roster: class_folder.Roster, student: str, lesson: str, maximum: float):
+def _lesson_result(gb, s: Settings, roster: class_roster.Roster, student: str, lesson: str, maximum: float):
     """(one lesson's marks and status, flags) of one student, from intake, the state record and the gradebook."""
     from nbgrader.api import MissingEntry
 
@@ -70,7 +70,7 @@ def _lesson_result(gb, s: Settings, roster: class_folder.Roster, student: str, l
     return cell, flags
 
 
-def handed_in(s: Settings, entry: class_folder.Entry) -> dict:
+def handed_in(s: Settings, entry: class_roster.Entry) -> dict:
     """What a lesson's cell says of the file handed in: ``lms_id``, the student's id in the LMS download it came
     from (Moodle's participant id of that assignment, Canvas's user id; '' if none), ``late`` (the LMS marks it late,
     or its time is after the lesson's ``--due``) and ``submitted`` (the LMS's time of it, ISO 8601, or '')."""
@@ -78,7 +78,7 @@ def handed_in(s: Settings, entry: class_folder.Entry) -> dict:
     return {"lms_id": entry.lms_id, "late": late, "submitted": entry.submitted}
 
 
-def read_rows(s: Settings, roster: class_folder.Roster) -> list:
+def read_rows(s: Settings, roster: class_roster.Roster) -> list:
     """One row per student: marks read back from the gradebook, status and flags from intake and the state."""
 
     maxima = lesson_maxima(s)

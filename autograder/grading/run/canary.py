@@ -14,7 +14,7 @@ released notebook, the code that decides grades, the settings that reach nbgrade
 and kernelspec, Python's version and every installed package's); ``OUT/canary/passed.json`` keeps the fingerprint of each pass, and
 the run says which lessons it reused. ``--fresh-canary`` (``Settings.reuse_canary = False``) grades them anyway.
 
-The canary ids start with ``_``, which no real student id can (``class_folder.STUDENT_ID``). Their records live in
+The canary ids start with ``_``, which no real student id can (``student_ids.STUDENT_ID``). Their records live in
 ``OUT/canary/`` (never in ``OUT/state/``), and once checked they are removed from the gradebook and the course
 folder, so they appear in no grade, report or export. A failing canary's graded notebook is kept as
 ``OUT/canary/<lesson>.ipynb`` for a human to read.

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder import course
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import class_roster, file_access, size_limits
 from autograder.grading.records import outcome
 
 FILE = "term.json"
@@ -53,7 +53,7 @@ class Term:
     entries: dict = field(default_factory=dict)  # id -> {lesson: what handed-in/<id>/<lesson>.json holds}
 
 
-class TermUnreadable(class_folder.LayoutError):
+class TermUnreadable(class_roster.LayoutError):
     """OUT's term record cannot be read; the message says how to recover it."""
 
 
@@ -72,7 +72,7 @@ def load(out) -> Term:
     term = Term()
     if path.exists():
         try:
-            data = json.loads(class_folder.read_regular(path, 64 * 2**20).decode("utf-8"))
+            data = json.loads(file_access.read_regular(path, 64 * 2**20).decode("utf-8"))
             term = Term(lessons=list(data["lessons"]), closed=dict(data.get("closed", {})),
                         lms=data.get("lms", ""), students=dict(data["students"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -148,7 +148,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
-def take_in(out, term: Term, roster: class_folder.Roster, lessons, limits=None) -> list:
+def take_in(out, term: Term, roster: class_roster.Roster, lessons, limits=None) -> list:
     """Add what ``roster`` (this run's download) handed in for ``lessons`` to ``term`` and to OUT; returns the
     notes for the report (an older copy than the one kept). The download itself is only read."""
     notes = []
@@ -171,12 +171,12 @@ def take_in(out, term: Term, roster: class_folder.Roster, lessons, limits=None) 
             data = None
             if entry.path is not None and entry.status != "refused":
                 try:
-                    data = class_folder.read_regular(entry.path, (limits or class_folder.NotebookLimits()).max_bytes)
+                    data = file_access.read_regular(entry.path, (limits or size_limits.NotebookLimits()).max_bytes)
                 except OSError as exc:  # it grew or vanished since intake read it: the learner's file, no copy
                     data = None
                     if entry.gradable:
                         new["status"], new["note"] = "malformed", (
-                            f"{class_folder.display(entry.path.name)} changed or vanished while it was read "
+                            f"{file_access.display(entry.path.name)} changed or vanished while it was read "
                             f"({type(exc).__name__}); submit it again")
             if data is not None:
                 new["hash"] = hashlib.sha256(data).hexdigest()
@@ -214,7 +214,7 @@ def _keep_earlier(target: Path, old, new: dict) -> None:
 
 
 def lms_ids(term: Term, known: dict) -> dict:
-    """{student's name (``known``: ``class_folder.known_ids``): {lesson: the LMS id it was handed in under}}, for
+    """{student's name (``known``: ``student_ids.known_ids``): {lesson: the LMS id it was handed in under}}, for
     ``class_folder.collect``: a later download sends each LMS id to the student it was graded as."""
     ids = {}
     for sid, lessons in term.entries.items():
@@ -231,10 +231,10 @@ def close(term: Term, lessons) -> None:
     term.lessons = _order([*term.lessons, *lessons])
 
 
-def roster(out, term: Term, download: class_folder.Roster) -> class_folder.Roster:
+def roster(out, term: Term, download: class_roster.Roster) -> class_roster.Roster:
     """The term as a roster: every student and lesson of the term, each entry the latest hand-in (its copy in OUT),
     ``missing`` where the lesson is closed and nothing was handed in, else ``not handed in``."""
-    whole = class_folder.Roster(root=download.root, notes=list(download.notes), lms=term.lms or download.lms)
+    whole = class_roster.Roster(root=download.root, notes=list(download.notes), lms=term.lms or download.lms)
     for sid in sorted(term.students):
         info = term.students[sid]
         whole.folders[sid] = info.get("folder", sid)
@@ -246,15 +246,15 @@ def roster(out, term: Term, download: class_folder.Roster) -> class_folder.Roste
             kept = term.entries.get(sid, {}).get(lesson)
             if kept:
                 copy = folder(out) / sid / f"{lesson}.ipynb"
-                entry = class_folder.Entry(sid, lesson, copy if copy.exists() else None, kept["status"], kept["note"])
+                entry = class_roster.Entry(sid, lesson, copy if copy.exists() else None, kept["status"], kept["note"])
                 if entry.gradable and entry.path is None:  # OUT lost it: the grader's failure, never the learner's 0
                     entry.status, entry.note = outcome.GRADING_ERROR, (
                         f"its copy {copy} is gone: restore it from a backup, or grade the download it came in again")
             elif lesson in term.closed:
-                entry = class_folder.Entry(sid, lesson, None, "missing",
-                                     f"no {lesson}.ipynb was handed in before the lesson was closed")
+                entry = class_roster.Entry(sid, lesson, None, "missing",
+                                           f"no {lesson}.ipynb was handed in before the lesson was closed")
             else:
-                entry = class_folder.Entry(sid, lesson, None, outcome.NOT_HANDED_IN, NOT_HANDED_IN_NOTE)
+                entry = class_roster.Entry(sid, lesson, None, outcome.NOT_HANDED_IN, NOT_HANDED_IN_NOTE)
             entry.lms_id = (kept or {}).get("lms_id", "")
             entry.late = bool((kept or {}).get("late"))
             entry.submitted = (kept or {}).get("submitted", "")

@@ -23,7 +23,7 @@ import shutil
 import time
 from pathlib import Path
 
-from autograder.grading.intake import class_folder
+from autograder.grading.intake import class_roster
 from autograder.grading.pipeline import execute
 from autograder.grading.records import findings, gradebook, items, marks, outcome, state
 from autograder.grading.records.settings import Settings
@@ -202,7 +202,7 @@ def grader_failed(s: Settings, student: str, tasks: dict, *, reason: str) -> lis
     return records
 
 
-def stale_feedback(s: Settings, roster: class_folder.Roster, todo: dict) -> dict:
+def stale_feedback(s: Settings, roster: class_roster.Roster, todo: dict) -> dict:
     """{student: {lesson: {"refresh": True}}} for graded notebooks whose grades changed since their feedback was
     written, or whose page is gone (a run that graded other lessons removed it)."""
     from nbgrader.api import MissingEntry

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading.intake import class_folder, code_scan
+from autograder.grading.intake import class_roster, code_scan, file_access, size_limits
 from autograder.grading.records import dburl, findings, gradebook, state
 from autograder.grading.records.settings import COURSE_ID, Settings, SetupError
 from autograder.kernel import cgroups, one_cpu, sandbox
@@ -201,7 +201,7 @@ def _keep_gradebook(s: Settings, log) -> None:
         log(f"the previous gradebook (with any manual grades) is kept as {kept}")
 
 
-def stage(s: Settings, roster: class_folder.Roster) -> dict:
+def stage(s: Settings, roster: class_roster.Roster) -> dict:
     """Copy every gradable notebook into course/submitted; return {student: {lesson: flags}} still to grade.
 
     The flags (test cells edited, deleted or re-labelled; suspicious code) are read from the original, within
@@ -226,13 +226,13 @@ def stage(s: Settings, roster: class_folder.Roster) -> dict:
                     dest.unlink()
                 continue
             try:  # read once: the hash, the flags and the graded copy are of the same bytes
-                data, nb = class_folder.read_notebook(entry.path, s.notebook_limits)
-            except class_folder.OverLimit as exc:  # it grew since intake read it
+                data, nb = file_access.read_notebook(entry.path, s.notebook_limits)
+            except size_limits.OverLimit as exc:  # it grew since intake read it
                 _not_staged(entry, dest, str(exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - it changed since intake read it: the learner's file
-                _not_staged(entry, dest, f"{class_folder.display(entry.path.name)} changed or vanished while it was read "
-                                         f"({type(exc).__name__}); submit it again")
+                _not_staged(entry, dest, f"{file_access.display(entry.path.name)} changed or vanished while it was "
+                                         f"read ({type(exc).__name__}); submit it again")
                 continue
             digest = hashlib.sha256(data).hexdigest()
             record = state.read(s, student, lesson)
@@ -244,8 +244,8 @@ def stage(s: Settings, roster: class_folder.Roster) -> dict:
                 flags = _flags(nb, copy, released[lesson])
                 text = notebooks.notebook_text(copy)
             except Exception as exc:  # noqa: BLE001 - the notebook's own structure broke the copy: the learner's
-                _not_staged(entry, dest, f"{class_folder.display(entry.path.name)} could not be prepared for grading "
-                                         f"({type(exc).__name__}: {class_folder.display(str(exc)[:120])}); open it in "
+                _not_staged(entry, dest, f"{file_access.display(entry.path.name)} could not be prepared for grading "
+                                         f"({type(exc).__name__}: {file_access.display(str(exc)[:120])}); open it in "
                                          "Jupyter, save it and submit again")
                 continue
             # writing the copy is the grader's work: a failure here (a full disk) stops the run, never a score
