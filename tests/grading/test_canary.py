@@ -55,7 +55,7 @@ def runs(tmp_path_factory):
     notebooks.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)
     notebooks.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
-    reference = copy / "autograder" / "reference.py"
+    reference = copy / "autograder" / "reference" / "__init__.py"
     intact = reference.read_text(encoding="utf-8")
     reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")
     kept = [out / "state", out / "feedback", out / "grades.csv", out / "report.html", out / "nbgrader_export.csv"]
@@ -83,7 +83,7 @@ def test_a_reference_that_disagrees_with_the_model_answers_stops_the_command_bef
     assert broken.returncode == grade.EXIT_CANARY, broken.stdout[-2000:] + broken.stderr[-2000:]
     err = broken.stderr
     assert f"canary failed for {LESSON}: the model answer lost 3 of its 8 autograded points" in err
-    assert "The hidden checks and the model answers disagree" in err and "autograder/reference.py" in err
+    assert "The hidden checks and the model answers disagree" in err and "autograder/reference/" in err
     assert "First error, in cell softmax_values: WrongAnswer" in err
     assert "No student was graded" in err and "graded " not in broken.stdout  # no summary line
     assert runs["kept_notebook"]

@@ -37,7 +37,8 @@ _SHELL_NETWORK = re.compile(r"\b(curl|wget|nc|ncat|netcat|ssh|scp)\b")
 _MAGIC = re.compile(r"^\s*[%!]", re.M)
 # in a string: fixed words only, so that no search backtracks (the kernel's connection files are
 # ``_names_kernel_file``), each searched for only in a string that holds one of its words
-_GRADER_WORDS = (("autograder", "checks", "reference.py"), re.compile(r"\bautograder\b|checks[/.]lesson|reference\.py"))
+_GRADER_WORDS = (("autograder", "checks", "reference"),
+                 re.compile(r"\bautograder\b|checks[/.]lesson|reference(?:\.py|[/.]lesson)"))
 _PROCESS_WORDS = (("/proc", "runtime/kernel"), re.compile(r"^/proc\b|/proc/|runtime/kernel"))
 _NETWORK_WORDS = (("://", "curl", "wget"), re.compile(r"^(https?|ftp)://|\b(curl|wget)\s"))
 

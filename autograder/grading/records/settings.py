@@ -109,7 +109,7 @@ class Settings:
 def grade_deciding_sources() -> list:
     """The code that decides a score or a diagnosis: a change to any of it makes earlier grades stale."""
     package = course.ROOT / "autograder"
-    return sorted([*package.glob("checks/*.py"), *package.glob("bugs/*.py"), package / "reference.py",
+    return sorted([*package.glob("checks/*.py"), *package.glob("bugs/*.py"), *package.glob("reference/*.py"),
                    *package.glob("kernel/*.py"), package / "grading" / "pipeline" / "hidden_tests.py"])
 
 

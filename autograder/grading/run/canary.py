@@ -248,7 +248,7 @@ def diagnose(s, lesson: str, first: dict) -> str:
         return (f"A model answer ran out of memory under --memory-mb {s.memory_mb}: raise --memory-mb.")
     if kind == "test":
         return (f"The hidden checks and the model answers disagree: {lesson}'s hidden test {first['cell']} fails on "
-                f"the model answer from solutions/{lesson}.py; make autograder/reference.py, autograder/checks/ and "
+                f"the model answer from solutions/{lesson}.py; make autograder/reference/, autograder/checks/ and "
                 f"solutions/ agree (make test shows where).")
     if kind == "nbgrader":
         return ("nbgrader could not grade the model answer (see the error below): fix what it names, e.g. the "
