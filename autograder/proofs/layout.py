@@ -23,7 +23,7 @@ DIAGRAM = ROOT / "docs" / "layers.svg"
 
 # Lowest first. Each entry: a package (or loose module) of autograder/ and what it is for.
 LAYERS = (
-    (("reference", "the one reference implementation (numpy)"),
+    (("reference", "the one reference implementation (numpy), one module per lesson"),
      ("kernel", "what runs inside the sandbox or starts it: hidden cell, wire protocol, launcher, bubblewrap, "
                 "warm server, cgroups, uids, what a killed grader's kernels leave behind")),
     (("course", "the lesson sources: ids, paths, notebooks read from solutions/, the helper cell, model answers"),),

@@ -55,7 +55,7 @@ def runs(tmp_path_factory):
     notebooks.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)
     notebooks.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
-    reference = copy / "autograder" / "reference" / "__init__.py"
+    reference = copy / "autograder" / "reference" / "lesson01.py"
     intact = reference.read_text(encoding="utf-8")
     reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")
     kept = [out / "state", out / "feedback", out / "grades.csv", out / "report.html", out / "nbgrader_export.csv"]
