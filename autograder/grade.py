@@ -24,13 +24,13 @@ leaves:
 * ``DIR/lms-import/``: for Canvas or Moodle, the instructor's own export from ``DIR/lms-templates/`` with the final
   scores filled in, for the LMS's import (``lms_export``).
 
-This module is the command line and ``run``, which calls the steps in order; each step lives in
-``autograder/grading/``:
+This module is the command line and ``run``, which calls the steps in order; each step lives in a room of
+``autograder/grading/`` (``intake``, ``records``, ``run``, ``reports``; nbgrader's own steps in ``pipeline``):
 
 1. refuse, before anything is read, unpacked or written, a gradebook or ``OUT`` that cannot be used (``dbcheck``),
    an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
-   ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``: take its
-   hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
+   ``class_folder.collect``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``:
+   take its hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
 2. ``workspace``: build the course folder and its sandboxed kernelspec;
 3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same

@@ -1,4 +1,4 @@
-"""Lesson 06: grouped-query attention, the KV cache, mask conventions, tiled (online-softmax) attention, cross-attention.
+"""Lesson 06: grouped-query attention, the KV cache, mask conventions, tiled (online-softmax) and cross-attention.
 
 New names:
     n_kv_heads  number of key/value heads (n_heads query heads share them in groups of n_heads // n_kv_heads);

@@ -1,6 +1,6 @@
 """What one notebook may cost the grader's process, without a kernel: the limits read before a notebook is parsed
 (``size_limits.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
-notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``scan``), and a
+notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``code_scan``), and a
 structure check linear in the number of cells (``findings.structure_flags``).
 
 The grading command's handling of the same notebooks, beside honest students, is ``tests/grading/test_swamp.py``.

@@ -13,7 +13,7 @@ student's id in the LMS (kept as its own column, for the grade import), and the 
     per-student folders ``<Full Name>_<participant id>_assignsubmission_file[_]``, or, downloaded without
     folders, flat files ``<Full Name>_<participant id>_assignsubmission_file_<file>``. The participant id belongs
     to one assignment (Moodle's grading worksheet is matched on ``Participant <id>``): within a download each
-    participant id is a student of its own; across assignments the full name links them (``intake`` keeps a
+    participant id is a student of its own; across assignments the full name links them (``class_folder`` keeps a
     participant whose full name another participant shares, or whose name was graded for another participant of
     the same assignment, apart, flagged).
 ``blackboard``
