@@ -27,7 +27,8 @@ never followed, never opened. Each of these scores 0 only for that lesson of tha
 holds no notebook at all is every lesson ``missing``.
 
 The notebooks are read with ``file_access`` within ``size_limits``, a zip is unpacked by ``archives``, and each
-student's id is made from the folder's name by ``student_ids``.
+student's id is made from the folder's name by ``student_ids``. When a notebook was handed in is what the LMS's
+download says, or the ``timestamp.txt`` ``nbgrader collect`` keeps beside it (``submission_time``).
 """
 
 from __future__ import annotations
