@@ -6,12 +6,12 @@
     make grade SUBMISSIONS=path
 
 ``SUBMISSIONS`` is a folder of per-student folders, a zip of one, or a course folder after ``nbgrader collect``
-(``autograder/grading/intake.py`` lists the layouts). The command builds a grading course in ``DIR/course`` from the
-lesson sources, copies every notebook into it (the originals are only read, and their hashes are checked at the end),
-then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each student, several students at a time
+(``autograder/grading/intake/class_folder.py`` lists the layouts). The command builds a grading course in ``DIR/course``
+from the lesson sources, copies every notebook into it (the originals are only read, and their hashes are checked at the
+end), then runs the real ``nbgrader autograde`` and ``generate_feedback`` for each student, several students at a time
 (``--workers``, default: one per core), and finally ``nbgrader export``. ``DIR`` is the term: each run takes in what
 its download holds (``DIR/handed-in/``, ``DIR/term.json``) and keeps every lesson, grade, mark and page of earlier
-runs (``autograder/grading/term.py``), and every output below covers every lesson graded into ``DIR`` so far. It
+runs (``autograder/grading/run/term.py``), and every output below covers every lesson graded into ``DIR`` so far. It
 leaves:
 
 * ``DIR/grades.csv``: student, folder, each lesson's status, score, maximum, autograded and manual points, points
@@ -24,13 +24,13 @@ leaves:
 * ``DIR/lms-import/``: for Canvas or Moodle, the instructor's own export from ``DIR/lms-templates/`` with the final
   scores filled in, for the LMS's import (``lms_export``).
 
-This module is the command line and ``run``, which calls the steps in order; each step lives in
-``autograder/grading/``:
+This module is the command line and ``run``, which calls the steps in order; each step lives in a room of
+``autograder/grading/`` (``intake``, ``records``, ``run``, ``reports``; nbgrader's own steps in ``pipeline``):
 
 1. refuse, before anything is read, unpacked or written, a gradebook or ``OUT`` that cannot be used (``dbcheck``),
    an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
-   ``intake``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``: take its
-   hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
+   ``class_folder.collect``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``:
+   take its hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
 2. ``workspace``: build the course folder and its sandboxed kernelspec;
 3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
@@ -41,7 +41,7 @@ This module is the command line and ``run``, which calls the steps in order; eac
 6. ``results``, ``report``, ``lms_export`` and ``insights``: read the grades back and write the files above, and
    tell what changed since the last run (``insights.changes``).
 
-``Settings`` and the exit statuses are in ``autograder/grading/settings.py``.
+``Settings`` and the exit statuses are in ``autograder/grading/records/settings.py``.
 """
 
 from __future__ import annotations
@@ -56,11 +56,14 @@ from pathlib import Path
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import (canary, dbcheck, dburl, insights, intake, lms, lms_export, marks, pool, report,
-                                results, term, worker, workspace)
-from autograder.grading.pipeline import execute, feedback_page
-from autograder.grading.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY, EXIT_LAYOUT,
-                                         EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings, SetupError)
+from autograder.grading.intake import class_folder, class_roster, integrity, lms_layouts, student_ids
+from autograder.grading.records import dbcheck, dburl, marks
+from autograder.grading.reports import insights, lms_export, report, results
+from autograder.grading.run import canary, feedback_files, pool, term, worker, workspace
+from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY,
+                                                 EXIT_LAYOUT, EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings,
+                                                 SetupError)
+from autograder.kernel import leftovers
 
 __all__ = ["Settings", "run", "main", "EXIT_LAYOUT", "EXIT_INTEGRITY", "EXIT_GRADING_ERROR", "EXIT_SETUP",
            "EXIT_CANARY", "EXIT_MARKS"]
@@ -92,22 +95,23 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     pool.preflight(s)
     original = Path(submissions)
     if original.exists() and (out.resolve() == original.resolve() or original.resolve() in out.resolve().parents):
-        raise intake.LayoutError(f"the output folder {out} is inside the submissions {original}; put --out elsewhere")
+        raise class_roster.LayoutError(f"the output folder {out} is inside the submissions {original}; "
+                                       "put --out elsewhere")
     # a rebuild replaces the gradebook: its marks are read first, and the run stops here, before anything is
     # written, when they cannot be (marks.MarksUnreadable)
     carried = marks.before_rebuild(s) if workspace.course_changed(s) else None
     out.mkdir(parents=True, exist_ok=True)
-    before = intake.tree_hashes(original)
+    before = integrity.tree_hashes(original)
     earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
-    known = intake.known_ids(out)
-    roster = intake.collect(original, s.lessons, out, known=known, limits=s.notebook_limits,
-                            earlier=term.lms_ids(earlier, known))
+    known = student_ids.known_ids(out)
+    roster = class_folder.collect(original, s.lessons, out, known=known, limits=s.notebook_limits,
+                                  earlier=term.lms_ids(earlier, known))
     if s.class_decides_lessons:
         s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
         log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "
             "LESSONS=... chooses others)")
     roster.keep_lessons(s.lessons)
-    intake.remember(out, roster)  # no later folder takes one of these ids
+    student_ids.remember(out, roster)  # no later folder takes one of these ids
     now = copy.deepcopy(earlier)
     notes = term.take_in(out, now, roster, s.lessons, s.notebook_limits)
     term.close(now, s.close)
@@ -117,7 +121,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     s = dataclasses.replace(s, lessons=now.lessons, close=[])
     last = insights.reported(s)  # what the last run's outputs said: this run's changes are told against it
     if s.isolation == "uid":
-        execute.remove_stale_sandboxes()  # of an earlier run that was killed
+        leftovers.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log, carried)
     todo = workspace.stage(s, whole)
     stale = worker.stale_feedback(s, whole, todo)  # manual grades came in since their feedback was written
@@ -135,14 +139,14 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         graded = pool.run_tasks(s, todo, progress=progress, pool=workers)
         refreshed = pool.run_tasks(s, stale, progress=False, pool=workers)
     if s.isolation == "uid":  # the kernels of a worker that died during this run (a Dask worker's too, on this machine)
-        execute.remove_stale_sandboxes()
+        leftovers.remove_stale_sandboxes()
     notes += report.write_nbgrader_export(s)
     rows = results.read_rows(s, whole)
-    feedback_page.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
+    feedback_files.write_notices(out, whole)  # a missing or unreadable notebook still gets a page saying so
     notes += roster.notes + workspace.isolation_notes(s)
-    after = intake.tree_hashes(original)
-    integrity = before == after
-    if not integrity:
+    after = integrity.tree_hashes(original)
+    intact = before == after
+    if not intact:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         notes.append("THE ORIGINAL SUBMISSIONS CHANGED DURING GRADING: " + ", ".join(changed[:20]))
     csv_path = report.write_csv(s, rows)
@@ -155,7 +159,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
     html_path = report.write_report(s, rows, notes, insights.change_lines(changed, limit=None))
     insights.remember_reported(s, rows)  # what the next run's changes are told against
-    return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": integrity,
+    return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": intact,
             "notes": notes, "refreshed": refreshed, "errors": results.grading_errors(rows), "canary": checked,
             "changed": changed}
 
@@ -193,7 +197,7 @@ def _canvas_id(text: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m autograder.grade", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=intake.layout_help(["01_warmup"]) + "\n\n" + EXIT_HELP)
+                                     epilog=class_folder.layout_help(["01_warmup"]) + "\n\n" + EXIT_HELP)
     parser.add_argument("submissions", help="folder of per-student folders, a zip of one, or a collected course")
     parser.add_argument("--out", default="grading", help="grading workspace and results (default: ./grading)")
     parser.add_argument("--db", default=os.environ.get(dburl.ENV, ""),
@@ -244,12 +248,12 @@ def main(argv=None) -> int:
                  max_output=args.max_output, max_notebook_output=args.max_notebook_output,
                  notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
                  max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary,
-                 due=_per_lesson(args.due, "--due", lms.parse_due),
+                 due=_per_lesson(args.due, "--due", lms_layouts.parse_due),
                  canvas_assignments=_per_lesson(args.canvas_assignments, "--canvas-assignments", _canvas_id))
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
-    except (intake.LayoutError, GradebookUnusable) as exc:
+    except (class_roster.LayoutError, GradebookUnusable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LAYOUT
     except SetupError as exc:

@@ -45,7 +45,7 @@ c.Autograde.autograde_preprocessors = AUTOGRADE_PIPELINE
 # nbgrader's own first pass over a submission (its defaults, with the metadata check above).
 c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
                                       CheckCellMetadata]
-# Error outputs say what went wrong in the learner's terms, never in the grader's (autograder/grading/
+# Error outputs say what went wrong in the learner's terms, never in the grader's (autograder/grading/pipeline/
 # learner_errors.py); feedback pages are sanitised, script-free and render maths offline (feedback_page.py).
 feedback_page.configure(c)
 # formgrader's page of a submission, which the instructor opens on the Jupyter server, is sanitised the same way and

@@ -3,9 +3,9 @@
     python bench/insights_speed.py [--students 60] [--seconds-per-student 39] [--workers 2]
     python bench/insights_speed.py --out grading      # a folder a real `make grade` wrote
 
-The build (``autograder/grading/insights.py``) reads only the grade rows and the state records, so it is measured
-alone on a synthetic class: the rows and the state records of ``--students`` students in every lesson of the course
-(each lesson's real hidden tests; a third of the notebooks perfect, a third with a catalogued bug of that lesson
+The build (``autograder/grading/reports/insights.py``) reads only the grade rows and the state records, so it is
+measured alone on a synthetic class: the rows and the state records of ``--students`` students in every lesson of the
+course (each lesson's real hidden tests; a third of the notebooks perfect, a third with a catalogued bug of that lesson
 costing its tests, a sixth with a failure no bug names, a sixth untouched), and an empty feedback page for each,
 as grading leaves them. It is compared with the grading time of the same class: ``--seconds-per-student`` (all
 lessons of one student, on one worker; 39 s on a busy 2-core machine, docs/grading.md) times the students over
@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder import bugs, course  # noqa: E402
 from autograder.checks import registry, verdict  # noqa: E402
-from autograder.grading import insights, items, outcome, state  # noqa: E402
-from autograder.grading.settings import Settings  # noqa: E402
+from autograder.grading.records import items, outcome, state  # noqa: E402
+from autograder.grading.records.settings import Settings  # noqa: E402
+from autograder.grading.reports import insights  # noqa: E402
 
 
 def _record(rng, student: str, lesson: str, tests: dict, kind: str) -> state.Record:
@@ -83,13 +84,15 @@ def synthetic(out: Path, n_students: int, seed: int = 0):
 
 def _real(out: Path):
     """(settings, rows, grading seconds) of a folder a real grading run wrote, read back as the command does."""
-    from autograder.grading import intake, results
+    from autograder.grading.intake import class_roster
+    from autograder.grading.reports import results
 
     lessons = sorted({p.stem for p in (out / "state").glob("*/*.json")})
     s = Settings(out=str(out.resolve()), lessons=lessons)
     students = sorted(p.name for p in (out / "state").iterdir())
-    roster = intake.Roster(root=out, entries={st: {le: intake.Entry(st, le, out / "state" / st / f"{le}.json")
-                                                   for le in lessons} for st in students})
+    entries = {st: {le: class_roster.Entry(st, le, out / "state" / st / f"{le}.json") for le in lessons}
+               for st in students}
+    roster = class_roster.Roster(root=out, entries=entries)
     seconds = sum(r.seconds for st in students for le in lessons if (r := state.read(s, st, le)))
     return s, results.read_rows(s, roster), seconds
 

@@ -10,7 +10,7 @@ library and the network never.
 The cell is locked and ungraded. Grading never trusts what it writes: nbgrader restores a locked cell's source
 from the release before grading (an edited copy is flagged for a human), the setup cell's hidden part drops the
 notebook's folder from ``sys.path`` before anything is imported, so the graded kernel imports the self-checks
-from the kernel library (``autograder/grading/workspace.py``), and the hidden tests run in the grader itself.
+from the kernel library (``autograder/grading/run/workspace.py``), and the hidden tests run in the grader itself.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@
 
 A layer may import from its own layer and the layers below it, never from one above; no import circle exists at
 all (imports inside functions count too). ``tests/unit/test_layout.py`` reads the graph and fails on a new circle,
-an upward import, a kernel module that imports the rest of the course, or a loose module too many.
+an upward import, a kernel module that imports the rest of the course, a loose module too many, a module loose in
+``autograder/grading/`` beside its rooms, a module over ``MAX_MODULE_LINES`` lines, or a module of
+``autograder/grading/pipeline/`` that is not one of nbgrader's steps (``PIPELINE``).
 """
 
 from __future__ import annotations
@@ -23,18 +25,23 @@ DIAGRAM = ROOT / "docs" / "layers.svg"
 
 # Lowest first. Each entry: a package (or loose module) of autograder/ and what it is for.
 LAYERS = (
-    (("reference", "the one reference implementation (numpy)"),
+    (("reference", "the one reference implementation (numpy), one module per lesson"),
      ("kernel", "what runs inside the sandbox or starts it: hidden cell, wire protocol, launcher, bubblewrap, "
-                "warm server, cgroups, uids")),
+                "warm server, cgroups, uids, what a killed grader's kernels leave behind")),
     (("course", "the lesson sources: ids, paths, notebooks read from solutions/, the helper cell, model answers"),),
     (("bugs", "the catalog of learner bugs: data"),
      ("alternatives", "the catalog of correct solutions written differently from the model answers: data")),
     (("checks", "the hidden tests: registry, stand-ins, runner, bug matcher, one module per lesson"),),
     (("publish", "generated files: lessons/, the bundle, the Binder environment, the answer key, the bug table"),
-     ("grading.pipeline", "nbgrader's autograde steps: sandboxed execute, hidden tests in the grader, learner "
-                          "errors, cell metadata, the feedback page")),
-    (("grading", "the grading command's steps: settings, intake, workspace, canary, pool, worker, records, "
-                 "gradebook, marks, outcome, results, report, insights"),
+     ("grading.pipeline", "nbgrader's steps only: sandboxed execute, hidden tests in the grader, learner errors, "
+                          "cell metadata, the feedback page and formgrader's page")),
+    (("grading.intake", "what the grading command is handed: the class folder or zip read into a roster, LMS "
+                        "layouts, student ids, limits, the static code scan"),),
+    (("grading.records", "what a run keeps and decides per notebook: settings, gradebook, state, outcome, findings, "
+                         "items, marks"),),
+    (("grading.run", "grading itself: workspace, canary, pool and Dask, worker, the feedback pages, the term"),),
+    (("grading.reports", "what a run hands back: results, grades.csv and report.html, insights, LMS import files"),),
+    (("grading", "the grading command's rooms (the boxes below it); no module loose beside them"),
      ("nbgrader_config", "the pipeline, declared once: loaded by every course folder")),
     (("grade", "the command line: python -m autograder.grade"),),
     (("proofs", "the proofs: mutation harness, placements, salt sweep, this layout"),),
@@ -46,6 +53,19 @@ DECLARED_UPWARD = {
         "whole course is importable; in the sandbox that line is never reached and the kernel library has no checks",
 }
 MAX_LOOSE_MODULES = 5
+MAX_MODULE_LINES = 600  # no module of autograder/ is longer: past it, split it by concern
+# autograder/grading/pipeline/ holds nbgrader's steps and nothing else: each module, and the step it is or serves.
+# autograder/nbgrader_config.py must reach every one (import it, or import a pipeline module that does).
+PIPELINE = {
+    "execute": "autograde: SafeExecute, nbgrader's Execute step in the sandboxed kernel",
+    "hidden_tests": "autograde: the hidden tests the execute step runs in the grader, one Session per test cell",
+    "learner_errors": "autograde: LearnerFacingErrors, the error outputs a learner can read",
+    "cell_metadata": "autograde and its first pass: CheckCellMetadata, nbgrader's metadata check compiled once",
+    "feedback_page": "generate_feedback: FeedbackExporter and GetGradesAndPending",
+    "linear_markdown": "generate_feedback: the feedback page's markdown and maths parsed in linear time",
+    "page_safety": "generate_feedback and formgrader: the pages' sanitiser and Content-Security-Policy",
+    "formgrader_page": "formgrader: the page of one submission, as inert as a feedback page",
+}
 
 
 @dataclass(frozen=True)
@@ -159,6 +179,29 @@ def kernel_reaches_out(graph: Graph) -> list:
 
 def loose_modules(package: Path = PACKAGE) -> list:
     return sorted(p.name for p in package.glob("*.py") if p.name != "__init__.py")
+
+
+def long_modules(package: Path = PACKAGE, limit: int = MAX_MODULE_LINES) -> list:
+    """(path relative to the package's parent, lines) of every module of ``package`` longer than ``limit`` lines."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            found.append((path.relative_to(package.parent).as_posix(), lines))
+    return found
+
+
+def pipeline_reached(graph: Graph) -> set:
+    """The modules of ``autograder.grading.pipeline`` that ``autograder.nbgrader_config`` reaches: those it imports,
+    and those the pipeline modules it reaches import."""
+    inside = "autograder.grading.pipeline."
+    reached, pending = set(), ["autograder.nbgrader_config"]
+    while pending:
+        for target in graph.edges.get(pending.pop(), ()):
+            if target.startswith(inside) and target not in reached:
+                reached.add(target)
+                pending.append(target)
+    return reached
 
 
 def svg(graph: Graph) -> str:

@@ -11,7 +11,7 @@ meet in a round, nor do two bugs whose diagnoses start alike.
 Every mutant is graded in one run of the grading command itself (``autograder.grade.run``: the same pipeline,
 sandbox and limits as ``make grade``), ``--workers`` notebooks at a time. The run's canary is the unmutated
 control: it grades each lesson's model answers first, and the run stops unless they earn full marks
-(``autograder/grading/canary.py``), so every point a mutant loses is its bugs' doing. A bug is *caught* when
+(``autograder/grading/run/canary.py``), so every point a mutant loses is its bugs' doing. A bug is *caught* when
 
 * its function's tests lose points: exactly those listed in ``bug.tests``, no more, no fewer (a function's tests
   are every test cell a catalogued bug of that function breaks),
@@ -50,7 +50,7 @@ from pathlib import Path
 from autograder import bugs as catalog
 from autograder import course
 from autograder.course import answers, notebooks
-from autograder.grading import results
+from autograder.grading.reports import results
 from autograder.proofs import placements
 
 

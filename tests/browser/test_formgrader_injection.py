@@ -18,7 +18,7 @@ import pytest
 
 import page_maths
 from autograder import course
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.records.settings import COURSE_ID
 from formgrader_class import ANSWER, ANSWER_TEXT, LESSON, OUTPUT_TEXT, STUDENT, graded
 from labserver import LabServer, free_port, lab_args
 

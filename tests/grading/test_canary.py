@@ -19,8 +19,10 @@ from course_copy import copy_course
 
 from autograder import course, grade
 from autograder.course import answers, notebooks
-from autograder.grading import canary, intake, state
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.intake import student_ids
+from autograder.grading.records import state
+from autograder.grading.records.settings import COURSE_ID
+from autograder.grading.run import canary
 
 LESSON = "01_warmup"
 BROKEN_SOFTMAX = "\n\n_true_softmax = softmax\n\n\ndef softmax(x, axis=-1):\n    return _true_softmax(x, axis) * 0.5\n"
@@ -53,7 +55,7 @@ def runs(tmp_path_factory):
     notebooks.write_notebook(answers.fill(LESSON), klass / "alice" / f"{LESSON}.ipynb")
     earlier = _cli(copy, klass, out)
     notebooks.write_notebook(answers.fill(LESSON), klass / "bob" / f"{LESSON}.ipynb")  # new since the earlier run
-    reference = copy / "autograder" / "reference.py"
+    reference = copy / "autograder" / "reference" / "lesson01.py"
     intact = reference.read_text(encoding="utf-8")
     reference.write_text(intact + BROKEN_SOFTMAX, encoding="utf-8")
     kept = [out / "state", out / "feedback", out / "grades.csv", out / "report.html", out / "nbgrader_export.csv"]
@@ -81,7 +83,7 @@ def test_a_reference_that_disagrees_with_the_model_answers_stops_the_command_bef
     assert broken.returncode == grade.EXIT_CANARY, broken.stdout[-2000:] + broken.stderr[-2000:]
     err = broken.stderr
     assert f"canary failed for {LESSON}: the model answer lost 3 of its 8 autograded points" in err
-    assert "The hidden checks and the model answers disagree" in err and "autograder/reference.py" in err
+    assert "The hidden checks and the model answers disagree" in err and "autograder/reference/" in err
     assert "First error, in cell softmax_values: WrongAnswer" in err
     assert "No student was graded" in err and "graded " not in broken.stdout  # no summary line
     assert runs["kept_notebook"]
@@ -152,7 +154,7 @@ def test_an_unreadable_file_changes_the_fingerprint_instead_of_stopping_the_run(
 def test_no_student_id_can_be_a_canary_id():
     for lesson in course.lesson_names():
         assert state.is_canary(state.canary_id(lesson))
-        assert not intake.STUDENT_ID.match(state.canary_id(lesson))
+        assert not student_ids.STUDENT_ID.match(state.canary_id(lesson))
 
 
 @pytest.mark.parametrize("first, words", [

@@ -1,6 +1,6 @@
-"""Grading on a Dask cluster (``--scheduler``, autograder/grading/pool.py), for real: the cluster docs/grading.md starts
-(its commands read from the page and run as written: a ``dask scheduler`` and a ``dask worker`` of two processes on
-127.0.0.1, in the course folder with its venv active, no PYTHONPATH) and the PostgreSQL server of
+"""Grading on a Dask cluster (``--scheduler``, autograder/grading/run/pool.py), for real: the cluster docs/grading.md
+starts (its commands read from the page and run as written: a ``dask scheduler`` and a ``dask worker`` of two processes
+on 127.0.0.1, in the course folder with its venv active, no PYTHONPATH) and the PostgreSQL server of
 tests/helpers/postgres_server.py. One worker is killed while it grades a notebook; the class still ends with the
 grades of a local run, and the originals are untouched. The same workers, asked to grade for a copy of the course in
 another folder, are refused in one line.
@@ -24,7 +24,9 @@ from worker_killer import WorkerKiller, kernel_launchers
 
 from autograder import bugs, course, grade
 from autograder.course import answers, notebooks
-from autograder.grading import intake, outcome, pool
+from autograder.grading.intake import class_folder, integrity
+from autograder.grading.records import outcome
+from autograder.grading.run import pool
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading
@@ -108,7 +110,7 @@ def graded(tmp_path_factory, postgres_server, cluster):
     base = tmp_path_factory.mktemp("cluster")
     root = base / "class"
     victim = sorted(_class(root))[len(BUGS) // 2]  # a student in the middle of the class
-    before = intake.tree_hashes(root)
+    before = integrity.tree_hashes(root)
     local = grade.Settings(out=str(base / "local"), lessons=[LESSON], workers=2, timeout=60)
     grade.run(root, local, progress=False, log=lambda *a: None)
 
@@ -120,8 +122,8 @@ def graded(tmp_path_factory, postgres_server, cluster):
                               cwd=course.ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               timeout=900)
     return {"rc": proc.returncode, "stdout": proc.stdout, "kills": killer.kills, "victim": victim,
-            "local": _grades(base / "local"), "cluster": _grades(out), "unchanged": intake.tree_hashes(root) == before,
-            "out": out, "base": base}
+            "local": _grades(base / "local"), "cluster": _grades(out),
+            "unchanged": integrity.tree_hashes(root) == before, "out": out, "base": base}
 
 
 @needs_root
@@ -203,7 +205,7 @@ def _refused_dask_zip(tmp_path, db_url: str, scheduler: str) -> str:
     tmp_path.mkdir(exist_ok=True)
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr(f"alice/{LESSON}.ipynb", notebooks.notebook_text(answers.fill(LESSON)))
-    notebooks.write_notebook(answers.student_notebook(LESSON), out / intake.UNZIPPED / "bob" / f"{LESSON}.ipynb")
+    notebooks.write_notebook(answers.student_notebook(LESSON), out / class_folder.UNZIPPED / "bob" / f"{LESSON}.ipynb")
     (out / "state" / "bob").mkdir(parents=True)
     (out / "state" / "bob" / f"{LESSON}.json").write_text('{"graded": true}\n')
     before = snapshot(out)
@@ -244,7 +246,7 @@ def test_a_worker_that_cannot_sandbox_as_the_run_does_grades_nothing(tmp_path, p
     graded there first, becomes a grading error that names the worker, and no student is graded."""
     from distributed import LocalCluster
 
-    from autograder.grading import canary
+    from autograder.grading.run import canary
     from autograder.kernel import sandbox
 
     root = tmp_path / "class"

@@ -37,7 +37,8 @@ def _text(path: Path) -> str:
 
 def _grading_source_lines() -> set:
     """Lines of the reference and the hidden checks that a learner's own notebook would not contain."""
-    files = [course.ROOT / "autograder" / "reference.py", *sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
+    files = [*sorted((course.ROOT / "autograder" / "reference").glob("*.py")),
+             *sorted((course.ROOT / "autograder" / "checks").glob("*.py"))]
     public = (course.SOLUTIONS / f"{LESSON}.py").read_text() + "".join((course.LESSONS / h).read_text() for h in course.SELFCHECK_FILES)
     public_lines = {line.strip() for line in public.splitlines()}
     lines = set()

@@ -26,7 +26,9 @@ from worker_killer import WorkerKiller, kernel_launchers
 from autograder import course, grade
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
-from autograder.grading import findings, intake, scan, workspace
+from autograder.grading.intake import class_folder, class_roster, code_scan
+from autograder.grading.records import findings
+from autograder.grading.run import workspace
 
 LESSON = "01_warmup"
 LESSONS = course.lesson_names()
@@ -82,7 +84,7 @@ def test_the_accepted_layouts_all_give_the_same_roster(tmp_path):
             zf.write(path, Path("class of 2026") / path.relative_to(flat))
 
     def roster(path):
-        r = intake.collect(path, LESSONS, tmp_path / f"work-{path.name}")
+        r = class_folder.collect(path, LESSONS, tmp_path / f"work-{path.name}")
         return {(s, lesson): e.status for s, es in r.entries.items() for lesson, e in es.items()}
 
     expected = roster(flat)
@@ -106,20 +108,20 @@ def test_a_zip_cannot_write_outside_the_workspace(tmp_path):
     archive = tmp_path / "evil.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("../../escaped.ipynb", "{}")
-    with pytest.raises(intake.LayoutError, match="unsafe path"):
-        intake.collect(archive, LESSONS, tmp_path / "work")
+    with pytest.raises(class_roster.LayoutError, match="unsafe path"):
+        class_folder.collect(archive, LESSONS, tmp_path / "work")
     assert not (tmp_path.parent / "escaped.ipynb").exists()
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_honest_notebooks_of_every_lesson_raise_no_flags(lesson):
     nb = answers.fill(lesson)
-    assert scan.scan_notebook(nb) == []
+    assert code_scan.scan_notebook(nb) == []
     assert findings.structure_flags(nb, answers.student_notebook(lesson)) == []
 
 
 def test_the_static_scan_names_what_a_human_should_read():
-    found = scan.scan_source(
+    found = code_scan.scan_source(
         "import numpy as xp\nimport builtins, sys\nfrom IPython import get_ipython as g\n"
         "xp.allclose = lambda *a: True\nsetattr(xp.testing, 'assert_allclose', print)\nbuiltins.print = None\n"
         "sys.modules['autograder'] = None\ng().set_custom_exc((Exception,), None)\n"
@@ -130,7 +132,7 @@ def test_the_static_scan_names_what_a_human_should_read():
                 "defines an __eq__ that always returns True", "imports autograder.reference", "calls os._exit()"]
     for phrase in expected:
         assert any(phrase in f for f in found), (phrase, found)
-    assert scan.scan_source("import numpy as np\nx = np.allclose(1, 1)\ny = {}\ny['a'] = 1\n") == []
+    assert code_scan.scan_source("import numpy as np\nx = np.allclose(1, 1)\ny = {}\ny['a'] = 1\n") == []
 
 
 # ---------------------------------------------------------------- real grading

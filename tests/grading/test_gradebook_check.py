@@ -1,6 +1,6 @@
-"""The gradebook is checked first (autograder/grading/dbcheck.py): a gradebook the run could not use is refused by the
-grading command, as ``make grade`` runs it, with status 2 and one line that names the problem and the command that
-fixes it, before anything is graded, unpacked or written. Each case grades a zip of a class (whose unpacking would
+"""The gradebook is checked first (autograder/grading/records/dbcheck.py): a gradebook the run could not use is refused
+by the grading command, as ``make grade`` runs it, with status 2 and one line that names the problem and the command
+that fixes it, before anything is graded, unpacked or written. Each case grades a zip of a class (whose unpacking would
 change ``OUT``) into an ``OUT`` that holds an earlier run's files, or none, and checks that ``OUT`` is exactly as it
 was, and that the password is in no output.
 

@@ -24,7 +24,7 @@ from run_once import once
 from autograder import course, grade
 from autograder.bugs import by_id
 from autograder.course import answers, helper_cell, notebooks
-from autograder.grading import intake
+from autograder.grading.intake import integrity
 
 LESSON = "01_warmup"
 pytestmark = [pytest.mark.grading]
@@ -164,7 +164,7 @@ def _grade_batch(base: Path) -> dict:
     honest = _hostile_class(root, out)
     repo_before = {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in
                    [*(course.LESSONS / h for h in course.SELFCHECK_FILES), *sorted((course.ROOT / "autograder").rglob("*.py"))]}
-    originals = intake.tree_hashes(root)
+    originals = integrity.tree_hashes(root)
     settings = grade.Settings(out=str(out), lessons=[LESSON], workers=2, timeout=10, memory_mb=2048,
                               close=[LESSON])  # past its deadline: the student with no notebook counts missing, 0
     outcome = grade.run(root, settings, progress=False, log=lambda *a: None)
@@ -251,7 +251,7 @@ def test_the_report_lists_the_flags_and_the_distribution(batch):
 
 
 def test_original_submissions_are_byte_identical(batch):
-    assert intake.tree_hashes(batch["root"]) == batch["originals"]
+    assert integrity.tree_hashes(batch["root"]) == batch["originals"]
     assert batch["integrity"]
 
 

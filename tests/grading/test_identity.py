@@ -29,7 +29,7 @@ from run_once import once
 
 from autograder import course
 from autograder.course import answers, notebooks
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.records.settings import COURSE_ID
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
 WARMUP, EXERCISES = "01_warmup", "05_exercises"

@@ -1,5 +1,5 @@
-"""The instructor's insights (``autograder/grading/insights.py``): every count of ``misconceptions.csv`` and every
-difficulty figure of a synthetic class graded through the real command, marked, and graded again
+"""The instructor's insights (``autograder/grading/reports/insights.py``): every count of ``misconceptions.csv`` and
+every difficulty figure of a synthetic class graded through the real command, marked, and graded again
 (tests/helpers/insights_class.py), and the pieces that need no kernel (how a failed test names a bug, the
 point-biserial correlation)."""
 
@@ -17,8 +17,9 @@ from autograder.checks import registry
 from autograder.checks.runner import Case, call_learner
 from autograder.checks.verdict import WrongAnswer
 from autograder.course import answers
-from autograder.grading import insights, items
-from autograder.grading.settings import Settings
+from autograder.grading.records import items
+from autograder.grading.records.settings import Settings
+from autograder.grading.reports import insights
 from insights_class import (ATTENTION_BUGS, CLASS_BUGS, LEFT_AS_GIVEN, LESSON, LESSON01_STUDENTS, LESSON05,
                             LESSON05_STUDENTS, MARKS, PARTIAL, SOFTMAX_BUGS, SYNTAX_ERROR, UNNAMED_STUDENTS, UNTOUCHED,
                             graded_class, softmax_tests, written_points)
@@ -166,12 +167,14 @@ def test_the_untouched_notebook_is_not_attempted_and_the_run_lists_what_it_grade
 @pytest.mark.grading
 def test_the_page_is_rebuilt_from_the_state_alone(klass):
     """What a resumed run does: the outputs written again from the gradebook and the state are the same."""
-    from autograder.grading import intake, results, term
+    from autograder.grading.intake import class_folder
+    from autograder.grading.reports import results
+    from autograder.grading.run import term
 
     out = klass["out"]
     before = {name: (out / name).read_text(encoding="utf-8") for name in ("insights.html", "misconceptions.csv")}
     s = Settings(out=str(out), lessons=[LESSON, LESSON05])
-    roster = term.roster(out, term.load(out), intake.collect(out.parent / "class", [LESSON, LESSON05], out))
+    roster = term.roster(out, term.load(out), class_folder.collect(out.parent / "class", [LESSON, LESSON05], out))
     insights.write(s, results.read_rows(s, roster), klass["changed_by_marks"])
     assert {name: (out / name).read_text(encoding="utf-8") for name in before} == before
     assert 'href="insights.html"' in (out / "report.html").read_text(encoding="utf-8")

@@ -25,7 +25,9 @@ from run_once import once
 
 from autograder import grade
 from autograder.course import answers, notebooks
-from autograder.grading import intake, results, state
+from autograder.grading.intake import student_ids
+from autograder.grading.records import state
+from autograder.grading.reports import results
 
 LESSON = "01_warmup"
 FORMULA = '=HYPERLINK("evil.example","click")'
@@ -59,7 +61,7 @@ def _first_batch(base: Path, honest: str) -> dict:
     full, untouched = answers.fill(LESSON), answers.student_notebook(LESSON)
     for name in ("alice", honest, NOT_UTF8, FORMULA):
         _put(klass / name, full)
-    _put(klass / intake.student_id(honest), untouched)  # named like the honest student's generated id
+    _put(klass / student_ids.student_id(honest), untouched)  # named like the honest student's generated id
     _put(klass / "submitted", untouched, f"alice/{LESSON}/{LESSON}.ipynb")  # would have been the class folder
     (klass / "mallory").mkdir()
     os.symlink(f"../alice/{LESSON}.ipynb", klass / "mallory" / f"{LESSON}.ipynb")
@@ -93,7 +95,7 @@ def _later_batch(base: Path, honest: str, colliding: str) -> dict:
     _put(base / "later" / colliding, answers.student_notebook(LESSON))
     s = grade.Settings(out=str(base / "out"), lessons=[LESSON], workers=2, timeout=30)
     run = grade.run(base / "later", s, progress=False, log=lambda *a: None)
-    sid = intake.student_id(honest)
+    sid = student_ids.student_id(honest)
     return {"grades": _rows(base / "out", "grades.csv"), "errors": run["errors"],
             "honest_total": results.submission_total(s, LESSON, sid),
             "honest_record": state.read(s, sid, LESSON).score,
@@ -130,8 +132,8 @@ def test_a_student_folder_named_submitted_is_that_student_and_no_one_disappears(
 @pytest.mark.grading
 def test_a_folder_named_like_another_students_id_is_graded_apart_and_flagged(batches):
     rows = _by_folder(batches["first"]["grades"])
-    honest, look_alike = rows[batches["honest"]], rows[intake.student_id(batches["honest"])]
-    assert honest["student"] == intake.student_id(batches["honest"]) and honest[f"{LESSON} score"] == "8"
+    honest, look_alike = rows[batches["honest"]], rows[student_ids.student_id(batches["honest"])]
+    assert honest["student"] == student_ids.student_id(batches["honest"]) and honest[f"{LESSON} score"] == "8"
     assert look_alike["student"] != honest["student"] and look_alike[f"{LESSON} score"] == "0"
     assert "looks like a student id" in look_alike["flags"]
 
@@ -140,7 +142,7 @@ def test_a_folder_named_like_another_students_id_is_graded_apart_and_flagged(bat
 def test_a_name_that_is_not_utf8_is_graded_and_the_class_goes_on(batches):
     row = _by_folder(batches["first"]["grades"])["caf\\xe9"]
     assert row[f"{LESSON} score"] == "8" and "not UTF-8" in row["flags"]
-    assert intake.STUDENT_ID.fullmatch(row["student"])
+    assert student_ids.STUDENT_ID.fullmatch(row["student"])
 
 
 @pytest.mark.grading
@@ -181,8 +183,8 @@ def test_a_notebook_rewritten_during_the_run_ends_nothing(batches):
 
 @pytest.mark.grading
 def test_a_later_batch_cannot_take_an_earlier_students_id(batches):
-    later, honest_id = batches["later"], intake.student_id(batches["honest"])
-    assert intake.student_id(batches["colliding"]) == honest_id  # the id it would have taken
+    later, honest_id = batches["later"], student_ids.student_id(batches["honest"])
+    assert student_ids.student_id(batches["colliding"]) == honest_id  # the id it would have taken
     row = _by_folder(later["grades"])[batches["colliding"]]
     assert row["student"] != honest_id and row[f"{LESSON} score"] == "0"
     assert "both kept" in row["flags"] and batches["honest"] in row["flags"]

@@ -23,7 +23,7 @@ from run_once import once
 
 from autograder import course
 from autograder.course import answers, notebooks
-from autograder.grading import lms_export
+from autograder.grading.reports import lms_export
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading

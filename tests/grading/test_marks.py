@@ -32,8 +32,8 @@ from run_once import once
 
 from autograder import course
 from autograder.course import answers, notebooks
-from autograder.grading import marks
-from autograder.grading.settings import COURSE_ID, EXIT_MARKS
+from autograder.grading.records import marks
+from autograder.grading.records.settings import COURSE_ID, EXIT_MARKS
 
 LESSON, WARMUP = "05_exercises", "01_warmup"
 STUDENTS = ("alice", "bob")

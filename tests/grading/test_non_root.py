@@ -38,7 +38,7 @@ from ordinary_user import account, chown, copy_course, run_as, venv
 from run_once import once
 
 from autograder.course import answers, notebooks
-from autograder.grading.settings import Settings
+from autograder.grading.records.settings import Settings
 from autograder.kernel import sandbox, uids
 
 LESSON = "01_warmup"

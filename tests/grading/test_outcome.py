@@ -29,8 +29,10 @@ from run_once import once
 
 from autograder import course, grade
 from autograder.course import answers, notebooks
-from autograder.grading import dburl, intake, outcome, workspace
+from autograder.grading.intake import class_folder, student_ids
 from autograder.grading.pipeline.execute import KERNEL_DIED, NOT_RUN
+from autograder.grading.records import dburl, outcome
+from autograder.grading.run import workspace
 
 LESSON = "01_warmup"
 
@@ -84,14 +86,14 @@ def test_the_learners_own_failures_are_not_grading_errors():
 def test_lms_folder_names_get_a_safe_deterministic_id(tmp_path):
     for name in ("Petrov, Ivan", "o'brien", "Élodie Brûlé", "alice"):
         notebooks.write_notebook(answers.student_notebook(LESSON), tmp_path / "class" / name / f"{LESSON}.ipynb")
-    roster = intake.collect(tmp_path / "class", [LESSON], tmp_path / "work")
+    roster = class_folder.collect(tmp_path / "class", [LESSON], tmp_path / "work")
     assert roster.folders["alice"] == "alice"
     ids = {folder: sid for sid, folder in roster.folders.items()}
     assert ids["Petrov, Ivan"].startswith("petrov_ivan-") and ids["o'brien"].startswith("o_brien-")
     assert ids["Élodie Brûlé"].startswith("elodie_brule-")
-    assert all(intake.STUDENT_ID.match(sid) for sid in ids.values())
-    assert intake.student_id("Petrov, Ivan") == ids["Petrov, Ivan"]  # deterministic
-    assert intake.student_id("petrov ivan") != intake.student_id("Petrov, Ivan")
+    assert all(student_ids.STUDENT_ID.match(sid) for sid in ids.values())
+    assert student_ids.student_id("Petrov, Ivan") == ids["Petrov, Ivan"]  # deterministic
+    assert student_ids.student_id("petrov ivan") != student_ids.student_id("Petrov, Ivan")
     assert all(e.status == "ok" for es in roster.entries.values() for e in es.values())
 
 
@@ -168,7 +170,7 @@ def _batch(base: Path) -> dict:
     runs["C"] = _cli(root, out)
     spec.write_text(good)
     runs["D"] = _cli(root, out)
-    return {"runs": runs, "out": str(out), "obrien": intake.student_id("o'brien")}
+    return {"runs": runs, "out": str(out), "obrien": student_ids.student_id("o'brien")}
 
 
 @pytest.fixture(scope="module")

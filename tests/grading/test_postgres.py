@@ -12,7 +12,7 @@ import pytest
 from autograder import grade
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.records.settings import COURSE_ID
 
 LESSON = "01_warmup"
 pytestmark = pytest.mark.grading

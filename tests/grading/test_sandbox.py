@@ -31,8 +31,7 @@ from run_once import once
 
 from autograder import grade
 from autograder.course import answers, notebooks
-from autograder.grading.pipeline import execute
-from autograder.kernel import sandbox, uids
+from autograder.kernel import leftovers, sandbox, uids
 
 LESSON = "01_warmup"
 FULL = 8.0
@@ -252,9 +251,10 @@ def _grade_batch(base: Path) -> dict:
                                 if o.get("output_type") == "stream")
     left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _uid(pid) in range(uids.BASE, uids.BASE + uids.SPAN)
             and not uids.is_held(_uid(pid))]  # a held uid belongs to a kernel of a grader still running
-    groups = execute.stale_sandbox_uids()
+    groups = leftovers.stale_sandbox_uids()
     key_users = sorted(_key_users() - key_users_before)  # a uid's keys outlive it: this machine's earlier ones stay
-    private = execute.stale_private_folders() + [str(p) for p in Path("/tmp").glob(execute.private_folder_prefix() + "*")]
+    private = leftovers.stale_private_folders() + [str(p) for p in
+                                                   Path("/tmp").glob(leftovers.private_folder_prefix() + "*")]
     return {"rows": rows, "said": said, "hits": _Counter.hits, "ipc_before": ipc_before, "ipc_after": _ipc_objects(),
             "left": left, "groups": groups, "private": private, "key_users": key_users}
 

@@ -21,12 +21,12 @@ from run_once import once
 from autograder import grade
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
-from autograder.grading import intake, scan
+from autograder.grading.intake import code_scan, integrity, size_limits
 
 LESSON = "01_warmup"
 FULL = 8.0  # lesson 01's autograded points (tests/grading/test_grading_lesson01.py)
 pytestmark = [pytest.mark.grading]
-LIMITS = intake.NotebookLimits()
+LIMITS = size_limits.NotebookLimits()
 DEEP = "deep = " + "+".join(["1"] * 60_000)  # parses, but no recursive walk of it ends
 NOTEBOOK_OUTPUT = 4_000_000  # --max-notebook-output of the batch
 MISNESTED = "<b><i></b></i>"
@@ -79,8 +79,8 @@ def _class(root: Path) -> dict:
     # code the scan reads only in part (more than it reads in one notebook, each cell within its limit), and
     # markdown that made the sanitiser of its feedback page quadratic (about 40 s)
     nbs["unscanned"] = answers.fill(LESSON)
-    for i in range(scan.MAX_NOTEBOOK_CHARS // scan.MAX_SCANNED_CHARS + 1):
-        with_cell(nbs["unscanned"], "softmax", f"s{i} = '" + "kernel-" * (scan.MAX_SCANNED_CHARS // 8) + "'")
+    for i in range(code_scan.MAX_NOTEBOOK_CHARS // code_scan.MAX_SCANNED_CHARS + 1):
+        with_cell(nbs["unscanned"], "softmax", f"s{i} = '" + "kernel-" * (code_scan.MAX_SCANNED_CHARS // 8) + "'")
     nbs["unscanned"].cells.append(nbformat.v4.new_markdown_cell(MISNESTED * 30_000, id="misnested"))
     expected["unscanned"] = ("graded", FULL, "the notebook could not be fully scanned")
     # an error far over the cell's output limit, then more output than the notebook's limit, cell by cell: the
@@ -120,14 +120,14 @@ def _class(root: Path) -> dict:
 def _grade_batch(base: Path) -> dict:
     root, out = base / "class", base / "out"
     expected = _class(root)
-    originals = intake.tree_hashes(root)
+    originals = integrity.tree_hashes(root)
     status = grade.main([str(root), "--out", str(out), "--lessons", LESSON, "--workers", "2", "--timeout", "20",
                          "--max-notebook-output", str(NOTEBOOK_OUTPUT), "--quiet"])
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     loud = out / "course" / "autograded" / "loud" / LESSON / f"{LESSON}.ipynb"
     empty = out / "course" / "autograded" / "empty_displays" / LESSON / f"{LESSON}.ipynb"
-    return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == intake.tree_hashes(root),
+    return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == integrity.tree_hashes(root),
             "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb")),
             "loud_bytes": loud.stat().st_size, "empty_displays_bytes": empty.stat().st_size,
             "unscanned_page": (out / "feedback" / "unscanned" / f"{LESSON}.html").read_text(encoding="utf-8"),

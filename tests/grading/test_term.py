@@ -39,8 +39,8 @@ from run_once import once
 
 from autograder import bugs, course
 from autograder.course import answers, notebooks
-from autograder.grading import lms_export
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.records.settings import COURSE_ID
+from autograder.grading.reports import lms_export
 
 pytestmark = [pytest.mark.grading, pytest.mark.slow]
 WARMUP, EXERCISES, TODAY = "01_warmup", "05_exercises", "08_todays_models"

@@ -169,7 +169,7 @@ def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
 def test_a_kernel_library_written_again_gets_a_new_server(tmp_path):
     """Each run writes the kernel library afresh; a server still bound to the old folder would show kernels an
     empty one (the lesson's self-check modules missing), so the next kernel gets a new server."""
-    from autograder.grading import workspace
+    from autograder.grading.run import workspace
     from autograder.kernel import warm_kernels
 
     library = str(workspace.write_kernel_library(tmp_path / "kernel-library"))

@@ -5,7 +5,7 @@ import nbformat
 
 from autograder import grade as grading_command
 from autograder.course.notebooks import write_notebook
-from autograder.grading import results as read_back
+from autograder.grading.reports import results as read_back
 
 
 def grade(tmp_path, lesson, notebooks: dict, feedback=True, **settings):

@@ -24,7 +24,7 @@ from autograder import bugs, course, grade
 from autograder.checks import registry
 from autograder.course import answers, notebooks
 from autograder.course.notebooks import write_notebook
-from autograder.grading.settings import COURSE_ID
+from autograder.grading.records.settings import COURSE_ID
 from autograder.publish import given_code
 from run_once import once
 

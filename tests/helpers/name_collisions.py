@@ -1,4 +1,4 @@
-"""Two different folder names that ``intake.student_id`` maps to the same id: the 8 hex digits of a generated id
+"""Two different folder names that ``student_ids.student_id`` maps to the same id: the 8 hex digits of a generated id
 are 32 bits, so among some 10^5 names with the same letters a pair shares them (the birthday bound)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from autograder.grading import intake
+from autograder.grading.intake import student_ids
 
 SEPARATORS = " ,.;'"
 
@@ -18,7 +18,7 @@ def colliding_pair(first: str = "Petrov", last: str = "Ivan") -> tuple:
     for n in itertools.count(1):
         for seps in itertools.product(SEPARATORS, repeat=n):
             name = first + "".join(seps) + last
-            sid = intake.student_id(name)
+            sid = student_ids.student_id(name)
             if sid in seen:
                 return seen[sid], name
             seen[sid] = name

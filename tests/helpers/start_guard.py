@@ -67,7 +67,7 @@ def kind_of(command) -> str | None:
                 return "server"
         if "-c" in argv[1:-1]:  # a process pool's server (forkserver) of the grading pool, or an inline kernel start
             code = argv[argv.index("-c") + 1]
-            if "autograder.grading.pool" in code or "ipykernel" in code:
+            if "autograder.grading.run.pool" in code or "ipykernel" in code:
                 return "kernel"
     return None
 

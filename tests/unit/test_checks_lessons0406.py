@@ -33,7 +33,7 @@ def _as_learner(fn):
     stand-ins where a learner's function looks its helpers up; the grader's own module must never be that place.)"""
     if not isinstance(fn, types.FunctionType):
         return fn
-    return types.FunctionType(fn.__code__, dict(vars(reference)), fn.__name__, fn.__defaults__, fn.__closure__)
+    return types.FunctionType(fn.__code__, dict(fn.__globals__), fn.__name__, fn.__defaults__, fn.__closure__)
 
 
 def _values(test, function, fn):

@@ -1,4 +1,4 @@
-"""What a Dask worker is sent with each task (``autograder/grading/dask_entry.py``, shipped whole by
+"""What a Dask worker is sent with each task (``autograder/grading/run/dask_entry.py``, shipped whole by
 ``pool.ShippedWhole``): it loads where the course is not importable, finds the course at the command's path, and
 refuses, in one line that says what to do, a course that is missing or another version, or code older than the
 course's files. The cluster itself is in tests/grading/test_cluster.py."""
@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from autograder import course
-from autograder.grading import dask_entry, pool
+from autograder.grading.run import dask_entry, pool
 
 ROOT = str(course.ROOT)
 DIGEST = dask_entry.course_digest(ROOT)

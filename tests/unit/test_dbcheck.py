@@ -1,7 +1,7 @@
-"""The gradebook check's lines without a server (autograder/grading/dbcheck.py): the examples docs/grading.md shows are
-what the check says, each driver message becomes one line with the command that fixes it and never the password, and
-an output folder this user cannot write is refused before anything is made in it. The refusals by a real server and
-a real read-only folder are in tests/grading/test_gradebook_check.py."""
+"""The gradebook check's lines without a server (autograder/grading/records/dbcheck.py): the examples docs/grading.md
+shows are what the check says, each driver message becomes one line with the command that fixes it and never the
+password, and an output folder this user cannot write is refused before anything is made in it. The refusals by a real
+server and a real read-only folder are in tests/grading/test_gradebook_check.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from autograder import course
-from autograder.grading import dbcheck
-from autograder.grading.settings import GradebookUnusable, Settings
+from autograder.grading.records import dbcheck
+from autograder.grading.records.settings import GradebookUnusable, Settings
 
 SECRET = "s3cr3t-Pw"
 

@@ -1,7 +1,7 @@
 """The documentation names only what exists: README.md and every docs/*.md page (static, no kernel).
 
 * A *repository path* is a word in inline code or a fenced code block that starts with one of the repository's
-  folders (``REPOSITORY_FOLDERS``, e.g. ``autograder/grading/worker.py``, ``tests/test_x.py``, ``.ci/run``), or a
+  folders (``REPOSITORY_FOLDERS``, e.g. ``autograder/grading/run/worker.py``, ``tests/test_x.py``, ``.ci/run``), or a
   bare file name such as ``feedback_page.py`` or ``requirements.txt`` (found anywhere in the repository). It must
   exist. Placeholders match what they stand for: ``NN`` two digits, ``NN_name`` a lesson's name, ``<...>`` and
   ``*`` any name part. Files the grading command, the tests or the benchmarks *write* (``OUTPUTS``: ``OUT/...``,

@@ -120,7 +120,7 @@ def test_the_build_refuses_a_lesson_cell_with_the_reserved_grade_id(tmp_path):
 def test_grading_imports_the_self_checks_from_the_kernel_library_not_from_the_cell(tmp_path):
     """What grading relies on: the setup cell's hidden part drops the notebook's folder from sys.path before the
     self-checks are imported (the kernel library holds the same modules), and the cell writes only those modules."""
-    from autograder.grading.workspace import write_kernel_library
+    from autograder.grading.run.workspace import write_kernel_library
 
     library = write_kernel_library(tmp_path / "library")
     for lesson in LESSONS:

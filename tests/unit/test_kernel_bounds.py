@@ -303,7 +303,7 @@ def test_only_private_folders_of_graders_that_are_gone_are_stale(tmp_path, monke
     # it or another of its own, is that grader's kernel at work and must stay (its watch writes its flags there).
     import tempfile
 
-    from autograder.grading.pipeline import execute
+    from autograder.kernel import leftovers
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = os.fork()
@@ -316,5 +316,5 @@ def test_only_private_folders_of_graders_that_are_gone_are_stale(tmp_path, monke
     for folder in folders.values():
         (folder / "channel").mkdir(parents=True)
     (tmp_path / "mha-kernel-oldstyle").mkdir()  # a name without a grader's pid: never taken for stale
-    assert execute.stale_private_folders() == [str(folders["gone"])]
-    assert execute.private_folder_prefix() == f"mha-kernel-{os.getpid()}-"
+    assert leftovers.stale_private_folders() == [str(folders["gone"])]
+    assert leftovers.private_folder_prefix() == f"mha-kernel-{os.getpid()}-"

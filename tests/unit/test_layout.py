@@ -1,9 +1,12 @@
 """The package's layout, read from the source: no import circle, no upward import, a self-contained kernel package,
-few loose modules, and the layer picture in the docs generated from the same declaration
-(``autograder/proofs/layout.py``)."""
+few loose modules, no module loose in ``autograder/grading/`` beside its rooms, no module over 600 lines, nothing but
+nbgrader's steps in ``autograder/grading/pipeline/``, and the layer picture in the docs generated from the same
+declaration (``autograder/proofs/layout.py``)."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import subprocess
 import sys
 
@@ -32,6 +35,44 @@ def test_the_kernel_package_imports_nothing_else_of_the_course():
 
 def test_few_loose_modules_beside_the_packages():
     assert len(layout.loose_modules()) <= layout.MAX_LOOSE_MODULES, layout.loose_modules()
+
+
+def test_no_module_sits_loose_in_grading_beside_its_rooms():
+    assert layout.loose_modules(layout.PACKAGE / "grading") == [], "put the module in the room it belongs to"
+
+
+def test_no_module_is_longer_than_600_lines():
+    assert layout.MAX_MODULE_LINES == 600
+    assert layout.long_modules() == [], "split these modules by concern"
+
+
+def test_the_line_limit_catches_a_module_one_line_too_long(tmp_path):
+    pkg = tmp_path / "autograder"
+    (pkg / "grading").mkdir(parents=True)
+    (pkg / "fits.py").write_text("x = 1\n" * 600)
+    (pkg / "grading" / "long.py").write_text("x = 1\n" * 601)
+    assert layout.long_modules(pkg) == [("autograder/grading/long.py", 601)]
+
+
+def test_the_pipeline_holds_exactly_the_declared_nbgrader_steps():
+    folder = layout.PACKAGE / "grading" / "pipeline"
+    found = {p.stem for p in folder.glob("*.py") if p.name != "__init__.py"}
+    assert found == set(layout.PIPELINE), "a module of grading/pipeline/ must be one of nbgrader's steps: declare " \
+                                          "it in layout.PIPELINE, or move it to the room that uses it"
+    assert not [p for p in folder.iterdir() if p.is_dir() and p.name not in ("templates", "__pycache__")]
+
+
+def test_nbgrader_config_reaches_every_pipeline_module():
+    """A pipeline module nbgrader's configuration never reaches (directly or through another pipeline module) is not
+    part of any nbgrader step."""
+    assert layout.pipeline_reached(GRAPH) == {f"autograder.grading.pipeline.{m}" for m in layout.PIPELINE}
+
+
+def test_the_classes_each_pipeline_step_names_are_that_module_s():
+    for module, step in layout.PIPELINE.items():
+        loaded = importlib.import_module(f"autograder.grading.pipeline.{module}")
+        for name in re.findall(r"\b[A-Z][a-z]+[A-Z]\w*", step):
+            assert hasattr(loaded, name), f"layout.PIPELINE says {module} holds {name}"
 
 
 def test_every_declared_upward_import_exists_and_has_a_reason():

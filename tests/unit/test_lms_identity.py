@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading import intake
+from autograder.grading.intake import class_folder
 
 LESSONS = ["01_warmup", "02_multi_head"]
 NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
@@ -40,7 +40,7 @@ RENAMED = ["Jane Doe_111_assignsubmission_file_/01_warmup.ipynb",  # the victim
 
 
 def test_two_moodle_participants_of_one_full_name_are_two_students_both_flagged(tmp_path):
-    got = _who(intake.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out"))
+    got = _who(class_folder.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out"))
     assert set(got) == {"Jane Doe_111", "Jane Doe_333", "Ivan Petrov"}
     for pid in ("111", "333"):
         ids, lessons, flags = got[f"Jane Doe_{pid}"]
@@ -57,11 +57,11 @@ def test_one_student_s_moodle_assignments_in_one_folder_are_one_student_and_a_cl
     both = ["Jane Doe_111_assignsubmission_file_/01_warmup.ipynb",
             "Jane Doe_511_assignsubmission_file_/02_multi_head.ipynb",
             "Ivan Petrov_222_assignsubmission_file_/01_warmup.ipynb"]
-    got = _who(intake.collect(_class(tmp_path / "one", both), LESSONS, tmp_path / "out"))
+    got = _who(class_folder.collect(_class(tmp_path / "one", both), LESSONS, tmp_path / "out"))
     assert got["Jane Doe"] == ("111 511", {"01_warmup": "01_warmup.ipynb", "02_multi_head": "02_multi_head.ipynb"},
                                [])
     assert set(got) == {"Jane Doe", "Ivan Petrov"}
-    clash = _who(intake.collect(_class(tmp_path / "two", both + RENAMED[1:2]), LESSONS, tmp_path / "out"))
+    clash = _who(class_folder.collect(_class(tmp_path / "two", both + RENAMED[1:2]), LESSONS, tmp_path / "out"))
     assert set(clash) == {"Jane Doe_111", "Jane Doe_333", "Jane Doe_511", "Ivan Petrov"}
     assert all("graded apart by participant id" in clash[f"Jane Doe_{pid}"][2][0] for pid in ("111", "333", "511"))
 
@@ -70,11 +70,12 @@ def test_a_later_moodle_download_sends_each_participant_to_the_student_it_was_gr
     """The victim was graded as 'Jane Doe' (participant 111) before the impostor renamed herself: she stays 'Jane
     Doe'; the impostor gets a student of her own, the same in every later download of the assignment."""
     earlier = {"Jane Doe": {"01_warmup": "111"}, "Ivan Petrov": {"01_warmup": "222"}}
-    got = _who(intake.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out", earlier=earlier))
+    got = _who(class_folder.collect(_class(tmp_path / "m", RENAMED), LESSONS, tmp_path / "out", earlier=earlier))
     assert {name: ids for name, (ids, _, _) in got.items()} == {"Jane Doe": "111", "Jane Doe_333": "333",
                                                                 "Ivan Petrov": "222"}
     earlier["Jane Doe_333"] = {"01_warmup": "333"}
-    again = _who(intake.collect(_class(tmp_path / "m2", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    again = _who(class_folder.collect(_class(tmp_path / "m2", RENAMED[1:2]), LESSONS, tmp_path / "out",
+                                      earlier=earlier))
     assert list(again) == ["Jane Doe_333"]  # alone in a download, she is still not the victim
 
 
@@ -83,17 +84,18 @@ def test_a_moodle_participant_whose_name_was_graded_for_another_participant_is_k
     that name hands lesson 01 in: kept apart and flagged. Another assignment (lesson 02, ids of its own) under the
     same name is the same student."""
     earlier = {"Jane Doe": {"01_warmup": "111"}}
-    got = _who(intake.collect(_class(tmp_path / "m", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    got = _who(class_folder.collect(_class(tmp_path / "m", RENAMED[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
     assert got == {"Jane Doe_333": ("333", {"01_warmup": "01_warmup.ipynb"}, [
         "'Jane Doe' was graded as participant 111 of Moodle; participant 333 of the same name is graded apart by "
         "participant id: check which is whom"])}
-    other = _who(intake.collect(_class(tmp_path / "m2", ["Jane Doe_555_assignsubmission_file_/02_multi_head.ipynb"]),
-                                LESSONS, tmp_path / "out", earlier=earlier))
+    other = _who(class_folder.collect(
+        _class(tmp_path / "m2", ["Jane Doe_555_assignsubmission_file_/02_multi_head.ipynb"]), LESSONS,
+        tmp_path / "out", earlier=earlier))
     assert other == {"Jane Doe": ("555", {"02_multi_head": "02_multi_head.ipynb"}, [])}
 
 
 def test_moodle_flat_files_of_one_full_name_never_replace_each_other(tmp_path):
-    got = _who(intake.collect(_class(tmp_path / "m", [
+    got = _who(class_folder.collect(_class(tmp_path / "m", [
         "Jane Doe_111_assignsubmission_file_01_warmup.ipynb", "Jane Doe_333_assignsubmission_file_01_warmup.ipynb"]),
         LESSONS, tmp_path / "out"))
     assert {name: lessons for name, (_, lessons, _) in got.items()} == {
@@ -107,7 +109,7 @@ SPACE = ["151039-459402 - Jane Doe - Dec 3, 2026 1005 AM - 01_warmup.ipynb",  # 
 
 
 def test_a_later_brightspace_file_of_another_user_of_the_same_name_replaces_nothing(tmp_path):
-    roster = intake.collect(_class(tmp_path / "d", SPACE), LESSONS, tmp_path / "out")
+    roster = class_folder.collect(_class(tmp_path / "d", SPACE), LESSONS, tmp_path / "out")
     got = _who(roster)
     assert {name: (ids, lessons) for name, (ids, lessons, _) in got.items()} == {
         "Jane Doe_459402": ("459402", {"01_warmup": SPACE[0]}),  # her own latest copy, not the other user's
@@ -117,7 +119,8 @@ def test_a_later_brightspace_file_of_another_user_of_the_same_name_replaces_noth
     assert any(SPACE[2] in note and "earlier copy" in note for note in roster.notes)
     # a later download: each user id goes to the student it was graded as, the name alone moves nothing
     earlier = {"Jane Doe_459402": {"01_warmup": "459402"}, "Jane Doe_459409": {"01_warmup": "459409"}}
-    again = _who(intake.collect(_class(tmp_path / "d2", SPACE[1:2]), LESSONS, tmp_path / "out", earlier=earlier))
+    again = _who(class_folder.collect(_class(tmp_path / "d2", SPACE[1:2]), LESSONS, tmp_path / "out",
+                                      earlier=earlier))
     assert list(again) == ["Jane Doe_459409"]
 
 
@@ -143,7 +146,7 @@ def test_an_exchange_folder_in_another_student_s_name_is_kept_apart_from_both(tm
     root = _class(tmp_path / "inbound", [f"{folder}/01_warmup.ipynb" for folder in owners])
     for folder, user in owners.items():
         _own(root / folder, user)
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     sid = {name: s for s, name in roster.folders.items()}
     graded = {name: roster.entries[s]["01_warmup"].path.parent.name[-2:] for name, s in sid.items()}
     assert graded == {ALICE: "aa", BOB: "bb", EVE: "ff", f"{EVE} (as {ALICE})": "ee", f"{EVE} (as {BOB})": "gg"}
@@ -163,7 +166,7 @@ def test_a_future_exchange_timestamp_never_wins_over_an_honest_earlier_one(tmp_p
     root = _class(tmp_path / "inbound", [f"alice+01_warmup+{STAMP}+aa/01_warmup.ipynb",
                                          f"alice+01_warmup+{FUTURE}+ee/01_warmup.ipynb",
                                          f"bob+01_warmup+{STAMP}+bb/01_warmup.ipynb"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.entries["alice"]["01_warmup"].path.parent.name.endswith("+aa")
     assert roster.entries["alice"]["01_warmup"].submitted == "2026-11-02T10:00:00+00:00"
     assert roster.flags["alice"] == [
@@ -186,7 +189,7 @@ def test_exchange_folders_of_the_grading_user_are_taken_by_their_names_never_as_
                                          f"{BOB}+02_multi_head+{STAMP}+dd/02_multi_head.ipynb"])
     _own(root / f"{ALICE}+01_warmup+{STAMP}+bb", ALICE)
     _own(root / f"{BOB}+02_multi_head+{STAMP}+dd", EVE)
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.entries[ALICE]["01_warmup"].path.parent.name.endswith("+bb")
     assert roster.entries[BOB]["01_warmup"].path.parent.name.endswith("+cc")
     assert roster.entries[me]["01_warmup"].path.parent.name.endswith("+aa")
@@ -204,7 +207,7 @@ SAME_SECOND = ["151039-4411 - Jane Doe - Dec 3, 2026 1005 AM - 01_warmup.ipynb",
 def test_a_brightspace_download_whose_second_number_is_everyone_s_gives_no_user_id(tmp_path):
     """Every file carries the same second number (the assignment's or the course's, not a user's): the full name is
     the student, nobody is split, and a name under two submissions of one file is flagged, its latest graded."""
-    got = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out"))
+    got = _who(class_folder.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out"))
     assert {name: (ids, lessons) for name, (ids, lessons, _) in got.items()} == {
         "Jane Doe": ("", {"01_warmup": SAME_SECOND[1]}), "Ivan Petrov": ("", {"01_warmup": SAME_SECOND[2]})}
     assert got["Jane Doe"][2] == [
@@ -217,15 +220,15 @@ def test_a_brightspace_download_whose_second_number_is_everyone_s_gives_no_user_
 def test_one_student_s_brightspace_download_gives_no_user_id_unless_an_earlier_one_knew_it(tmp_path):
     """In one student's files nothing tells whether the second number is a user's: the name decides, unless the
     term graded a user under that number (then it is the same student, as above)."""
-    alone = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND[:1]), LESSONS, tmp_path / "out"))
+    alone = _who(class_folder.collect(_class(tmp_path / "d", SAME_SECOND[:1]), LESSONS, tmp_path / "out"))
     assert {name: ids for name, (ids, _, _) in alone.items()} == {"Jane Doe": ""}
-    known = _who(intake.collect(_class(tmp_path / "d2", SAME_SECOND[:1]), LESSONS, tmp_path / "out",
-                                earlier={"Jane Doe": {"01_warmup": "4411"}}))
+    known = _who(class_folder.collect(_class(tmp_path / "d2", SAME_SECOND[:1]), LESSONS, tmp_path / "out",
+                                      earlier={"Jane Doe": {"01_warmup": "4411"}}))
     assert {name: ids for name, (ids, _, _) in known.items()} == {"Jane Doe": "4411"}
 
 
 def test_brightspace_folders_without_user_ids_flag_a_name_with_two_submissions_and_grade_the_latest(tmp_path):
-    got = _who(intake.collect(_class(tmp_path / "d", [
+    got = _who(class_folder.collect(_class(tmp_path / "d", [
         "151039-4411 - Jane Doe - Dec 3, 2026 1005 AM/01_warmup.ipynb",
         "151050-4411 - Jane Doe - Dec 3, 2026 1130 AM/01_warmup.ipynb",
         "151060-4411 - Ivan Petrov - Dec 3, 2026 1140 AM/01_warmup.ipynb"]), LESSONS, tmp_path / "out"))
@@ -237,6 +240,6 @@ def test_brightspace_folders_without_user_ids_flag_a_name_with_two_submissions_a
 
 
 def test_a_name_graded_under_a_brightspace_user_id_is_not_split_by_a_download_that_gives_none(tmp_path):
-    got = _who(intake.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out",
-                              earlier={"Jane Doe": {"01_warmup": "459402"}}))
+    got = _who(class_folder.collect(_class(tmp_path / "d", SAME_SECOND), LESSONS, tmp_path / "out",
+                                    earlier={"Jane Doe": {"01_warmup": "459402"}}))
     assert set(got) == {"Jane Doe", "Ivan Petrov"}

@@ -15,8 +15,9 @@ from datetime import datetime
 import lms_files
 import pytest
 
-from autograder.grading import lms_export, outcome
-from autograder.grading.settings import Settings
+from autograder.grading.records import outcome
+from autograder.grading.records.settings import Settings
+from autograder.grading.reports import lms_export
 
 WARMUP, EXERCISES = "01_warmup", "05_exercises"
 MAXIMA = {WARMUP: 10.0, EXERCISES: 30.0}
@@ -263,7 +264,7 @@ def test_late_work_is_shown_in_grades_csv_and_the_report(tmp_path):
     import csv
     import html
 
-    from autograder.grading import report
+    from autograder.grading.reports import report
 
     rows = _moodle_rows()
     for row in rows:

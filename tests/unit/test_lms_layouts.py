@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading import intake, lms
+from autograder.grading.intake import class_folder, class_roster, lms_layouts
 
 LESSONS = ["01_warmup", "02_multi_head"]
 NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
@@ -35,7 +35,7 @@ CANVAS = ["abcxyz_12345_9001_01_warmup.ipynb", "abcxyz_12345_9002_02_multi_head.
 
 
 def test_canvas_flat_download_is_read_per_user_id(tmp_path):
-    roster = intake.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
+    roster = class_folder.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
     assert roster.lms == "canvas"
     assert _summary(roster) == {
         "abcxyz_12345": ("12345", {"01_warmup": ("ok", CANVAS[0]), "02_multi_head": ("ok", CANVAS[1])}),
@@ -50,20 +50,20 @@ def test_canvas_zip_is_read_the_same_and_a_refused_one_leaves_nothing(tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         for path in folder.iterdir():
             zf.write(path, path.name)
-    roster = intake.collect(archive, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(archive, LESSONS, tmp_path / "out")
     assert {k: v[0] for k, v in _summary(roster).items()} == {"abcxyz_12345": "12345", "doejane_777": "777"}
     bad = tmp_path / "bad.zip"
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr("notes.txt", "no notebook here")
-    with pytest.raises(intake.LayoutError):
-        intake.collect(bad, LESSONS, tmp_path / "out2")
-    assert not (tmp_path / "out2" / intake.UNZIPPED).exists()
+    with pytest.raises(class_roster.LayoutError):
+        class_folder.collect(bad, LESSONS, tmp_path / "out2")
+    assert not (tmp_path / "out2" / class_folder.UNZIPPED).exists()
 
 
 def test_moodle_folders_and_flat_files(tmp_path):
     folders = _class(tmp_path / "m", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb",
                                       "Ivan Petrov_4212_assignsubmission_file_/02_multi_head.ipynb"])
-    roster = intake.collect(folders, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(folders, LESSONS, tmp_path / "out")
     assert roster.lms == "moodle"
     got = _summary(roster)
     assert got["Jane Doe"] == ("4211", {"01_warmup": ("ok", "01_warmup.ipynb"),
@@ -71,7 +71,7 @@ def test_moodle_folders_and_flat_files(tmp_path):
     assert got["Ivan Petrov"][0] == "4212"
     flat = _class(tmp_path / "mf", ["Jane Doe_4211_assignsubmission_file_01_warmup.ipynb",
                                     "Jane Doe_4211_assignsubmission_file_02_multi_head.ipynb"])
-    roster = intake.collect(flat, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(flat, LESSONS, tmp_path / "out")
     assert _summary(roster) == {"Jane Doe": ("4211", {"01_warmup": ("ok", "Jane Doe_4211_assignsubmission_file_"
                                                                            "01_warmup.ipynb"),
                                                       "02_multi_head": ("ok", "Jane Doe_4211_assignsubmission_file_"
@@ -83,7 +83,7 @@ def test_blackboard_grades_the_latest_attempt_and_skips_receipts(tmp_path):
         "Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
         "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb",
         "Lesson 1_jdoe_attempt_2026-11-03-10-30-00.txt"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.lms == "blackboard"
     ids, lessons = _summary(roster)["jdoe"]
     assert ids == "jdoe" and lessons["01_warmup"] == ("ok", "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_"
@@ -95,7 +95,7 @@ def test_brightspace_flat_download(tmp_path):
     root = _class(tmp_path / "d", ["151039-459402 - Jane Doe- Dec 3, 2026 1005 AM - 01_warmup.ipynb",
                                    "151040-459403 - Ivan Petrov - Dec 2, 2026 905 PM - 01_warmup.ipynb",
                                    "index.html"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.lms == "brightspace"
     assert {name: lessons["01_warmup"][0] for name, (_, lessons) in _summary(roster).items()} == {
         "Jane Doe": "ok", "Ivan Petrov": "ok"}
@@ -105,7 +105,7 @@ def test_nbgrader_exchange_inbound_takes_the_latest_submission(tmp_path):
     root = _class(tmp_path / "x", ["alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
                                    "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb",
                                    "bob+02_multi_head+2026-11-02 11:00:00.000000 UTC+cc/02_multi_head.ipynb"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.lms == "nbgrader-exchange"
     entries = roster.entries["alice"]
     assert entries["01_warmup"].path.parent.name.endswith("+bb")
@@ -114,7 +114,7 @@ def test_nbgrader_exchange_inbound_takes_the_latest_submission(tmp_path):
 
 def test_a_plain_class_of_student_folders_is_not_an_lms_download(tmp_path):
     root = _class(tmp_path / "p", ["alice/01_warmup.ipynb", "bob_12_34_x/01_warmup.ipynb"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.lms == "" and roster.students == ["alice", "bob_12_34_x"]
 
 
@@ -122,14 +122,14 @@ def test_one_student_cannot_make_the_class_an_lms_download(tmp_path):
     """A layout is taken only when every name at the top follows it: a student folder named like Moodle's does not
     turn the others' folders into something else."""
     root = _class(tmp_path / "p", ["alice/01_warmup.ipynb", "Eve_1_assignsubmission_file_/01_warmup.ipynb"])
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.lms == "" and set(roster.folders.values()) == {"alice", "Eve_1_assignsubmission_file_"}
 
 
 def test_flat_notebooks_that_follow_no_layout_get_a_hint_for_the_nearest(tmp_path):
     root = _class(tmp_path / "h", ["abcxyz_12345_9001_01_warmup.ipynb", "renamed by hand.ipynb"])
-    with pytest.raises(intake.LayoutError) as err:
-        intake.collect(root, LESSONS, tmp_path / "out")
+    with pytest.raises(class_roster.LayoutError) as err:
+        class_folder.collect(root, LESSONS, tmp_path / "out")
     message = str(err.value)
     assert "1 of 2 names follow Canvas's download layout" in message and "'renamed by hand.ipynb'" in message
     assert "<name>_<user id>_<submission id>_<lesson>.ipynb" in message  # the accepted layouts are listed
@@ -142,7 +142,7 @@ def test_flat_notebooks_that_follow_no_layout_get_a_hint_for_the_nearest(tmp_pat
     ("A_b_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb", False, "blackboard", "jdoe", "jdoe"),
 ])
 def test_each_layout_names_the_student_and_the_lms_id(name, is_dir, system, student, lms_id):
-    download = lms.recognise({name: is_dir})
+    download = lms_layouts.recognise({name: is_dir})
     assert download.system == system
     assert (download.files[0].student, download.files[0].lms_id) == (student, lms_id)
 
@@ -157,25 +157,26 @@ def test_late_marks_and_submission_times_are_kept(tmp_path):
     """Canvas's _LATE_ marks the lesson late (its names carry no time); Blackboard's attempt time, Brightspace's date
     and the exchange's timestamp are the submission time, of the copy graded; Moodle's participant id is kept per
     lesson."""
-    canvas = intake.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
+    canvas = class_folder.collect(_class(tmp_path / "c", CANVAS), LESSONS, tmp_path / "out")
     assert _handed_in(canvas, "doejane_777", "01_warmup") == ("", True, "777")
     assert _handed_in(canvas, "doejane_777", "02_multi_head") == ("", False, "777")
     assert _handed_in(canvas, "abcxyz_12345", "01_warmup") == ("", False, "12345")
-    board = intake.collect(_class(tmp_path / "b", ["Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
-                                                   "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
+    board = class_folder.collect(_class(tmp_path / "b", ["Lesson 1_jdoe_attempt_2026-11-02-09-00-00_01_warmup.ipynb",
+                                                         "Lesson 1_jdoe_attempt_2026-11-03-10-30-00_01_warmup.ipynb"]),
+                                 LESSONS, tmp_path / "out")
     assert _handed_in(board, "jdoe", "01_warmup") == ("2026-11-03T10:30:00", False, "jdoe")
-    space = intake.collect(_class(tmp_path / "d", ["151039-459402 - Jane Doe - Dec 3, 2026 1005 PM - 01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
+    space = class_folder.collect(
+        _class(tmp_path / "d", ["151039-459402 - Jane Doe - Dec 3, 2026 1005 PM - 01_warmup.ipynb"]), LESSONS,
+        tmp_path / "out")
     assert _handed_in(space, "Jane Doe", "01_warmup")[0] == "2026-12-03T22:05:00"
-    exchange = intake.collect(_class(tmp_path / "x", [
+    exchange = class_folder.collect(_class(tmp_path / "x", [
         "alice+01_warmup+2026-11-01 10:00:00.000000 UTC+aa/01_warmup.ipynb",
         "alice+01_warmup+2026-11-02 10:00:00.000000 UTC+bb/01_warmup.ipynb"]), LESSONS, tmp_path / "out")
     assert _handed_in(exchange, "alice", "01_warmup")[0] == "2026-11-02T10:00:00+00:00"
-    first = intake.collect(_class(tmp_path / "m1", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb"]),
-                           LESSONS, tmp_path / "out")
-    second = intake.collect(_class(tmp_path / "m2", ["Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
-                            LESSONS, tmp_path / "out", earlier={"Jane Doe": {"01_warmup": "4211"}})
+    first = class_folder.collect(_class(tmp_path / "m1", ["Jane Doe_4211_assignsubmission_file_/01_warmup.ipynb"]),
+                                 LESSONS, tmp_path / "out")
+    second = class_folder.collect(_class(tmp_path / "m2", ["Jane Doe_5211_assignsubmission_file_/02_multi_head.ipynb"]),
+                                  LESSONS, tmp_path / "out", earlier={"Jane Doe": {"01_warmup": "4211"}})
     assert _handed_in(first, "Jane Doe", "01_warmup")[2] == "4211"  # each assignment's download: its own ids,
     assert _handed_in(second, "Jane Doe", "02_multi_head")[2] == "5211"  # one student across assignments
     assert list(second.flags.values()) == [[]]
@@ -186,7 +187,7 @@ def test_nbgrader_collect_keeps_its_timestamp(tmp_path):
                                                       "bob/01_warmup/01_warmup.ipynb"])
     (root / "alice" / "01_warmup" / "timestamp.txt").write_text("2026-10-02 08:30:00.123456 UTC")
     (root / "bob" / "01_warmup" / "timestamp.txt").write_text("not a time")
-    roster = intake.collect(root, LESSONS, tmp_path / "out")
+    roster = class_folder.collect(root, LESSONS, tmp_path / "out")
     assert roster.entries["alice"]["01_warmup"].submitted == "2026-10-02T08:30:00.123456+00:00"
     assert roster.entries["bob"]["01_warmup"].submitted == ""
     assert roster.entries["bob"]["01_warmup"].flags == [
@@ -202,13 +203,13 @@ def test_nbgrader_collect_keeps_its_timestamp(tmp_path):
     ("", "2026-10-01", False),  # no time: only the LMS's own mark says late
 ])
 def test_a_due_date_marks_later_work_late(when, due, late):
-    from autograder.grading import results
-    from autograder.grading.settings import Settings
+    from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import results
 
     s = Settings(out="unused", lessons=LESSONS, due={"01_warmup": due})
-    entry = intake.Entry("alice", "01_warmup", submitted=when)
+    entry = class_roster.Entry("alice", "01_warmup", submitted=when)
     assert results.handed_in(s, entry) == {"lms_id": "", "late": late, "submitted": when}
-    assert results.handed_in(s, intake.Entry("alice", "01_warmup", late=True))["late"]  # Canvas's _LATE_ stays
+    assert results.handed_in(s, class_roster.Entry("alice", "01_warmup", late=True))["late"]  # Canvas's _LATE_ stays
 
 
 def _row(student, folder, lms_id, **lessons):
@@ -223,8 +224,9 @@ def test_an_import_file_never_holds_a_provisional_score(tmp_path):
     make; tests/unit/test_lms_import_files.py fills the exports.)"""
     from dataclasses import replace
 
-    from autograder.grading import lms_export, outcome
-    from autograder.grading.settings import Settings
+    from autograder.grading.records import outcome
+    from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import lms_export
 
     s = Settings(out=str(tmp_path), lessons=["01_warmup", "05_exercises"])
     rows = [_row("ngada_31", "ngada_31", "31", **{"01_warmup": (outcome.GRADED, 9.0, "31"),

@@ -1,5 +1,5 @@
-"""The pure parts of carrying the instructor's marks over a regrade (``autograder/grading/marks.py``): the answer's
-hash, which marks hold and which go back to pending and why, and what the summary and a feedback page say. The
+"""The pure parts of carrying the instructor's marks over a regrade (``autograder/grading/records/marks.py``): the
+answer's hash, which marks hold and which go back to pending and why, and what the summary and a feedback page say. The
 whole of it, through the grading command, is ``tests/grading/test_marks.py``."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from __future__ import annotations
 import hashlib
 from types import SimpleNamespace
 
-from autograder.grading import insights, marks
-from autograder.grading.pipeline import feedback_page
+from autograder.grading.records import marks
+from autograder.grading.reports import insights
+from autograder.grading.run import feedback_files
 
 ANSWER = "Reshape to (T, h, d_head), then\ntranspose to (h, T, d_head)."
 
@@ -94,10 +95,10 @@ def test_the_summary_shows_old_and_new_scores_and_the_marks_back_to_pending():
 
 def test_a_feedback_page_says_what_changed_since_the_last_one_under_its_title():
     page = "<html><body><h1>05 (Score: 24.0 / 26.0)</h1><h1>other</h1></body></html>"
-    assert feedback_page.with_changes(page, 24.0, 24.0, []) == page
-    assert feedback_page.with_changes(page, None, 24.0, []) == page
+    assert feedback_files.with_changes(page, 24.0, 24.0, []) == page
+    assert feedback_files.with_changes(page, None, 24.0, []) == page
     reopened = [{"cell": "explain<w_o>", "reason": marks.TEXT_CHANGED, "score": 1.0, "max": 2.0}]
-    changed = feedback_page.with_changes(page, 25.0, 24.0, reopened)
+    changed = feedback_files.with_changes(page, 25.0, 24.0, reopened)
     assert changed.startswith("<html><body><h1>05 (Score: 24.0 / 26.0)</h1>\n<div id=\"since-last\">")
     assert "Your score changed from 25 to 24" in changed and "<code>explain&lt;w_o&gt;</code>" in changed
     assert changed.count("since-last") == 1

@@ -1,6 +1,6 @@
 """What one notebook may cost the grader's process, without a kernel: the limits read before a notebook is parsed
-(``intake.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
-notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``scan``), and a
+(``size_limits.NotebookLimits``), a static scan that never raises, reads a bounded amount of code in each cell and each
+notebook, and costs time linear in it, even on code built to make it backtrack or walk again (``code_scan``), and a
 structure check linear in the number of cells (``findings.structure_flags``).
 
 The grading command's handling of the same notebooks, beside honest students, is ``tests/grading/test_swamp.py``.
@@ -19,11 +19,12 @@ import pytest
 from cost import fastest
 
 from autograder import course
-from autograder.grading import findings, intake, scan
-from autograder.grading.settings import Settings
+from autograder.grading.intake import class_folder, code_scan, file_access, size_limits
+from autograder.grading.records import findings
+from autograder.grading.records.settings import Settings
 
 LESSON = "01_warmup"
-LIMITS = intake.NotebookLimits(max_bytes=2**20, max_cells=50, max_cell_output=2**16, max_output=2**18)
+LIMITS = size_limits.NotebookLimits(max_bytes=2**20, max_cells=50, max_cell_output=2**16, max_output=2**18)
 
 
 def _notebook(cells=3, outputs=()):
@@ -43,7 +44,7 @@ def _write(tmp_path, nb, name="01_warmup.ipynb"):
 
 
 def test_a_notebook_within_the_limits_is_read(tmp_path):
-    data, nb = intake.read_notebook(_write(tmp_path, _notebook(outputs=[1000])), LIMITS)
+    data, nb = file_access.read_notebook(_write(tmp_path, _notebook(outputs=[1000])), LIMITS)
     assert len(nb.cells) == 4 and json.loads(data)["nbformat"] == 4
 
 
@@ -53,9 +54,9 @@ def test_a_notebook_within_the_limits_is_read(tmp_path):
     (_notebook(outputs=[2**16 - 100] * 5), "stored output over 256 KB: 01_warmup.ipynb"),
 ])
 def test_a_notebook_past_a_limit_is_refused_naming_it(tmp_path, nb, phrase):
-    with pytest.raises(intake.OverLimit, match=phrase):
-        intake.read_notebook(_write(tmp_path, nb), LIMITS)
-    assert intake._read_check(tmp_path / "01_warmup.ipynb", LIMITS).startswith(phrase)
+    with pytest.raises(size_limits.OverLimit, match=phrase):
+        file_access.read_notebook(_write(tmp_path, nb), LIMITS)
+    assert class_folder._read_check(tmp_path / "01_warmup.ipynb", LIMITS).startswith(phrase)
 
 
 def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(tmp_path):
@@ -64,8 +65,8 @@ def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(
         fh.truncate(64 * 2**20)  # 64 MB of zeros: reading it would show in the peak
     tracemalloc.start()
     try:
-        with pytest.raises(intake.OverLimit, match=r"notebook over 1 MB: 01_warmup.ipynb is 64 MB"):
-            intake.read_notebook(path, LIMITS)
+        with pytest.raises(size_limits.OverLimit, match=r"notebook over 1 MB: 01_warmup.ipynb is 64 MB"):
+            file_access.read_notebook(path, LIMITS)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -73,18 +74,18 @@ def test_a_file_over_the_byte_limit_is_refused_from_its_size_without_being_read(
 
 
 def test_the_byte_limit_is_a_setting_and_bounds_the_output_limits():
-    assert Settings(out="/tmp/x", lessons=[LESSON]).notebook_limits == intake.NotebookLimits()
-    assert intake.NotebookLimits().max_bytes == 20 * 2**20
+    assert Settings(out="/tmp/x", lessons=[LESSON]).notebook_limits == size_limits.NotebookLimits()
+    assert size_limits.NotebookLimits().max_bytes == 20 * 2**20
     small = Settings(out="/tmp/x", lessons=[LESSON], max_notebook_mb=2).notebook_limits
     assert (small.max_bytes, small.max_cell_output, small.max_output) == (2 * 2**20,) * 3
 
 
 def test_the_course_notebooks_are_well_within_the_limits():
-    limits = intake.NotebookLimits()
+    limits = size_limits.NotebookLimits()
     for path in sorted(course.LESSONS.glob("*.ipynb")):
         raw = json.loads(path.read_bytes())
         assert len(raw["cells"]) * 10 < limits.max_cells, path.name
-        assert intake.over_limit(raw, path.name, limits) == ""
+        assert size_limits.over_limit(raw, path.name, limits) == ""
 
 
 @pytest.mark.parametrize("source", [
@@ -94,21 +95,21 @@ def test_the_course_notebooks_are_well_within_the_limits():
     "x = " + "not " * 40_000 + "y",
 ])
 def test_the_scan_never_raises_on_deep_code_and_says_it_could_not_scan(source):
-    found = scan.scan_source(source)
+    found = code_scan.scan_source(source)
     assert any("could not be scanned" in f for f in found), found
 
 
 def test_the_scan_reads_a_bounded_amount_of_code():
-    found = scan.scan_source("x = 1\n" * (scan.MAX_SCANNED_CHARS // 6 + 1))
+    found = code_scan.scan_source("x = 1\n" * (code_scan.MAX_SCANNED_CHARS // 6 + 1))
     assert found and "could not be scanned" in found[0]
-    assert scan.scan_source("import os\nos.system('ls')") == ["calls os.system() (files or processes)"]
+    assert code_scan.scan_source("import os\nos.system('ls')") == ["calls os.system() (files or processes)"]
 
 
 def test_a_notebook_with_deep_code_is_scanned_cell_by_cell():
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = " + "+".join(["1"] * 60_000)),
                 nbformat.v4.new_code_cell("import sys\nsys.exit()")]
-    found = scan.scan_notebook(nb)
+    found = code_scan.scan_notebook(nb)
     assert any("could not be scanned" in f for f in found) and "calls sys.exit() (leaves or kills the kernel)" in found
 
 
@@ -137,7 +138,7 @@ def test_the_structure_check_is_linear_in_the_number_of_cells():
 
 
 def test_a_check_that_fails_on_one_notebook_is_a_flag_not_an_exception():
-    from autograder.grading import workspace
+    from autograder.grading.run import workspace
 
     released = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
     nb = nbformat.v4.new_notebook()
@@ -176,7 +177,7 @@ def _walked(monkeypatch, source) -> tuple:
     monkeypatch.setattr(ast, "iter_child_nodes", lambda node: steps.append(1) or children(node))
     sys.setrecursionlimit(2 * depth)  # the counting adds a frame to each visit
     try:
-        return scan.scan_source(source), len(steps)
+        return code_scan.scan_source(source), len(steps)
     finally:
         sys.setrecursionlimit(depth)
         monkeypatch.undo()
@@ -185,10 +186,10 @@ def _walked(monkeypatch, source) -> tuple:
 @pytest.mark.parametrize("name", sorted(_COSTLY))
 def test_the_scan_costs_linear_work_on_code_built_to_make_it_quadratic(name, monkeypatch):
     small_source, big_source = _COSTLY[name](1), _COSTLY[name](8)
-    assert 7 < len(big_source) / len(small_source) < 9 and len(big_source) <= scan.MAX_SCANNED_CHARS
+    assert 7 < len(big_source) / len(small_source) < 9 and len(big_source) <= code_scan.MAX_SCANNED_CHARS
     if name == _COSTLY_STRING:  # a pattern's backtracking is seen only in time: the fastest of five runs
-        (small, small_cost), (big, big_cost) = fastest(scan.scan_source, small_source), fastest(scan.scan_source,
-                                                                                              big_source)
+        (small, small_cost), (big, big_cost) = (fastest(code_scan.scan_source, small_source),
+                                                fastest(code_scan.scan_source, big_source))
     else:  # a walk's work is counted
         (small, small_cost), (big, big_cost) = _walked(monkeypatch, small_source), _walked(monkeypatch, big_source)
     assert set(big) == set(small) and not any("could not" in f for f in big), (small, big)
@@ -198,30 +199,32 @@ def test_the_scan_costs_linear_work_on_code_built_to_make_it_quadratic(name, mon
 
 def test_the_scan_names_what_the_costly_code_does():
     kernel_file = "reads the process table or kernel files ('kernel-1.json')"
-    assert scan.scan_source(_COSTLY["kernel-strings"](1)) == [kernel_file]
-    assert scan.scan_source(_COSTLY["call-chains"](1)) == ["changes the kernel with get_ipython().set_custom_exc()"] * 40
-    assert scan.scan_source(_COSTLY["nested-writes"](1))[0] == "writes a file (" + ("open(" * 24)[:80] + ")"
-    assert "defines an __eq__ that always returns True" in scan.scan_source(_COSTLY["nested-eq"](1))
+    assert code_scan.scan_source(_COSTLY["kernel-strings"](1)) == [kernel_file]
+    assert code_scan.scan_source(_COSTLY["call-chains"](1)) == [
+        "changes the kernel with get_ipython().set_custom_exc()"] * 40
+    assert code_scan.scan_source(_COSTLY["nested-writes"](1))[0] == "writes a file (" + ("open(" * 24)[:80] + ")"
+    assert "defines an __eq__ that always returns True" in code_scan.scan_source(_COSTLY["nested-eq"](1))
 
 
 def test_the_scan_of_one_notebook_parses_a_bounded_amount_of_code(monkeypatch):
     parsed = []
-    real_parse = scan.ast.parse
-    monkeypatch.setattr(scan.ast, "parse", lambda code, *a, **k: parsed.append(len(code)) or real_parse(code, *a, **k))
-    filler = "x = 1\n" * (scan.MAX_SCANNED_CHARS // 6 - 1)  # within one cell's limit
+    real_parse = code_scan.ast.parse
+    monkeypatch.setattr(code_scan.ast, "parse",
+                        lambda code, *a, **k: parsed.append(len(code)) or real_parse(code, *a, **k))
+    filler = "x = 1\n" * (code_scan.MAX_SCANNED_CHARS // 6 - 1)  # within one cell's limit
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import os\nos.system('ls')")]
     nb.cells += [nbformat.v4.new_code_cell(filler) for _ in range(10)]
-    found = scan.scan_notebook(nb)
-    assert sum(parsed) <= scan.MAX_NOTEBOOK_CHARS and len(parsed) < len(nb.cells)
+    found = code_scan.scan_notebook(nb)
+    assert sum(parsed) <= code_scan.MAX_NOTEBOOK_CHARS and len(parsed) < len(nb.cells)
     skipped = len(nb.cells) - len(parsed)
     assert found[0] == "calls os.system() (files or processes)"
     assert found[-1].startswith(f"the notebook could not be fully scanned: {skipped} cells were not read"), found
 
 
 def test_the_scan_names_calls_through_a_chain_of_calls():
-    found = scan.scan_source("import IPython, subprocess\nIPython.get_ipython().events.register('x', print)\n"
-                             "subprocess.Popen(['ls']).communicate()\n")
+    found = code_scan.scan_source("import IPython, subprocess\nIPython.get_ipython().events.register('x', print)\n"
+                                  "subprocess.Popen(['ls']).communicate()\n")
     assert found == ["changes the kernel with get_ipython().events.register()",
                      "calls subprocess.Popen() (files or processes)"], found
 
@@ -240,12 +243,12 @@ def test_a_notebook_of_millions_of_empty_objects_is_refused_before_anything_pars
     """2 million ``{}`` (6 MB): counted in the bytes, refused naming the limit, and the check's peak memory is a few
     times the file's size (parsing it would build 2 million dicts, some 130 MB in Python before nbformat copies them)."""
     path = _empties(tmp_path, 2_000_000)
-    limits = intake.NotebookLimits()
+    limits = size_limits.NotebookLimits()
     tracemalloc.start()
     try:
-        with pytest.raises(intake.OverLimit, match=r"notebook over 100,000 JSON objects and arrays: "
+        with pytest.raises(size_limits.OverLimit, match=r"notebook over 100,000 JSON objects and arrays: "
                                                    r"01_warmup.ipynb holds 2,000,0[0-9][0-9]"):
-            intake.read_notebook(path, limits)
+            file_access.read_notebook(path, limits)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -253,10 +256,10 @@ def test_a_notebook_of_millions_of_empty_objects_is_refused_before_anything_pars
 
 
 def test_json_nested_too_deep_is_refused_and_the_lessons_are_far_within_both_limits(tmp_path):
-    with pytest.raises(intake.OverLimit, match="nested over 100 levels deep: 01_warmup.ipynb nests its JSON 1,00"):
-        intake.read_notebook(_empties(tmp_path, 1_000, nested=True), intake.NotebookLimits())
+    with pytest.raises(size_limits.OverLimit, match="nested over 100 levels deep: 01_warmup.ipynb nests its JSON 1,00"):
+        file_access.read_notebook(_empties(tmp_path, 1_000, nested=True), size_limits.NotebookLimits())
     for path in course.LESSONS.glob("*.ipynb"):
-        opened, depth = intake.json_shape(path.read_bytes(), 10**9)
+        opened, depth = size_limits.json_shape(path.read_bytes(), 10**9)
         assert opened < 1_000 and depth < 10, (path.name, opened, depth)
 
 
@@ -267,7 +270,7 @@ def test_json_nested_too_deep_is_refused_and_the_lessons_are_far_within_both_lim
     (b'["\\', (1, 1)),  # a backslash as the last byte
 ])
 def test_json_shape_counts_only_brackets_outside_strings(text, shape):
-    assert intake.json_shape(text, 100) == shape
+    assert size_limits.json_shape(text, 100) == shape
 
 
 @pytest.mark.parametrize("unit", [b'"\\"', b'\\"', b'"{'])
@@ -275,5 +278,6 @@ def test_json_shape_reads_each_byte_once_whatever_the_text(unit):
     """Texts built to make a string pattern start again at every quote: 4 times the text costs about 4 times
     (a pattern that started again would cost 16 times)."""
     small, large = unit * 500_000, unit * 2_000_000
-    ratio = fastest(intake.json_shape, large, 10**9, runs=3)[1] / fastest(intake.json_shape, small, 10**9, runs=3)[1]
+    ratio = (fastest(size_limits.json_shape, large, 10**9, runs=3)[1]
+             / fastest(size_limits.json_shape, small, 10**9, runs=3)[1])
     assert ratio < 10, ratio

@@ -4,7 +4,7 @@ command.
 * ``findings.restore_metadata`` gives nbgrader a copy whose nbgrader metadata is the release's (nbgrader's own
   metadata check passes on it), whatever metadata the learner changed, faked or repeated;
 * ``findings.structure_flags`` names each kind of tampering;
-* ``findings.submission_time`` accepts what ``nbgrader collect`` writes and refuses any other ``timestamp.txt``;
+* ``class_folder.submission_time`` accepts what ``nbgrader collect`` writes and refuses any other ``timestamp.txt``;
 * the graded copy runs the release's opening (its code cells up to the setup cell, locked in every lesson) before any
   code of the learner's, so ``outcome.grading_error`` blames a failed setup cell on the grader whatever code the
   notebook holds, and a failed import of the course's modules after it on the notebook; every lesson's setup cell
@@ -22,8 +22,9 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from autograder import course
 from autograder.course import notebooks
-from autograder.grading import findings, outcome
+from autograder.grading.intake import class_folder
 from autograder.grading.pipeline.cell_metadata import CompiledMetadataValidator
+from autograder.grading.records import findings, outcome
 
 LESSON = "01_warmup"
 RELEASED = nbformat.read(course.LESSONS / f"{LESSON}.ipynb", as_version=4)
@@ -119,8 +120,8 @@ NOW = datetime(2026, 3, 1, 12, 0)
 
 
 def test_a_timestamp_written_by_nbgrader_collect_is_the_submission_time():
-    assert findings.submission_time(b"2026-01-01 10:00:00.000000 UTC\n", NOW) == datetime(2026, 1, 1, 10, 0)
-    assert findings.submission_time(b"2026-03-01T13:30:00+01:00", NOW) == datetime(2026, 3, 1, 12, 30)
+    assert class_folder.submission_time(b"2026-01-01 10:00:00.000000 UTC\n", NOW) == datetime(2026, 1, 1, 10, 0)
+    assert class_folder.submission_time(b"2026-03-01T13:30:00+01:00", NOW) == datetime(2026, 3, 1, 12, 30)
 
 
 @pytest.mark.parametrize("data, reason", [
@@ -130,11 +131,11 @@ def test_a_timestamp_written_by_nbgrader_collect_is_the_submission_time():
     (b"9999-12-31 23:59:59 -1200", "not a date and time"),
     (b"2026-03-03 12:00:00 UTC", "after the time of grading"),
     (b"1900-01-01 00:00:00", "after 1970"),
-    (b"2026-01-01 10:00:00 UTC" + b" " * findings.MAX_TIMESTAMP_BYTES, "bytes"),
+    (b"2026-01-01 10:00:00 UTC" + b" " * class_folder.MAX_TIMESTAMP_BYTES, "bytes"),
 ])
 def test_a_timestamp_that_is_not_a_plausible_time_is_refused(data, reason):
     with pytest.raises(ValueError, match=reason):
-        findings.submission_time(data, NOW)
+        class_folder.submission_time(data, NOW)
 
 
 # ---------------------------------------------------------------- a failed import of the course's modules

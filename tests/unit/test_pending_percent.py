@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 
-from autograder.grading import report, results
-from autograder.grading.settings import Settings
+from autograder.grading.records.settings import Settings
+from autograder.grading.reports import report, results
 
 LESSON = "05_exercises"
 

@@ -19,7 +19,7 @@ pytest_plugins = ["pytester"]
     (["dask", "scheduler", "--port", "8786"], "server"),
     (["/usr/lib/postgresql/15/bin/initdb", "-D", "data"], "server"),
     (["/venv/bin/python3.11", "-m", "ipykernel_launcher", "-f", "k.json"], "kernel"),
-    (["python", "-c", "from multiprocessing.forkserver import main; main(['autograder.grading.pool'])"], "kernel"),
+    (["python", "-c", "from multiprocessing.forkserver import main; main(['autograder.grading.run.pool'])"], "kernel"),
     (["make", "grade", "SUBMISSIONS=x"], "kernel"),
     (["make", "-n", "grade", "SUBMISSIONS=x", "DB=postgresql://grader@db/gradebook"], None),  # a dry run
     (["python", "-m", "nbgrader", "generate_assignment", "--force", "*"], None),  # no kernel: allowed

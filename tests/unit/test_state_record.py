@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from autograder.grading import outcome, state
-from autograder.grading.settings import Settings
+from autograder.grading.records import outcome, state
+from autograder.grading.records.settings import Settings
 
 
 def test_a_record_reads_back_as_it_was_written(tmp_path):

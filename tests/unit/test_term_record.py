@@ -1,4 +1,4 @@
-"""The term OUT keeps (``autograder/grading/term.py``), without a kernel: downloads taken in one after another keep
+"""The term OUT keeps (``autograder/grading/run/term.py``), without a kernel: downloads taken in one after another keep
 every earlier hand-in; a lesson not handed in is ``not handed in`` (no score) until it is closed; an older copy never
 replaces a later one; an OUT of an earlier version becomes a term without grading anything again."""
 
@@ -11,15 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grading import intake, outcome, term
+from autograder.grading.intake import class_roster
+from autograder.grading.records import outcome
+from autograder.grading.run import term
 
 WARMUP, EXERCISES = "01_warmup", "05_exercises"
 
 
-def _download(tmp_path: Path, name: str, handed: dict, **extra) -> intake.Roster:
+def _download(tmp_path: Path, name: str, handed: dict, **extra) -> class_roster.Roster:
     """A roster as intake gives it: {student: {lesson: bytes or a status}} for the lessons WARMUP and EXERCISES."""
     root = tmp_path / name
-    roster = intake.Roster(root=root, lms=extra.get("lms", ""))
+    roster = class_roster.Roster(root=root, lms=extra.get("lms", ""))
     for sid, work in handed.items():
         roster.folders[sid] = roster.names[sid] = sid.upper()
         roster.lms_ids[sid] = extra.get("ids", {}).get(sid, "")
@@ -31,11 +33,11 @@ def _download(tmp_path: Path, name: str, handed: dict, **extra) -> intake.Roster
                 path = root / sid / f"{lesson}.ipynb"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(got)
-                entry = intake.Entry(sid, lesson, path, "ok", "")
+                entry = class_roster.Entry(sid, lesson, path, "ok", "")
             elif got is None:
-                entry = intake.Entry(sid, lesson, None, "missing", f"no {lesson}.ipynb")
+                entry = class_roster.Entry(sid, lesson, None, "missing", f"no {lesson}.ipynb")
             else:
-                entry = intake.Entry(sid, lesson, None, got, "a link")
+                entry = class_roster.Entry(sid, lesson, None, got, "a link")
             entry.submitted = extra.get("when", {}).get((sid, lesson), "")
             entry.late = (sid, lesson) in extra.get("late", ())
             roster.entries[sid][lesson] = entry
@@ -43,7 +45,7 @@ def _download(tmp_path: Path, name: str, handed: dict, **extra) -> intake.Roster
 
 
 def _statuses(out, t) -> dict:
-    whole = term.roster(out, t, intake.Roster(root=out))
+    whole = term.roster(out, t, class_roster.Roster(root=out))
     return {(sid, lesson): e.status for sid, es in whole.entries.items() for lesson, e in es.items()}
 
 
@@ -63,7 +65,7 @@ def test_a_second_download_of_another_lesson_keeps_every_hand_in_of_the_first(tm
     assert _statuses(out, t) == {("ann", WARMUP): "ok", ("ann", EXERCISES): "ok", ("bob", WARMUP): "ok",
                                  ("bob", EXERCISES): outcome.NOT_HANDED_IN, ("cat", WARMUP): outcome.NOT_HANDED_IN,
                                  ("cat", EXERCISES): "ok"}
-    whole = term.roster(out, t, intake.Roster(root=out))
+    whole = term.roster(out, t, class_roster.Roster(root=out))
     assert whole.entries["bob"][WARMUP].path.read_bytes() == b"bob 01"  # kept in OUT: the download may be gone
     assert not whole.entries["bob"][EXERCISES].gradable and whole.folders["bob"] == "BOB"
 
@@ -108,14 +110,14 @@ def test_an_older_copy_graded_again_never_replaces_a_later_one(tmp_path):
                  [WARMUP])
     notes = term.take_in(out, t, _download(tmp_path, "old", {"ann": {WARMUP: b"v1"}}, when=old), [WARMUP])
     assert len(notes) == 1 and "the later one is kept" in notes[0]
-    whole = term.roster(out, t, intake.Roster(root=out))
+    whole = term.roster(out, t, class_roster.Roster(root=out))
     entry = whole.entries["ann"][WARMUP]
     assert entry.path.read_bytes() == b"v2" and entry.late and entry.submitted == new[("ann", WARMUP)]
 
 
 def test_an_unreadable_term_record_stops_the_run_with_what_to_do(tmp_path):
     (tmp_path / term.FILE).write_text("{not json")
-    with pytest.raises(intake.LayoutError, match="restore it from a backup"):
+    with pytest.raises(class_roster.LayoutError, match="restore it from a backup"):
         term.load(tmp_path)
 
 
@@ -136,14 +138,14 @@ def test_an_out_of_an_earlier_version_becomes_the_term_with_nothing_to_grade_aga
 
 
 def test_a_copy_the_grading_folder_lost_is_a_grading_error_never_a_score(tmp_path):
-    from autograder.grading import results
-    from autograder.grading.settings import Settings
+    from autograder.grading.records.settings import Settings
+    from autograder.grading.reports import results
 
     out = tmp_path / "out"
     t = term.load(out)
     term.take_in(out, t, _download(tmp_path, "a", {"ann": {WARMUP: b"good"}}), [WARMUP])
     (term.folder(out) / "ann" / f"{WARMUP}.ipynb").unlink()  # OUT lost it, not the learner
-    whole = term.roster(out, t, intake.Roster(root=out))
+    whole = term.roster(out, t, class_roster.Roster(root=out))
     assert whole.entries["ann"][WARMUP].status == outcome.GRADING_ERROR
     cell, flags = results._lesson_result(None, Settings(out=str(out), lessons=[WARMUP]), whole, "ann", WARMUP, 8.0)
     assert (cell["status"], cell["score"]) == (outcome.GRADING_ERROR, None) and "restore it" in cell["reason"]

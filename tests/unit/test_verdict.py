@@ -16,7 +16,7 @@ import pytest
 from autograder import bugs, reference
 from autograder.checks import registry
 from autograder.checks.verdict import BUG, NOT_RUN, PASSED, UNANSWERED, UNNAMED, Verdict, WrongAnswer
-from autograder.grading import items
+from autograder.grading.records import items
 from autograder.grading.pipeline import execute
 from autograder.grading.pipeline.hidden_tests import Session
 from autograder.kernel import hidden_cell
