@@ -145,6 +145,7 @@ def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict 
     """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``).
     ``origins``: {name relative to the student: the ``lms_layouts.File`` it came from}, for an LMS's download: its time,
     its late mark and the student's id there go with the lesson's Entry."""
+    claimed: set
     entries, claimed = {}, set()
     for lesson in lessons:
         if not any(rel.name.endswith(".ipynb") for rel in files):
@@ -250,7 +251,7 @@ def _assignments_joined(found: dict, lessons) -> dict:
     put in one class folder, come under several ids of one full name: ids of one name that hand in no lesson in
     common are one student's (one group, its ids joined by spaces). Where two ids of a name hand in the same lesson,
     the name is two students' or more, and each id stays apart (``_graded_as``)."""
-    by_name = {}
+    by_name: dict = {}
     for (student, key) in found:
         by_name.setdefault(student, []).append(key)
     joined = {}
@@ -280,7 +281,7 @@ def _graded_as(system: str, groups: dict, lessons, earlier: dict) -> dict:
     if not what:
         return {who: (who[0], []) for who in groups}
     by_id = {pid: name for name, given in earlier.items() for pid in given.values() if pid}
-    keys = {}
+    keys: dict = {}
     for student, key in groups:
         keys.setdefault(student, []).append(key)
     names, used = {}, set()

@@ -98,7 +98,7 @@ class Download:
 
     def students(self) -> dict:
         """{(student, key): [File]}: one group per student the LMS names, by its id where it gives one."""
-        grouped = {}
+        grouped: dict = {}
         for f in self.files:
             grouped.setdefault((f.student, f.key), []).append(f)
         return grouped
@@ -245,7 +245,7 @@ def _user_ids_or_names(files: list, ids) -> None:
     keys = {f.key for f in files}
     if len(keys) > 1 or keys <= set(ids):  # it tells users apart here, or did in an earlier download
         return
-    submissions = {}
+    submissions: dict = {}
     for f in files:
         f.key = f.lms_id = ""
         f.by = "submission " + f.entry.split("-", 1)[0]  # all it says of who: marks never follow a name alone
@@ -261,7 +261,7 @@ def _user_ids_or_names(files: list, ids) -> None:
 
 def _latest(files: list, ignored: dict) -> list:
     """The latest copy of each (student, file or lesson); the older ones go to ``ignored``."""
-    best = {}
+    best: dict = {}
     for f in sorted(files, key=lambda f: f.when):
         key = (f.student, f.key, f.name or f.lesson or f.entry)
         if key in best:

@@ -50,6 +50,8 @@ def assign_ids(names, known: dict | None = None) -> tuple:
     known = dict(known or {})
     by_name = {name: sid for sid, name in known.items()}
     holder = {sid.casefold(): name for sid, name in known.items()}
+    ids: dict
+    flags: dict
     ids, flags = {}, {}
     for name in sorted(names, key=os.fsencode):
         sid = by_name.get(name) or student_id(name)
@@ -71,6 +73,8 @@ def look_alike_flags(ids: dict) -> dict:
     """{id: flags} for folder names that look alike (the same ``look_alike.skeleton``: they differ only in case,
     accents, spaces, punctuation, invisible characters or Cyrillic and Greek letters drawn like Latin ones), or that
     look like an id this module makes."""
+    groups: dict
+    flags: dict
     groups, flags = {}, {}
     for name, sid in ids.items():
         groups.setdefault(look_alike.skeleton(name), []).append(name)

@@ -193,7 +193,7 @@ class SafeExecute(Execute):
     kernel_library = Unicode("", help="The kernel library the kernelspec binds (for the warm server).").tag(config=True)
 
     _hidden: dict = {}
-    report: ExecutionReport = None  # of the notebook being graded
+    report: ExecutionReport = ExecutionReport()  # of the notebook being graded (a new one for each: ``preprocess``)
     _start_cold = False  # a warm start of this notebook's kernel failed: the next attempt starts cold
 
     def preprocess(self, nb, resources=None, km=None):

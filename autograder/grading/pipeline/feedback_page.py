@@ -44,7 +44,7 @@ from autograder.grading.pipeline import learner_errors, linear_markdown, page_sa
 TEMPLATES = Path(__file__).parent / "templates"
 _HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*(\n|$)", re.S | re.M)
 TEMPLATE_NAME = "mha_feedback"
-NBGRADER_TEMPLATES = Path(__import__("nbgrader").__file__).parent / "server_extensions" / "formgrader" / "templates"
+NBGRADER_TEMPLATES = Path(__import__("nbgrader").__path__[0]) / "server_extensions" / "formgrader" / "templates"
 
 
 def without_hidden_tests(source: str) -> str:

@@ -34,7 +34,7 @@ class _Paragraph(dict):
 
     def __init__(self, text: str):
         super().__init__(type="paragraph", text=text)
-        self.pieces = []
+        self.pieces: list = []
 
     def _joined(self) -> None:
         if self.pieces:

@@ -230,10 +230,10 @@ def protect(page: str, *, own_markup: str | None = None) -> str:
     end = page.find("</head>")
     if head is None or end < head.end():
         raise ValueError("the page has no <head>; write the page with one before protecting it")
-    nonce, handlers = None, ()
+    nonce, handlers = None, []
     if served:
         nonce = secrets.token_urlsafe(18)
-        at = page.find(own_markup, end)
+        at = page.find(own_markup, end) if own_markup else -1
         if not own_markup or at < 0:
             raise ValueError("the page's own markup is not in its <body>: the page is not the one it was meant to be")
         signed = _SCRIPT_TAG.sub(f'<script nonce="{nonce}"', own_markup)

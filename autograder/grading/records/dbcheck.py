@@ -176,7 +176,7 @@ def _postgresql(url) -> None:
                 "(SELECT source FROM pg_settings WHERE name = :setting), current_schema(), "
                 "coalesce(has_schema_privilege(current_schema(), 'CREATE'), false)"),
                 {"setting": READ_ONLY_SETTING}).one()
-            tables = dict(conn.execute(sa.text(
+            tables: dict = dict(conn.execute(sa.text(
                 "SELECT c.relname, has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE') FROM pg_class c "
                 "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
                 "AND c.relkind IN ('r', 'p') AND c.relname = ANY(:names)"), {"names": list(NBGRADER_TABLES)}).all())
@@ -188,7 +188,8 @@ def _postgresql(url) -> None:
     finally:
         if engine is not None:
             engine.dispose()
-    problem = _database_problem(server, *facts, tables)
+    encoding, client, read_only, standby, source, schema, can_create = facts
+    problem = _database_problem(server, encoding, client, read_only, standby, source, schema, can_create, tables)
     if problem:
         raise GradebookUnusable(problem)
 

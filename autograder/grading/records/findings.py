@@ -43,7 +43,7 @@ def claimed_id(cell) -> str | None:
 
 def _cells(nb) -> dict:
     """{grade_id: the first cell claiming it}."""
-    cells = {}
+    cells: dict = {}
     for cell in nb.cells:
         gid = claimed_id(cell)
         if gid:

@@ -63,7 +63,7 @@ def untouched(nb, handed) -> set:
 
 def defined_in(handed) -> dict:
     """{name: grade_id} of the functions, classes and values each answer cell defines, as handed out."""
-    names = {}
+    names: dict = {}
     for gid, cell in _answer_cells(handed).items():
         try:
             body = ast.parse(cell.source).body if cell.cell_type == "code" else []
@@ -101,8 +101,10 @@ def failure_name(nb, cells: dict, gid: str, defined: dict, default: str, said: V
     if ename == execute.NOT_RUN:  # the kernel was stopped in an earlier cell (the last stop of the notebook)
         ename = ([str(e["ename"]) for c in nb.cells for e in _errors(c) if e.get("ename") in STOPS] or [default])[-1]
     elif ename in (execute.WRONG_ANSWER, execute.HIDDEN_TEST_NOT_RUN):  # the grader's words: what did the code raise?
-        raised = said.raised if said is not None and ename == execute.WRONG_ANSWER else None
-        ename, undefined = (raised, said.undefined) if raised else (default, None)
+        if said is not None and said.raised and ename == execute.WRONG_ANSWER:
+            ename, undefined = said.raised, said.undefined
+        else:
+            ename = default
     if ename == "NameError" and undefined:
         failed = _errors(cells.get(defined.get(undefined), {}))
         ename = str(failed[0].get("ename")) if failed else ename

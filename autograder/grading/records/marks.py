@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from typing import Any
 
 from autograder.grading.records import gradebook, outcome, state
 from autograder.grading.records.settings import Settings
@@ -43,7 +44,8 @@ def _score(x) -> float:
 def marks(gb, lesson: str, student: str) -> dict:
     """{score, max, auto, manual, pending, pending_cells} of one submission (score leaves pending cells out)."""
     nb = gb.find_submission_notebook(lesson, lesson, student)
-    out = {"auto": 0.0, "manual": 0.0, "pending": 0.0, "max": 0.0, "pending_cells": [], "manual_cells": []}
+    out: dict[str, Any] = {"auto": 0.0, "manual": 0.0, "pending": 0.0, "max": 0.0, "pending_cells": [],
+                           "manual_cells": []}
     for grade in sorted(nb.grades, key=lambda g: g.name):
         out["max"] += _score(grade.max_score)
         if grade.auto_score is None or grade.manual_score is not None:

@@ -125,7 +125,7 @@ def misconceptions(lessons: list, found: list) -> list:
     from autograder import bugs as bug_catalog
 
     attempted = {lesson.name: len(lesson.attempted) for lesson in lessons}
-    seen = defaultdict(lambda: {"students": set(), "tests": set()})
+    seen: dict = defaultdict(lambda: {"students": set(), "tests": set()})
     for student, lesson, gid, bug, _, _ in found:
         if bug != UNNAMED:
             seen[(lesson, bug)]["students"].add(student)
@@ -189,12 +189,12 @@ def item_analysis(lesson: Lesson) -> list:
         rest = [sum(v.score for k, v in it.items() if k != gid) for it in answered]
         out.append(_item(gid, TEST, shares, rest, len(have) - len(answered), 0))
     for gid in lesson.written():
-        have = {st: r for st, r in lesson.records.items() if gid in r.written}
-        answered = [st for st, r in have.items() if r.written[gid].answered]
-        marked = [st for st in answered if lesson.marks[st].get(gid) is not None]
-        shares = [lesson.marks[st][gid] / have[st].written[gid].max for st in marked]
-        rest = [sum(v.score for v in have[st].items.values()) for st in marked]
-        out.append(_item(gid, WRITTEN, shares, rest, len(have) - len(answered), len(answered) - len(marked)))
+        holders = {st: r for st, r in lesson.records.items() if gid in r.written}
+        wrote = [st for st, r in holders.items() if r.written[gid].answered]
+        marked = [st for st in wrote if lesson.marks[st].get(gid) is not None]
+        shares = [lesson.marks[st][gid] / holders[st].written[gid].max for st in marked]
+        rest = [sum(v.score for v in holders[st].items.values()) for st in marked]
+        out.append(_item(gid, WRITTEN, shares, rest, len(holders) - len(wrote), len(wrote) - len(marked)))
     return out
 
 
@@ -231,7 +231,7 @@ def reported(s: Settings) -> dict:
     try:
         return json.loads((Path(s.out) / REPORTED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        found = {}
+        found: dict = {}
         for student, lesson in state.recorded(s):
             record = state.read(s, student, lesson)
             found.setdefault(student, {})[lesson] = [record.status, record.score] if record else [None, None]

@@ -67,6 +67,7 @@ def decode(data: bytes) -> tuple:
 def parse(text: str, delimiter: str) -> list:
     """The records of ``text`` as lists of ``Field``; ``NotCsv`` for an unclosed quote or text after a closing one."""
     plain = re.compile("[^" + re.escape(delimiter) + "\r\n]*")
+    fields: list
     records, fields, i, n = [], [], 0, len(text)
     while i < n or fields:
         start = i
@@ -87,7 +88,9 @@ def parse(text: str, delimiter: str) -> list:
                 raise NotCsv(f"text after a closing quote at character {i}")
             fields.append(Field("".join(parts), start, i))
         else:
-            i = plain.match(text, i).end()
+            unquoted = plain.match(text, i)
+            assert unquoted is not None  # it matches the empty field too
+            i = unquoted.end()
             fields.append(Field(text[start:i], start, i))
         if i < n and text[i] == delimiter:
             i += 1

@@ -49,6 +49,12 @@ MOODLE_EXPORT = "View all submissions > Grading action > Download grading worksh
 NOT_ASSIGNMENT = re.compile("Current Score|Current Points|Current Grade|Final Score|Final Points|Final Grade|"
                             "Override Score|Override Grade|Override Status")
 TITLE_ID = re.compile(r"(.*)\s\((\d+)\)", re.DOTALL)
+
+
+def _title_name(title: str) -> str:
+    """An assignment column's title without its "(id)": "Lesson 01 (12345)" -> "Lesson 01"."""
+    m = TITLE_ID.fullmatch(title)
+    return m[1] if m else title
 PARTICIPANT = re.compile(r"Participant (\d+)")
 MOODLE_REQUIRED = ("Identifier", "Grade", "Last modified (grade)")  # the columns Moodle's upload cannot do without
 NUMBER = re.compile(r"-?\d+(?:[.,]\d+)?")
@@ -94,6 +100,8 @@ def _is_moodle(header: list) -> bool:
 def read_templates(folder: Path) -> tuple:
     """({"canvas": [(name, Table)], "moodle": [(name, Table)]}, notes) of the instructor's exports in ``folder``
     (``OUT/lms-templates/``): each ``.csv`` read as the export it is, whatever its name; any other file noted."""
+    notes: list
+    found: dict
     found, notes = {"canvas": [], "moodle": []}, []
     if not folder.is_dir():
         return found, notes
@@ -202,10 +210,12 @@ def _canvas(s: Settings, path: Path, lessons, rows: list, templates: list) -> li
     if problems:
         return [f"{FOLDER}/canvas.csv not written: " + "; ".join(problems)]
     comma = pp_row is not None and any("," in table.value(pp_row, col) for col in columns.values())
-    by_id = {}
+    by_id: dict = {}
     for row in rows:
         if _canvas_id(row, None):
             by_id.setdefault(_canvas_id(row, None), row)
+    changes: dict
+    replaced: list
     changes, seen, tally, replaced = {}, set(), {"written": 0, "same": 0, "not final": 0, "EX": 0, "N/A": 0}, []
     for r in range(1, len(table.records)):
         canvas_id = table.value(r, id_col).strip()
@@ -255,8 +265,7 @@ def _canvas_columns(s: Settings, lessons, assignments: dict, name: str) -> tuple
                 problems.append(f"{lesson} is given the Canvas assignment {given}, which {name} has no column of "
                                 f"(its assignments: {listed})")
             continue
-        matches = [col for col, (title, _) in assignments.items() if _name_matches(lesson, TITLE_ID.fullmatch(
-            title)[1])]
+        matches = [col for col, (title, _) in assignments.items() if _name_matches(lesson, _title_name(title))]
         if len(matches) == 1:
             columns[lesson], how[lesson] = matches[0], "matched by name"
         elif matches:
@@ -266,7 +275,7 @@ def _canvas_columns(s: Settings, lessons, assignments: dict, name: str) -> tuple
         else:
             problems.append(f"no assignment of {name} is named like {lesson} (its assignments: {listed}): name it, "
                             f"e.g. CANVAS_ASSIGNMENTS=\"{lesson[:2]}=<assignment id>\"")
-    taken = {}
+    taken: dict = {}
     for lesson, col in columns.items():
         taken.setdefault(col, []).append(lesson)
     problems += [f"{' and '.join(both)} would both fill '{assignments[col][0]}': name each one's assignment with "
@@ -314,6 +323,7 @@ def _canvas_minimal(s: Settings, path: Path, lessons, rows: list) -> list:
 # ------------------------------------------------------------------------------------------------ Moodle
 
 def _moodle(s: Settings, folder: Path, lessons, rows: list, templates: list) -> list:
+    by_lesson: dict
     notes, by_lesson = [], {}
     for name, table in templates:
         header = [f.value.strip() for f in table.records[0]]
@@ -344,7 +354,7 @@ def _moodle(s: Settings, folder: Path, lessons, rows: list, templates: list) -> 
 
 def _participants(rows: list, lesson: str) -> dict:
     """{participant id: (row, cell)} of a lesson: the id of the assignment's download each notebook came from."""
-    found = {}
+    found: dict = {}
     for row in rows:
         cell = row["lessons"].get(lesson)
         if cell and cell.get("lms_id"):
@@ -368,6 +378,8 @@ def _moodle_filled(path: Path, lesson: str, rows: list, name: str, table) -> str
                 "assignment's Maximum grade (Edit settings > Grade) to that and download the worksheet again")
     comma = any("," in table.value(r, col["Maximum grade"]) for r in range(1, len(table.records)))
     participants = _participants(rows, lesson)
+    changes: dict
+    replaced: list
     changes, tally, replaced, late_without_column = {}, {"written": 0, "same": 0, "not final": 0, "locked": 0}, [], 0
     for r in range(1, len(table.records)):
         m = PARTICIPANT.fullmatch(table.value(r, ident).strip())

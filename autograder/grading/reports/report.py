@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 
 from autograder.grading.intake import class_roster
@@ -96,7 +97,7 @@ def late_mark(c: dict) -> str:
     return ' <b class="late">late</b>' + (f" <small>(submitted {html.escape(when)})</small>" if when else "")
 
 
-def write_report(s: Settings, rows: list, notes: list, changes: list = ()) -> Path:
+def write_report(s: Settings, rows: list, notes: list, changes: Sequence = ()) -> Path:
     """``changes``: the lines of what this run changed (``insights.change_lines``: old and new scores, marks back
     to pending)."""
     esc = html.escape

@@ -169,7 +169,9 @@ def _problem(s, lesson: str, cid: str) -> str:
     """'' when the canary of ``lesson`` earned every autograded point, else the sentence and the first error."""
     from nbgrader.api import MissingEntry
 
-    lost, total = [], 0.0
+    lost: list | None = None
+    found: list = []
+    total = 0.0
     try:
         with gradebook.opened(s) as gb:
             for nb in gb.find_submission(lesson, cid).notebooks:
@@ -178,9 +180,10 @@ def _problem(s, lesson: str, cid: str) -> str:
                         continue
                     total += g.max_score
                     if g.auto_score < g.max_score:
-                        lost.append((g.name, g.max_score - g.auto_score))
+                        found.append((g.name, g.max_score - g.auto_score))
+        lost = found
     except MissingEntry:
-        lost = None
+        pass
     graded_nb = s.course_root / "autograded" / cid / lesson / f"{lesson}.ipynb"
     if lost == [] and graded_nb.exists():
         return ""

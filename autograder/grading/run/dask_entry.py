@@ -55,9 +55,9 @@ def unfit(root: str, digest: str) -> str | None:
     if found != digest:
         return (f"has another version of the course at {root} (its grading code hashes to {found}, the command's "
                 f"to {digest}): check out the same version on every machine, then {RESTART}")
-    loaded = sys.modules.get("autograder")
-    if loaded is not None and Path(loaded.__file__).resolve().parent != package.resolve():
-        return (f"already runs the course from {Path(loaded.__file__).resolve().parents[1]}, not {root} as the "
+    loaded = getattr(sys.modules.get("autograder"), "__file__", None)
+    if loaded is not None and Path(loaded).resolve().parent != package.resolve():
+        return (f"already runs the course from {Path(loaded).resolve().parents[1]}, not {root} as the "
                 f"command does: {RESTART}")
     mine = sys.modules.get("autograder.grading.run.dask_entry")
     if mine is not None and mine.LOADED != digest:

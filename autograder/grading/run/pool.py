@@ -99,7 +99,7 @@ class Pool:
 
     def __init__(self, s: Settings):
         self.s = s
-        self._executor = None
+        self._executor: ProcessPoolExecutor | None = None
 
     def __enter__(self):
         return self
@@ -128,6 +128,8 @@ class Pool:
         """Run ``Worker.<method>(*job)`` for every job; yield the results as they finish. A job runs in at most
         ``workers`` processes at once, so a dying worker takes only the jobs it was running (and the others in
         flight) with it."""
+        running: dict
+        suspects: list
         waiting, running, suspects = list(jobs), {}, []
         while waiting or running or suspects:
             if suspects and not running:
@@ -322,7 +324,7 @@ class ClusterPool:
         except Exception as exc:  # noqa: BLE001 - e.g. another Python: a worker that cannot even load the check
             raise SetupError(f"the Dask workers at {self.s.scheduler} cannot run the course's check "
                              f"({type(exc).__name__}: {exc}): {dask_entry.RESTART}") from None
-        by_reason = {}
+        by_reason: dict = {}
         for address, reason in sorted(answers.items()):
             if reason:
                 by_reason.setdefault(reason, []).append(address)

@@ -216,7 +216,7 @@ def _keep_earlier(target: Path, old, new: dict) -> None:
 def lms_ids(term: Term, known: dict) -> dict:
     """{student's name (``known``: ``student_ids.known_ids``): {lesson: the LMS id it was handed in under}}, for
     ``class_folder.collect``: a later download sends each LMS id to the student it was graded as."""
-    ids = {}
+    ids: dict = {}
     for sid, lessons in term.entries.items():
         given = {lesson: str(entry.get("lms_id", "")) for lesson, entry in lessons.items() if entry.get("lms_id")}
         if given:

@@ -217,7 +217,7 @@ def stale_feedback(s: Settings, roster: class_roster.Roster, todo: dict) -> dict
     written, or whose page is gone (a run that graded other lessons removed it)."""
     from nbgrader.api import MissingEntry
 
-    stale = {}
+    stale: dict = {}
     with gradebook.opened(s) as gb:
         for student in roster.students:
             for lesson in s.lessons:

@@ -188,7 +188,10 @@ def alembic_head() -> str:
 
     config = Config()
     config.set_main_option("script_location", str(Path(nbgrader.__file__).parent / "alembic"))
-    return ScriptDirectory.from_config(config).get_current_head()
+    head = ScriptDirectory.from_config(config).get_current_head()
+    if head is None:
+        raise RuntimeError("nbgrader's alembic scripts name no current revision: reinstall nbgrader")
+    return head
 
 
 def _keep_gradebook(s: Settings, log) -> None:
@@ -214,7 +217,7 @@ def stage(s: Settings, roster: class_roster.Roster) -> dict:
     """
     import nbformat
 
-    todo = {}
+    todo: dict = {}
     key = s.key
     released = {lesson: nbformat.read(s.course_root / "release" / lesson / f"{lesson}.ipynb", as_version=4)
                 for lesson in s.lessons}
