@@ -13,11 +13,11 @@ an upward import, a kernel module that imports the rest of the course, a loose m
 from __future__ import annotations
 
 import argparse
-import ast
 import html
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+from autograder.course.imports import Graph, read_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "autograder"
@@ -66,48 +66,6 @@ PIPELINE = {
     "page_safety": "generate_feedback and formgrader: the pages' sanitiser and Content-Security-Policy",
     "formgrader_page": "formgrader: the page of one submission, as inert as a feedback page",
 }
-
-
-@dataclass(frozen=True)
-class Graph:
-    modules: dict  # dotted name -> path
-    edges: dict  # dotted name -> set of dotted names it imports (at module level or inside functions)
-
-
-def read_graph(package: Path = PACKAGE) -> Graph:
-    """Every module of ``package`` and the course modules each imports, read from the source (nothing is run)."""
-    modules = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = list(path.relative_to(package.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        modules[".".join(parts)] = path
-
-    def resolve(name: str):
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    edges = {}
-    for name, path in modules.items():
-        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = here.split(".")[: len(here.split(".")) - (node.level - 1)]
-                    base = ".".join(up + ([node.module] if node.module else []))
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            else:
-                continue
-            for target in targets:
-                if target.split(".")[0] == package.name and resolve(target) not in (None, name):
-                    found.add(resolve(target))
-        edges[name] = found
-    return Graph(modules, edges)
 
 
 def circles(graph: Graph) -> list:

@@ -106,11 +106,27 @@ class Settings:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def grade_deciding_sources() -> list:
-    """The code that decides a score or a diagnosis: a change to any of it makes earlier grades stale."""
-    package = course.ROOT / "autograder"
-    return sorted([*package.glob("checks/*.py"), *package.glob("bugs/*.py"), *package.glob("reference/*.py"),
-                   *package.glob("kernel/*.py"), package / "grading" / "pipeline" / "hidden_tests.py"])
+# Where grading starts: nbgrader's pipeline (every course folder's config loads it) and the worker that runs it
+# and writes each notebook's record.
+GRADING_ENTRY_POINTS = ("autograder.nbgrader_config", "autograder.grading.run.worker")
+# Packages grading loads whole: a lesson's hidden tests and bugs are imported by the lesson's name
+# (``registry.tests_of``, ``bugs``), and the kernel library is copied whole into the sandbox, its launcher run as a
+# program (``workspace.write_kernel_library``).
+LOADED_WHOLE = ("autograder.checks", "autograder.bugs", "autograder.kernel")
+
+
+@functools.lru_cache(maxsize=None)
+def grade_deciding_sources() -> tuple:
+    """Every file grading runs, so a change to any of it makes earlier grades stale and reruns the canary: each
+    module the grading entry points import (read from the source, imports inside functions too), the packages
+    grading loads whole, and the self-check modules the graded kernel imports."""
+    from autograder.course import imports
+
+    graph = imports.read_graph()
+    modules = imports.reached(graph, GRADING_ENTRY_POINTS)
+    modules |= {m for m in graph.modules if any(m == p or m.startswith(p + ".") for p in LOADED_WHOLE)}
+    modules |= {m.rsplit(".", k)[0] for m in set(modules) for k in range(1, m.count(".") + 1)}  # packages run their __init__
+    return tuple(sorted({graph.modules[m] for m in modules} | {course.SOLUTIONS / n for n in course.SELFCHECK_FILES}))
 
 
 def normalize_db_url(url: str) -> str:
