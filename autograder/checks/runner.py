@@ -51,7 +51,7 @@ class Case:
 
 @contextlib.contextmanager
 def standing_in(fn, names: dict):
-    """Temporarily stand_ins ``names`` in the module namespace ``fn`` looks its helpers up in.
+    """Temporarily put the stand-ins ``names`` in the module namespace ``fn`` looks its helpers up in.
 
     Used so a learner's composite function is graded with the reference version of the helpers it calls:
     an earlier bug must not cost points twice. A refusal already bound there (``Refusal``) stays: a

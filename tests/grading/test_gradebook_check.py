@@ -7,7 +7,7 @@ was, and that the password is in no output.
 PostgreSQL cases use a real server (tests/helpers/postgres_server.py): a SQL_ASCII database (as ``initdb`` under a
 POSIX locale makes them), a port with no server, a read-only database, no such database, a wrong password. The SQLite
 cases make ``OUT``, or its gradebook file, read-only: as root in a mount namespace of the command's own (a read-only
-stand_ins mount, which root cannot write through), as an ordinary user by its mode.
+bind mount, which root cannot write through), as an ordinary user by its mode.
 """
 
 from __future__ import annotations
@@ -122,15 +122,15 @@ def test_a_postgresql_gradebook_it_cannot_use_is_refused_first(postgres_server, 
 
 
 def _read_only_prefix(target: Path):
-    """The command's prefix that makes ``target`` read-only for it: as root, a read-only stand_ins mount in a mount
+    """The command's prefix that makes ``target`` read-only for it: as root, a read-only bind mount in a mount
     namespace of its own; otherwise no prefix (the caller takes the write bits away)."""
     if os.geteuid() != 0:
         return ()
     probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip(f"no mount namespace here for a read-only stand_ins mount ({probe.stderr.decode().strip()})")
+        pytest.skip(f"no mount namespace here for a read-only bind mount ({probe.stderr.decode().strip()})")
     return ("unshare", "-m", "--propagation", "private", "sh", "-c",
-            'mount --bind "$0" "$0" && mount -o remount,stand_ins,ro "$0" && exec "$@"', str(target))
+            'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', str(target))
 
 
 @pytest.mark.parametrize("target", ["OUT", "OUT/course/gradebook.db"])

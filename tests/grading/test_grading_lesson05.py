@@ -256,7 +256,7 @@ def test_each_lesson05_bug_fails_its_own_self_check_and_no_other(bug):
 
 def test_a_wrong_split_does_not_fail_the_later_self_checks(capsys):
     """The visible checks of composite functions defer their per-head probes while the split is wrong, so a
-    split bug costs only the round-trip cell (the hidden tests stand_ins the reference split)."""
+    split bug costs only the round-trip cell (the hidden tests put the reference split in as a stand-in)."""
     ns = _model_functions()
     exec(compile(by_id("split_into_heads_bare_reshape").source, "bug", "exec"), ns)
     exec(compile(by_id("merge_heads_bare_reshape").source, "bug", "exec"), ns)

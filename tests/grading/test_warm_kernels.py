@@ -162,7 +162,7 @@ def test_a_warm_server_that_cannot_start_says_why_and_is_not_used(tmp_path):
 
     server = warm_kernels.Server(library=str(tmp_path / "no-such-library"))
     assert not server.alive() and server.env() == {}
-    assert "no-such-library" in server.error  # bubblewrap's own words: the library to stand_ins is not there
+    assert "no-such-library" in server.error  # bubblewrap's own words: the library to bind is not there
     assert not os.path.exists(server.folder) and not os.path.exists(server.channels)  # nothing of it is left
 
 
