@@ -47,3 +47,27 @@ def postgres_server():
     import postgres_server as server
 
     yield from server.start()
+
+
+# `make test` is the full proof (MHA_FULL_PROOF=1): it installed what every test needs (tests/system_packages.sh), so
+# as root a test that skipped was not proved, and the run fails naming it. As an ordinary user the tests that need
+# root are listed instead (they cannot run there). `MHA_ALLOW_SKIPS=1 make test` leaves the full-proof mode off.
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if os.environ.get("MHA_FULL_PROOF") != "1" or hasattr(config, "workerinput"):
+        return
+    skipped = [report for report in terminalreporter.stats.get("skipped", []) if report.when in ("setup", "call")]
+    if not skipped:
+        return
+    names = [f"  {r.nodeid}: {r.longrepr[2] if isinstance(r.longrepr, tuple) else r.longrepr}" for r in skipped]
+    if os.geteuid() != 0:
+        terminalreporter.write_line(f"{len(skipped)} tests need root and were skipped:\n" + "\n".join(names))
+        return
+    terminalreporter.write_line(f"make test is the full proof, and {len(skipped)} tests skipped:\n" + "\n".join(names)
+                                + "\nInstall what they name (tests/system_packages.sh), or run MHA_ALLOW_SKIPS=1 "
+                                "make test for a partial run.", red=True)
+    config._full_proof_failed = True
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if getattr(session.config, "_full_proof_failed", False) and session.exitstatus == 0:
+        session.exitstatus = 1
