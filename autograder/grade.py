@@ -128,7 +128,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     with pool.pool_for(s) as workers:
         # raises CanaryFailed before any student is graded; with nothing to grade there is nothing to protect
         try:
-            checked = canary.run(s, log, workers) if todo or stale else canary.Outcome([], 0.0)
+            checked = canary.run(s, log, workers) if todo or stale else canary.Checked([], 0.0)
         except canary.CanaryFailed:
             if rebuild:
                 rebuild.restore()  # the earlier runs' course, records and grades, as they were

@@ -7,7 +7,7 @@ Runs the lesson's own code (``solutions/07_heads_that_learn.py``: its given mode
 backward pass, its training settings and its ``SEED``) up to the training function, in full (not the short mode
 that ``MHA_SHORT_TRAINING=1`` selects), then trains both tasks and prints each run's steps, its wall and CPU time,
 its final losses and every head's final score. ``--seeds N`` trains seeds 0 .. N-1 and prints the mean time per
-task and how many seeds grew each head; ``tests/unit/test_lesson07_training.py`` asks that all twenty do.
+task and how many seeds grew each head; ``tests/unit/lessons/test_lesson07_training.py`` asks that all twenty do.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ loops, ``moveaxis``, checks that raise on input the lesson's contract rules out,
 gives or has the learner write, float64 inside), with a line on how it differs. Every one must earn full marks:
 ``autograder/proofs/salt_sweep.py`` (``--alternatives``) runs every hidden test of its lesson with it in place of
 the model answer, at every grading salt, and ``tests/grading/test_mutations.py`` grades notebooks made of them
-through the grading command (``autograder/proofs/mutation.py``: ``fair_rounds``). Each graded answer cell has at least two (``tests/unit/test_alternatives.py``).
+through the grading command (``autograder/proofs/mutation.py``: ``fair_rounds``). Each graded answer cell has at least two (``tests/unit/proofs/test_alternatives.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A correct function may check its input and raise on what its lesson rules out (t
 (11 query heads over 3 KV heads, a mask of the wrong shape) and such a function loses the cell. Each contract
 below takes the function's arguments and raises ``ContractBroken``, naming the clause, when they break it.
 ``autograder.proofs.salt_sweep.contract_sweep`` runs every hidden test at each grading salt with each graded
-function behind its contract, and ``tests/unit/test_hidden_inputs.py`` asks for no broken clause at 200 salts.
+function behind its contract, and ``tests/unit/checks/test_hidden_inputs.py`` asks for no broken clause at 200 salts.
 
 Only what the lesson states, or what its computation needs to be defined, is a clause: float arrays of one dtype
 (float32 or float64), shapes that agree, sizes that divide, boolean masks that broadcast. Values the lesson

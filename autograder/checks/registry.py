@@ -16,7 +16,7 @@ marks, and a slip in that one costs only its own tests), except one the lesson f
 (``verdict.Refusal``), so the graded function earns nothing for the work the lesson asked of it.
 
 The stand-ins of a lesson, declared below, run in the grader's process only: the kernel never holds an answer.
-``tests/unit/test_isolation.py`` checks that every function defined in a lesson's answer cells has one; a
+``tests/unit/checks/test_isolation.py`` checks that every function defined in a lesson's answer cells has one; a
 function the lesson's text tells the graded one not to call (``@hidden_test(forbids=..., because=...)``:
 ``tiled_attention`` must not hand its work to a function that forms the whole (T, T) matrix, ``softmax_backward``
 must not build the Jacobian, the decoding loop must go through ``decode_step``) is a ``Refusal`` while the test

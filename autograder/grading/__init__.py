@@ -1,6 +1,6 @@
 """Everything the grading command does; the command line itself is ``python -m autograder.grade``
 (``autograder/grade.py``), which runs these steps in order. One room per part, each importing only from the rooms
-listed before it (``autograder/proofs/layout.py`` declares the order and ``tests/unit/test_layout.py`` proves it):
+listed before it (``autograder/proofs/layout.py`` declares the order and ``tests/unit/proofs/test_layout.py`` proves it):
 
 * ``pipeline``: nbgrader's own steps as ``autograder/nbgrader_config.py`` declares them: the sandboxed execute step
   and the hidden tests decided in the grader, learner-facing errors, the cell metadata check, the feedback page and

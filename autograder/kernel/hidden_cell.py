@@ -127,7 +127,7 @@ def run(test: str) -> None:
     """Run the hidden test of this cell: through the grader when graded, else here (instructor, nbval)."""
     namespace = _namespace()
     if os.environ.get("MHA_HIDDEN_TESTS") != "grader":
-        # the one import of the kernel package from a layer above (declared in tests/unit/test_layout.py): outside
+        # the one import of the kernel package from a layer above (declared in tests/unit/proofs/test_layout.py): outside
         # grading the whole course is importable and the test runs here; in the sandbox this line is never reached
         from autograder.checks import registry
 

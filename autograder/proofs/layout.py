@@ -4,7 +4,7 @@
     python -m autograder.proofs.layout --check    # fail if docs/layers.svg differs from what the source gives
 
 A layer may import from its own layer and the layers below it, never from one above; no import circle exists at
-all (imports inside functions count too). ``tests/unit/test_layout.py`` reads the graph and fails on a new circle,
+all (imports inside functions count too). ``tests/unit/proofs/test_layout.py`` reads the graph and fails on a new circle,
 an upward import, a kernel module that imports the rest of the course, a loose module too many, a module loose in
 ``autograder/grading/`` beside its rooms, a module over ``MAX_MODULE_LINES`` lines, or a module of
 ``autograder/grading/pipeline/`` that is not one of nbgrader's steps (``PIPELINE``).

@@ -23,7 +23,7 @@ control: it grades each lesson's model answers first, and the run stops unless t
 A bug costing points in another function's tests would show up as a lost test outside its function's; what a
 round cannot show is such a cost on exactly the tests the other bug of that round breaks anyway. The hidden tests
 rule that out by construction (each runs its function with the reference in place of the learner's other
-functions, ``autograder/checks/registry.py``), and ``tests/unit/test_isolation.py`` checks that mechanism directly.
+functions, ``autograder/checks/registry.py``), and ``tests/unit/checks/test_isolation.py`` checks that mechanism directly.
 
 The same run grades the submissions of ``autograder/proofs/placements.py``: catalogued bugs placed in the cells a lesson
 does not grade (pasted from an earlier lesson, or an ungraded exercise), which must lose no point, and probes, which

@@ -8,11 +8,11 @@ afresh; a test that catches a bug for one salt may pass it for another. The swee
 function directly, in this process, with the model answers of the lesson and the one catalogued bug in place of
 its function, once per salt, and counts for each (bug, test) pair how often the test failed (detection) and how
 often its message gave that bug's diagnosis (its id, or the id of a bug sharing its diagnosis).
-``tests/unit/test_salt_sweep.py`` asks for 100 % of both.
+``tests/unit/proofs/test_salt_sweep.py`` asks for 100 % of both.
 
 ``--alternatives``: each correct solution of ``autograder/alternatives/`` (an answer cell written differently from
 the model answer) is run, as a notebook defines it, in place of the model answer, and every hidden test of its
-lesson must pass at every salt (``Fairness``; ``tests/unit/test_alternatives.py`` asks for all of them).
+lesson must pass at every salt (``Fairness``; ``tests/unit/proofs/test_alternatives.py`` asks for all of them).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 * The packages: ``binder/environment.yml`` (only what the lessons import, plus JupyterLab, with the pins of
   ``requirements.txt``). Binder builds it; ``make bundle`` writes the bundle's ``requirements.txt`` from it
-  (``requirements``); ``tests/unit/test_learner_env.py`` checks it against the imports of the lessons' code.
+  (``requirements``); ``tests/unit/publish/test_learner_env.py`` checks it against the imports of the lessons' code.
 * The repository Binder builds: ``REPOSITORY``. The README's Binder badge is written from it:
 
     python -m autograder.publish.learner_env            # rewrite the README's badge line (`make docs` runs it)

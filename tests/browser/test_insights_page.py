@@ -14,7 +14,7 @@ from insights_class import ATTENTION_BUGS, LESSON, graded_class
 from labserver import SCREENSHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.grading]
-MIN_ALT_WORDS = 8  # as tests/unit/test_accessibility.py asks of every lesson figure
+MIN_ALT_WORDS = 8  # as tests/unit/publish/test_accessibility.py asks of every lesson figure
 
 
 @pytest.fixture(scope="module")

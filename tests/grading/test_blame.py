@@ -12,7 +12,7 @@ One lesson-01 class, graded twice by the grading command (``python -m autograder
    grader's fault; a harmless cell of the learner's is placed above the setup cell): a grading error, exit 4, and
    only that notebook is graded, so the first run's outcomes were final.
 
-The rules themselves, without a kernel: ``tests/unit/test_outcome_rules.py``.
+The rules themselves, without a kernel: ``tests/unit/grading/records/test_outcome_rules.py``.
 """
 
 from __future__ import annotations

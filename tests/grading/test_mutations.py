@@ -36,7 +36,7 @@ def test_bug_is_caught_costed_and_named(verdicts, bug_id):
 @pytest.mark.parametrize("fair_id", [f.id for lesson in course.lesson_names() for f in mutation.fair_rounds(lesson)])
 def test_correct_alternatives_earn_full_marks_through_the_grading_command(verdicts, fair_id):
     """Every catalogued correct alternative (``autograder/alternatives/``), graded by ``autograder.grade.run`` in
-    the same run as the bugs, loses no point (``tests/unit/test_alternatives.py`` runs them at 200 salts)."""
+    the same run as the bugs, loses no point (``tests/unit/proofs/test_alternatives.py`` runs them at 200 salts)."""
     v = verdicts[fair_id]  # caught: no autograded point lost (written answers await the instructor)
     assert v.caught and v.total[1] > 0, f"{fair_id} ({v.line()}): " + "; ".join(v.problems)
 

@@ -7,7 +7,7 @@ it, and added a code cell whose outputs carry more (``text/html`` with a script 
 ever runs, adds its name to ``window.mhaInjected``, opens a dialog and writes a file through the Jupyter server's
 ``/api/contents``.
 
-``tests/unit/test_formgrader_page.py`` renders it offline as formgrader does;
+``tests/unit/grading/pipeline/test_formgrader_page.py`` renders it offline as formgrader does;
 ``tests/browser/test_formgrader_injection.py`` grades it through the real grading command (``graded``) and opens
 its page in formgrader.
 """

@@ -2,7 +2,7 @@
 ``multi_head_attention`` (its K/V weights widened: the identity the lesson states, so correct and worth full marks),
 the decoding loop through ``causal_self_attention`` (its caches made by projection: the lesson asks the loop to go
 through ``decode_step``, so refused), and a ``tiled_attention`` that attends over the distinct (key, value) pairs
-only, which needs no tiles whenever keys repeat. Graded in ``tests/unit/test_own_work.py`` and
+only, which needs no tiles whenever keys repeat. Graded in ``tests/unit/checks/test_own_work.py`` and
 ``tests/grading/test_grading_lesson06.py``.
 """
 

@@ -98,7 +98,7 @@ def opening(released) -> list:
     ids = []
     for cell in released.cells:
         gid = claimed_id(cell)
-        if cell.cell_type == "code" and gid:  # every lesson's are locked cells (tests/unit/test_outcome_rules.py)
+        if cell.cell_type == "code" and gid:  # every lesson's are locked cells (tests/unit/grading/records/test_outcome_rules.py)
             ids.append(gid)
             if gid == SETUP:
                 return ids

@@ -23,7 +23,7 @@ No learner code can cause either: the graded copy runs the release's opening, it
 setup cell, before any code cell of the learner's (``findings.restore_metadata`` moves the learner's cells placed
 above the setup cell below it, flagged), nbgrader restores the opening's sources, and the kernel starts with nothing
 of the notebook's but the notebook (its other files are not staged). The setup cell imports the hidden tests' module
-first (every lesson's does: ``tests/unit/test_outcome_rules.py``), so once it has run without error the kernel holds
+first (every lesson's does: ``tests/unit/grading/records/test_outcome_rules.py``), so once it has run without error the kernel holds
 the course's modules, and a hidden test that then cannot import them was broken by the notebook's own code: that
 cell scores 0 and the notebook is flagged (``findings.run_flags``).
 

@@ -51,7 +51,7 @@ class CanaryFailed(RuntimeError):
 
 
 @dataclass
-class Outcome:
+class Checked:
     lessons: list  # the lessons whose model answers were graded: none when no notebook needed grading
     seconds: float
     reused: list = field(default_factory=list)  # the lessons whose earlier pass still holds (``fingerprint``)
@@ -107,7 +107,7 @@ def _passes(s) -> dict:
     return passes if isinstance(passes, dict) else {}
 
 
-def run(s, log=print, pool=None) -> Outcome:
+def run(s, log=print, pool=None) -> Checked:
     """Grade the model answers of ``s.lessons`` (those without a pass that still holds); raise ``CanaryFailed``
     unless every one earns full marks."""
     started = time.monotonic()
@@ -117,7 +117,7 @@ def run(s, log=print, pool=None) -> Outcome:
     ids = {lesson: state.canary_id(lesson) for lesson in s.lessons if lesson not in reused}
     if not ids:
         log(f"canary: reused the passes of {', '.join(reused)} (nothing they depend on changed)")
-        return Outcome([], 0.0, reused)
+        return Checked([], 0.0, reused)
     shutil.rmtree(state.canary_folder(s.out), ignore_errors=True)  # the records of the last canary
     remove(s, ids.values())  # what a killed run may have left
     for lesson, cid in ids.items():
@@ -135,7 +135,7 @@ def run(s, log=print, pool=None) -> Outcome:
     if len(passed) < len(problems):
         raise CanaryFailed("\n\n".join(p for p in problems.values() if p) + "\nNo student was graded; fix this, "
                            "then run the same command again.")
-    return Outcome(list(ids), round(time.monotonic() - started, 1), reused)
+    return Checked(list(ids), round(time.monotonic() - started, 1), reused)
 
 
 def _record(s, passes: dict) -> None:

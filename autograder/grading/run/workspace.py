@@ -309,7 +309,7 @@ def kernel_library(s: Settings) -> Path:
 def write_kernel_library(dest: Path) -> Path:
     """The only course modules a graded kernel can import, copied where the sandbox binds them read-only: the
     package ``autograder/kernel/`` whole (what the hidden cells call, the launcher and the warm server; it imports
-    nothing else of the course, which ``tests/unit/test_layout.py`` checks) under an empty ``autograder`` package,
+    nothing else of the course, which ``tests/unit/proofs/test_layout.py`` checks) under an empty ``autograder`` package,
     and the learner's self-check modules. No reference, hidden test or bug catalog: those stay with the grader.
     (Copies, made world-readable: the course itself may sit in a folder, or have files, that the sandbox uid cannot
     read.)"""

@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.slow
 SEEDS = range(20)
 THRESHOLD = 0.6  # the lesson's: verdict(run, scores, threshold=0.6)
-SCRIPT = Path(__file__).resolve().parents[1] / "helpers" / "lesson07_seeds.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "helpers" / "lesson07_seeds.py"
 ROOT = SCRIPT.parents[2]
 
 

@@ -221,7 +221,7 @@ def _row(student, folder, lms_id, **lessons):
 def test_an_import_file_never_holds_a_provisional_score(tmp_path):
     """Points pending, a grading error or a lesson not graded yet: the lesson is left empty, never a number an LMS
     would take for final; missing work is a final 0. (Without the instructor's export: the files the rows alone
-    make; tests/unit/test_lms_import_files.py fills the exports.)"""
+    make; tests/unit/grading/reports/test_lms_import_files.py fills the exports.)"""
     from dataclasses import replace
 
     from autograder.grading.records import outcome

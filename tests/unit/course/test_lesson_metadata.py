@@ -5,7 +5,7 @@ instructor notebook read from the source (what ``generate_assignment`` and ``aut
 released student notebook in ``lessons/`` (without the checksums, which follow the cells' text). When a lesson
 gains, loses or re-labels a cell on purpose, record the new metadata and review the diff:
 
-    .venv/bin/python tests/unit/test_lesson_metadata.py --record
+    .venv/bin/python tests/unit/course/test_lesson_metadata.py --record
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from autograder import course  # noqa: E402
 from autograder.course import notebooks
@@ -52,7 +52,7 @@ def recorded() -> dict:
 
 
 def test_every_lesson_is_recorded():
-    assert sorted(recorded()) == course.lesson_names(), f"run `python tests/unit/{Path(__file__).name} --record`"
+    assert sorted(recorded()) == course.lesson_names(), "run `python tests/unit/course/test_lesson_metadata.py --record`"
 
 
 @pytest.mark.parametrize("lesson", course.lesson_names())

@@ -1,7 +1,7 @@
 """Every number the figure descriptions of lessons 04 and 07 state is what the lesson's own code computes: each is
 recomputed here from the lesson's cells (``notebooks.run_code_cells``), so a change to the code or the text that
-leaves the other behind fails. Lesson 08's: ``tests/unit/test_lesson08_numbers.py``; lesson 07's trained heads:
-``tests/unit/test_lesson07_training.py``."""
+leaves the other behind fails. Lesson 08's: ``tests/unit/lessons/test_lesson08_numbers.py``; lesson 07's trained heads:
+``tests/unit/lessons/test_lesson07_training.py``."""
 
 import re
 
