@@ -17,7 +17,7 @@ from autograder.checks.registry import hidden_test
 from autograder.checks.runner import standing_in, learner_error, rng_for
 from autograder.checks.verdict import WrongAnswer
 
-_NUMPY_INTS = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
+_NUMPY_INTS: frozenset = frozenset(type(_np.zeros(1, dtype=c)[0]) for c in "bhilqBHILQ")
 
 
 
