@@ -1,9 +1,9 @@
 """What each graded notebook's tests and written answers say about the learner, recorded with its state for the
 instructor's insights.
 
-``grade_one`` (``autograder/grading/worker.py``) calls ``record`` right after ``nbgrader autograde`` and keeps the
-result in the (student, lesson) state record, so ``autograder/grading/insights.py`` rebuilds every figure from the
-state and the gradebook alone, after every run, without re-running anything:
+``grade_one`` (``autograder/grading/run/worker.py``) calls ``record`` right after ``nbgrader autograde`` and keeps the
+result in the (student, lesson) state record, so ``autograder/grading/reports/insights.py`` rebuilds every figure
+from the state and the gradebook alone, after every run, without re-running anything:
 
 * ``items``: per autograded cell (a hidden test), its score and maximum from the gradebook, how it ended
   (``passed``, ``bug`` with the catalogued bug's id, ``unnamed``: a wrong result no catalogued bug explains,

@@ -1,17 +1,17 @@
 """A grading worker: nbgrader's steps for one (student, lesson), in the process that runs them.
 
-A ``Worker`` is made once per process and run (``autograder/grading/pool.py`` makes one in each pool process, on
+A ``Worker`` is made once per process and run (``autograder/grading/run/pool.py`` makes one in each pool process, on
 each Dask worker, or in the command's own process with one worker) from the run's ``Settings``. ``grade_one`` runs
 nbgrader's autograde through the one pipeline of ``autograder/nbgrader_config.py`` (sandboxed execute, hidden tests
 decided in the grader, nbgrader's own steps), reads what the execute step saw back from the graded notebook
 (``execute.execution_report``), then runs ``generate_feedback``, and records the result (``state``) whatever
 happens; the record is also its return value.
 
-No silent zeros: a failure of the grader rather than the learner (``autograder/grading/outcome.py``) leaves that
+No silent zeros: a failure of the grader rather than the learner (``autograder/grading/records/outcome.py``) leaves that
 score empty, is listed first in the report, is retried on the next run, and makes the command exit with status 4.
 Manual grades given in formgrader (``make formgrader``) are folded in on the next run, and every feedback page whose
 grades changed since it was written is generated again (``stale_feedback``, ``refresh_feedback``,
-``autograder/grading/marks.py``).
+``autograder/grading/records/marks.py``).
 """
 
 from __future__ import annotations
