@@ -39,6 +39,10 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=Fa
     ``expected`` is a real ndarray produced by the reference. ``got`` is whatever the learner returned.
     ``nan_equal``: NaN in both at the same place counts as equal (used to recognise a known bug's output).
     """
+    if _is_number(expected) and _is_number(got):  # one number (a loss): compared as 0-d arrays
+        got, expected = _np.asarray(got), _np.asarray(expected, dtype=_np.float64)
+    elif _is_number(expected):
+        return f"{what} should be one number (a float), but it is a {type(got).__name__}"
     if not is_array(got):
         return (f"{what} should be a numpy array, but it is a {type(got).__name__}; "
                 "return the array itself (not a list, a tuple or a wrapper object)")
@@ -76,6 +80,13 @@ def mismatch(got, expected, *, rtol=1e-6, atol=1e-9, what="result", nan_equal=Fa
         return (f"{what} differs from the expected values: largest difference {worst:.3g} at flat index "
                 f"{worst_i} (got {g[worst_i]:.{shown}g}, expected {e[worst_i]:.{shown}g})")
     return None
+
+
+def _is_number(x) -> bool:
+    """A Python or numpy real number, or a 0-d real array: what a function returns as one value."""
+    if is_array(x):
+        return shape_of(x) == () and x.dtype.kind in "fiu"
+    return type(x) in (int, float) or (isinstance(x, (_np.floating, _np.integer)) and not isinstance(x, bool))
 
 
 def _agree_to_precision_of(dtype, g, e) -> bool:

@@ -434,6 +434,114 @@ def kv_cache_elements_per_token(config):
 merge_heads, mha_from_scratch, head_weights = concat_heads, attention_layer, multi_head_scores
 
 
+# --------------------------------------------------------------------------------------------- lesson 09
+def _row_params(x, *named):
+    for name, a in named:
+        _floats((name, a))
+        _require(a.shape == (x.shape[-1],), f"{name} must be (d_model,) = ({x.shape[-1]},) (got {a.shape})")
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """x (..., d_model) a float array; gamma, beta (d_model,); eps > 0."""
+    _floats(("x", x))
+    _row_params(x, ("gamma", gamma), ("beta", beta))
+    _require(eps > 0, f"eps must be > 0 (got {eps})")
+
+
+def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
+    """x and grad_out float arrays of one shape (..., d_model); gamma (d_model,); eps > 0."""
+    _floats(("x", x), ("grad_out", grad_out))
+    _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
+    _row_params(x, ("gamma", gamma))
+    _require(eps > 0, f"eps must be > 0 (got {eps})")
+
+
+def gelu_backward(x, grad_out):
+    """x and grad_out float arrays of one shape."""
+    _floats(("x", x), ("grad_out", grad_out))
+    _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
+
+
+def mlp_backward(x, W_1, b_1, W_2, b_2, grad_out):
+    """x, grad_out (..., d_model); W_1 (d_model, d_ff), b_1 (d_ff,), W_2 (d_ff, d_model), b_2 (d_model,)."""
+    _floats(("x", x), ("grad_out", grad_out))
+    _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
+    d_model, d_ff = x.shape[-1], np.shape(W_1)[-1]
+    _weights(d_model, W_1=(W_1, (d_model, d_ff)), W_2=(W_2, (d_ff, d_model)))
+    _require(np.shape(b_1) == (d_ff,) and np.shape(b_2) == (d_model,), "b_1 must be (d_ff,) and b_2 (d_model,)")
+
+
+def cross_entropy(logits, targets):
+    """logits a float array (..., n_vocab); targets integers of logits' shape without its last axis, in range."""
+    _floats(("logits", logits))
+    _require(isinstance(targets, np.ndarray) and targets.dtype.kind in "iu", "targets must be an integer array")
+    _require(targets.shape == logits.shape[:-1], f"targets must have shape {logits.shape[:-1]} (got {targets.shape})")
+    _require(targets.size == 0 or (targets.min() >= 0 and targets.max() < logits.shape[-1]),
+             "every target must be in 0 .. n_vocab - 1")
+
+
+def embedding_backward(tokens, grad_x, n_vocab):
+    """tokens integers in 0 .. n_vocab - 1; grad_x (..., d_model) with tokens' shape in front; n_vocab >= 1."""
+    n_vocab = _count("n_vocab", n_vocab)
+    _require(isinstance(tokens, np.ndarray) and tokens.dtype.kind in "iu", "tokens must be an integer array")
+    _floats(("grad_x", grad_x))
+    _require(grad_x.shape[:-1] == tokens.shape, f"grad_x must be {tokens.shape} + (d_model,) (got {grad_x.shape})")
+    _require(tokens.size == 0 or (tokens.min() >= 0 and tokens.max() < n_vocab), "tokens must be in 0 .. n_vocab - 1")
+
+
+def block_backward(x, block, n_heads, grad_out, mask=None):
+    """x, grad_out (..., T, d_model); block the twelve arrays of a block; n_heads divides d_model; mask None or
+    boolean (T, T)."""
+    _floats(("x", x), ("grad_out", grad_out), min_ndim=2)
+    _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
+    keys = ("gamma_1", "beta_1", "W_Q", "W_K", "W_V", "W_O", "gamma_2", "beta_2", "W_1", "b_1", "W_2", "b_2")
+    _require(isinstance(block, dict) and set(block) == set(keys), f"block must hold exactly {keys}")
+    d_model = x.shape[-1]
+    _divides(_count("n_heads", n_heads), d_model)
+    _weights(d_model, **{k: (block[k], (d_model, d_model)) for k in ("W_Q", "W_K", "W_V", "W_O")})
+    mlp_backward(x, block["W_1"], block["b_1"], block["W_2"], block["b_2"], grad_out)
+    _row_params(x, *((k, block[k]) for k in ("gamma_1", "beta_1", "gamma_2", "beta_2")))
+    _mask(mask, x.shape[-2:-1] * 2)
+
+
+def sample_next(logits, rng, temperature=1.0, top_k=None):
+    """logits (n_vocab,) finite floats; rng a numpy Generator; temperature >= 0; top_k None or 1 .. n_vocab."""
+    _floats(("logits", logits))
+    _require(logits.ndim == 1 and np.isfinite(logits).all(), "logits must be one finite row (n_vocab,)")
+    _require(isinstance(rng, np.random.Generator), f"rng must be a numpy Generator (got {type(rng).__name__})")
+    _require(temperature >= 0, f"temperature must be >= 0 (got {temperature})")
+    if top_k is not None:
+        _require(1 <= _count("top_k", top_k) <= logits.shape[0], "top_k must be in 1 .. n_vocab")
+
+
+def generate(params, n_heads, prompt, n_new, rng, temperature=1.0, top_k=None):
+    """A model's params; a prompt of at least one token; len(prompt) + n_new within the model's positions."""
+    _require(isinstance(params, dict) and {"E", "P", "blocks", "gamma_f", "beta_f", "W_U"} <= set(params),
+             "params must hold E, P, blocks, gamma_f, beta_f and W_U")
+    _require(len(prompt) >= 1, "the prompt must hold at least one token")
+    _require(len(prompt) + _count("n_new", n_new, low=0) <= params["P"].shape[0],
+             "len(prompt) + n_new must be at most the model's number of positions")
+    _require(isinstance(rng, np.random.Generator), "rng must be a numpy Generator")
+    _require(temperature >= 0 and (top_k is None or 1 <= top_k <= params["W_U"].shape[-1]),
+             "temperature must be >= 0 and top_k None or in 1 .. n_vocab")
+
+
+def ablate_head(heads, n_heads, head):
+    """heads (..., T, d_model) floats; n_heads divides d_model; head in 0 .. n_heads - 1."""
+    _floats(("heads", heads), min_ndim=2)
+    _divides(_count("n_heads", n_heads), heads.shape[-1])
+    _require(0 <= _count("head", head, low=0) < n_heads, f"head must be in 0 .. {n_heads - 1} (got {head})")
+
+
+def k_composition(W_Q, W_K, W_V_prev, W_O_prev, n_heads):
+    """Four float (d_model, d_model) weights; n_heads divides d_model."""
+    _floats(("W_Q", W_Q), ("W_K", W_K), ("W_V_prev", W_V_prev), ("W_O_prev", W_O_prev), min_ndim=2)
+    d_model = W_Q.shape[0]
+    _weights(d_model, W_Q=(W_Q, (d_model, d_model)), W_K=(W_K, (d_model, d_model)),
+             W_V_prev=(W_V_prev, (d_model, d_model)), W_O_prev=(W_O_prev, (d_model, d_model)))
+    _divides(_count("n_heads", n_heads), d_model)
+
+
 def split_into_heads(x, n_heads):
     """x (..., T, d_model) is a float array; n_heads is a positive integer that divides d_model."""
     split_heads(x, n_heads)
@@ -454,4 +562,5 @@ GRADED = frozenset({
     "cross_attention", "softmax_jacobian", "softmax_backward", "attention_row_backward",
     "scaled_dot_product_attention_backward", "multi_head_attention_backward", "gradient_check",
     "sinusoidal_positions", "rope", "alibi_bias", "sliding_window_mask", "streaming_decode", "mla_attention",
-    "mla_absorbed", "kv_cache_elements_per_token"})
+    "mla_absorbed", "kv_cache_elements_per_token", "layer_norm", "layer_norm_backward", "gelu_backward", "mlp_backward",
+    "cross_entropy", "embedding_backward", "block_backward", "sample_next", "generate", "ablate_head", "k_composition"})

@@ -126,6 +126,15 @@ _BY_LESSON = {  # by lesson number
     "08": lambda: _reference("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads", "decode_step",
                                    "rope", "alibi_bias", "sliding_window_mask", "streaming_decode", "mla_attention",
                                    "mla_absorbed", "kv_cache_elements_per_token"),
+    # the pieces of lessons 01-08 and the model's code (gelu, mlp, block_forward, empty_cache, model_step,
+    # gpt_logits) are given in locked cells
+    "09": lambda: _reference("softmax", "scaled_dot_product_attention", "split_heads", "concat_heads",
+                                   "multi_head_attention", "softmax_backward", "scaled_dot_product_attention_backward",
+                                   "multi_head_attention_backward", "kv_cache_append", "decode_step", "gelu", "mlp",
+                                   "layer_norm", "layer_norm_backward", "gelu_backward", "mlp_backward",
+                                   "cross_entropy", "embedding_backward", "block_forward", "block_backward",
+                                   "empty_cache", "model_step", "gpt_logits", "sample_next", "generate",
+                                   "ablate_head", "k_composition"),
 }
 
 

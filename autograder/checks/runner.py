@@ -41,12 +41,22 @@ class Case:
     label: str = ""
 
     def describe(self) -> str:
-        parts = []
-        for a in self.args:
-            parts.append(f"array{compare.shape_of(a)} {a.dtype}" if compare.is_array(a) else repr(a))
-        for k, v in self.kwargs.items():
-            parts.append(f"{k}=" + (f"array{compare.shape_of(v)}" if compare.is_array(v) else repr(v)))
+        parts = [_brief(a) for a in self.args] + [f"{k}={_brief(v)}" for k, v in self.kwargs.items()]
         return (self.label + ": " if self.label else "") + "(" + ", ".join(parts) + ")"
+
+
+def _brief(a) -> str:
+    """An argument as a message shows it: an array by shape and dtype, a dict of arrays (a layer's weights) or a list
+    of them (a model's layers) by what it holds, a generator by its kind, anything else by repr."""
+    if compare.is_array(a):
+        return f"array{compare.shape_of(a)} {a.dtype}"
+    if isinstance(a, dict) and any(compare.is_array(v) or isinstance(v, (dict, list)) for v in a.values()):
+        return "{" + ", ".join(f"{k}: {_brief(v)}" for k, v in a.items()) + "}"
+    if isinstance(a, list) and a and all(isinstance(v, dict) for v in a):
+        return f"[{len(a)} x {_brief(a[0])}]"
+    if isinstance(a, np.random.Generator):
+        return "a numpy Generator"
+    return repr(a)
 
 
 @contextlib.contextmanager
@@ -213,6 +223,10 @@ def as_outputs(result, labels):
     """A result as a tuple of its parts (``labels`` names them); a WrongAnswer when it has the wrong number."""
     if len(labels) == 1:
         return (result,)
+    if isinstance(result, dict):  # gradients keyed by what they are the gradient of: in the order of ``labels``
+        if sorted(result) != sorted(labels):
+            raise WrongAnswer(f"expected a dict with the keys {list(labels)}, got the keys {list(result)}")
+        return tuple(result[k] for k in labels)
     if not isinstance(result, tuple) or len(result) != len(labels):
         raise WrongAnswer(f"expected a tuple of {len(labels)} results ({', '.join(labels)}), "
                           f"got {type(result).__name__}")

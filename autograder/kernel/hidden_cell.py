@@ -72,6 +72,10 @@ class _StandIn:
             reply = _ask(_call(_namespace(), reply))
         if reply.get("op") == "stand_in_raised":
             raise exception_named(reply.get("type", "RuntimeError"), reply.get("message", ""))
+        for index, data in (reply.get("changed") or {}).items():  # a generator the grader's helper drew from
+            i, new = int(index), decode_value(data)
+            if i < len(args) and type(args[i]) is type(new) is np.random.Generator:
+                args[i].bit_generator.state = new.bit_generator.state
         return decode_value(reply["value"])
 
 

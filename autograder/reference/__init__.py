@@ -2,7 +2,7 @@
 
 Every hidden test grades a learner's function against the function of the same name here (``reference.softmax``,
 ``getattr(reference, name)``), and the benchmarks time it. Learners never receive it. Each lesson's functions live in
-a module of their own (``lesson01`` ... ``lesson08``, beside the hidden checks' ``autograder/checks/lessonNN.py``;
+a module of their own (``lesson01`` ... ``lesson09``, beside the hidden checks' ``autograder/checks/lessonNN.py``;
 the argument checks they share: ``arguments``); this package holds them all under one name, ``__all__`` in lesson
 order.
 
@@ -32,10 +32,15 @@ from autograder.reference.lesson07 import (attention_row_backward, gradient_chec
                                            softmax_backward, softmax_jacobian)
 from autograder.reference.lesson08 import (alibi_bias, kv_cache_elements_per_token, mla_absorbed, mla_attention, rope,
                                            sliding_window_mask, streaming_decode)
+from autograder.reference.lesson09 import (ablate_head, block_backward, block_forward, cross_entropy, embedding_backward,
+                                           empty_cache, gelu, gelu_backward, generate, gpt_logits, k_composition,
+                                           layer_norm, layer_norm_backward, mlp, mlp_backward, model_step,
+                                           next_token_probabilities, sample_next)
 
 # Not in __all__ (no learner writes them), read as reference.<name> by the checks and the tests:
 from autograder.reference.lesson06 import MASK_CONVENTIONS  # noqa: F401
 from autograder.reference.lesson08 import KV_CACHE_ATTENTION, mla_cache  # noqa: F401
+from autograder.reference.lesson09 import BLOCK_KEYS  # noqa: F401
 
 __all__ = [
     "softmax",
@@ -73,4 +78,23 @@ __all__ = [
     "mla_attention",
     "mla_absorbed",
     "kv_cache_elements_per_token",
+    "layer_norm",
+    "layer_norm_backward",
+    "gelu_backward",
+    "mlp_backward",
+    "cross_entropy",
+    "embedding_backward",
+    "block_backward",
+    "sample_next",
+    "generate",
+    "ablate_head",
+    "k_composition",
+    # given by lesson 09, not graded: bug sources and stand-ins call them
+    "gelu",
+    "mlp",
+    "block_forward",
+    "gpt_logits",
+    "empty_cache",
+    "model_step",
+    "next_token_probabilities",
 ]

@@ -251,8 +251,12 @@ class Session:
                 raise TypeError("an argument is not a numpy array or a plain value")
             with within_budget(self.memory_limit or DEFAULT_STAND_IN_BUDGET):
                 try:
+                    drawn_before = {i: encode_value(a) for i, a in enumerate(args) if type(a) is np.random.Generator}
                     value = helper(*args, **kwargs)
-                    answer = {"op": "stand_in_result", "value": encode_value(value)}
+                    # a generator the helper drew from goes back advanced: the learner's next draw continues it
+                    changed = {str(i): encode_value(args[i]) for i, b in drawn_before.items()
+                               if encode_value(args[i]) != b}
+                    answer = {"op": "stand_in_result", "value": encode_value(value), "changed": changed}
                 except MemoryError:
                     raise StandInTooLarge(message.get("name"), self.memory_limit or DEFAULT_STAND_IN_BUDGET) from None
                 finally:
