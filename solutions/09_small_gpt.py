@@ -118,12 +118,13 @@ def multi_head_attention_backward(x, W_Q, W_K, W_V, W_O, n_heads, grad_out, mask
     """{"x", "W_Q", "W_K", "W_V", "W_O"}: every gradient of multi_head_attention's out (lesson 07)."""
     Q, K, V = (split_heads(x @ W, n_heads) for W in (W_Q, W_K, W_V))  # each (..., n_heads, T, d_head)
     heads, weights = scaled_dot_product_attention(Q, K, V, mask)
-    grads = {"W_O": np.einsum("...ti,...tj->ij", concat_heads(heads), grad_out)}  # summed over batch and positions
+    rows = (-1, x.shape[-1])  # every leading axis in one: (N, d_model); a weight's gradient sums over all of them
+    grads = {"W_O": concat_heads(heads).reshape(rows).T @ grad_out.reshape(rows)}  # (d_model, d_model)
     dQ, dK, dV = scaled_dot_product_attention_backward(Q, K, V, weights, split_heads(grad_out @ W_O.T, n_heads), mask)
     grad_x = 0
     for name, W, d in (("W_Q", W_Q, dQ), ("W_K", W_K, dK), ("W_V", W_V, dV)):
         d = concat_heads(d)  # (..., T, d_model)
-        grads[name] = np.einsum("...ti,...tj->ij", x, d)  # (d_model, d_model)
+        grads[name] = x.reshape(rows).T @ d.reshape(rows)  # (d_model, N) @ (N, d_model) -> (d_model, d_model)
         grad_x = grad_x + d @ W.T  # x feeds all three projections: their gradients add
     grads["x"] = grad_x
     return grads
@@ -219,10 +220,10 @@ check_layer_norm(layer_norm)
 
 # %% nbgrader={"grade_id": "layer_norm_backward", "solution": true}
 def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
-    """(grad_x, grad_gamma, grad_beta) of layer_norm(x, gamma, beta, eps), given grad_out = dL/dout.
+    """(grad_x, grad_gamma, grad_beta) of layer_norm(x, gamma, beta, eps), given grad_out = dL/dout. grad_x has x's
+    shape; grad_gamma and grad_beta are (d_model,), summed over every leading axis.
 
     Contract: x and grad_out are float arrays of one shape (..., d_model); gamma has shape (d_model,); eps > 0.
-    grad_x has x's shape; grad_gamma and grad_beta are (d_model,), summed over every leading axis.
     """
     ### BEGIN SOLUTION
     mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
@@ -264,8 +265,9 @@ def gelu_backward(x, grad_out):
     Contract: x and grad_out are float arrays of one shape.
     """
     ### BEGIN SOLUTION
-    t = np.tanh(GELU_C * (x + 0.044715 * (x * x * x)))
-    return grad_out * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_C * (1 + 3 * 0.044715 * (x * x)))
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (x + 0.044715 * (x * x * x)))  # tanh(u), u = c (x + 0.044715 x^3)
+    return grad_out * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * (x * x)))
     ### END SOLUTION
 
 
@@ -496,6 +498,8 @@ print(f"uniform guess: ln {n_vocab} = {math.log(n_vocab):.2f} nats per character
 # **The model** (given): token embeddings and learned positions, two of your blocks with four heads each, a final
 # layer norm and the unembedding `W_U` `(d_model, n_vocab)`. Its backward pass is your functions in reverse order;
 # Adam updates every array. `d_model = 64`, `T = 64` characters of context, batches of 32 windows, 1,500 steps.
+# The same cell gives `write`, which section 6 uses to make the model write, and what section 7 measures with:
+# the repeated letters and lesson 07's two head scores.
 #
 # **Windows that repeat.** Code repeats itself: a name defined is used again, a line is written twice with one
 # change. The model can learn to copy, but only once it needs to often enough. So each training window starts
@@ -626,6 +630,58 @@ def train(seed=0, n_steps=N_STEPS, lr=5e-3, every=100):
     return params, history
 
 
+letters = np.array([CHAR_TO_TOKEN[c] for c in "abcdefghijklmnopqrstuvwxyz"])
+T_HALF = T_MAX // 2
+first_half = letters[np.random.default_rng(7).integers(0, 26, size=(64, T_HALF))]  # (64, T_HALF)
+repeated = np.concatenate([first_half, first_half], axis=1)  # (64, T_MAX): random letters, then the same again
+
+
+def half_losses(params, ablate=()):
+    """Mean loss of the next letter on the first (random) and the second (repeated) half of `repeated`."""
+    logits = gpt_logits(params, N_HEADS, repeated[:, :-1], ablate)  # (64, T_MAX - 1, n_vocab)
+    log_p = logits - logits.max(axis=-1, keepdims=True)
+    log_p = log_p - np.log(np.exp(log_p).sum(axis=-1, keepdims=True))
+    per_position = -np.take_along_axis(log_p, repeated[:, 1:, None], axis=-1)[..., 0]  # (64, T_MAX - 1)
+    return float(per_position[:, :T_HALF - 1].mean()), float(per_position[:, T_HALF:].mean())
+
+
+def attention_weights(params, n_sequences=8):
+    """Each block's attention weights (n_sequences, N_HEADS, T, T) on the first sequences of `repeated`."""
+    x = params["E"][repeated[:n_sequences, :-1]] + params["P"][:T_MAX - 1]
+    found = []
+    for block in params["blocks"]:
+        x, w = block_forward(x, block, N_HEADS, causal(T_MAX - 1))
+        found.append(w)
+    return found
+
+
+def scores_of(w):
+    """(previous-token score, induction score) per head of one block's weights (B, n_heads, T, T): lesson 07's."""
+    t = np.arange(1, w.shape[-1])
+    later = np.arange(T_HALF, w.shape[-1])
+    return w[..., t, t - 1].mean(axis=(0, 2)), w[..., later, later - T_HALF + 1].mean(axis=(0, 2))
+
+
+def write(params, prompt, n_chars, rng, temperature=0.8, top_k=10):
+    """`n_chars` characters after `prompt` (a string), through your generate (section 6). The model knows T_MAX
+    positions: each time they run out, generation starts a fresh cache from the last T_MAX // 2 characters."""
+    tokens = list(encode(prompt)[-T_MAX // 2:]) or [CHAR_TO_TOKEN["\n"]]
+    text = ""
+    while len(text) < n_chars:
+        n_new = min(T_MAX - len(tokens), n_chars - len(text))
+        out = generate(params, N_HEADS, tokens, n_new, rng, temperature, top_k)
+        text += decode(out[len(tokens):])
+        tokens = out[-T_MAX // 2:]
+    return text
+
+
+def indented_by_fours(text):
+    """(lines that start with a space, the share of them whose indentation is a multiple of four)."""
+    widths = [len(line) - len(line.lstrip(" ")) for line in text.split("\n") if line.startswith(" ")]
+    return len(widths), (sum(w % 4 == 0 for w in widths) / len(widths) if widths else float("nan"))
+
+
+# %%
 SEED = 0
 untrained = init_model(np.random.default_rng(SEED))
 model, history = train(SEED)
@@ -739,26 +795,14 @@ __import__("autograder.kernel.hidden_cell").kernel.hidden_cell.run("generate_val
 check_generate(generate, gpt_logits)
 
 # %% [markdown] nbgrader={"grade_id": "talk_intro"}
-# The model knows `T_MAX = 64` positions; `write` goes on past them by starting a fresh cache from the last 32
-# characters each time the positions run out. Move the sliders: at temperature 0 the model repeats its likeliest
+# The model knows `T_MAX = 64` positions; `write` (given with the model) goes on past them by starting a fresh
+# cache from the last 32 characters each time the positions run out. Move the sliders: at temperature 0 the model repeats its likeliest
 # line; around 0.8 it writes something that looks like Python, indented by fours; at 2 it is noise.
 #
 # *Figure (alt text): none; the output is text. Without a live front end it shows the text at temperature 0.8,
 # top-k 10.*
 
 # %% tags=["nbval-ignore-output"]
-def write(params, prompt, n_chars, rng, temperature=0.8, top_k=10):
-    """`n_chars` characters after `prompt` (a string), through your generate."""
-    tokens = list(encode(prompt)[-T_MAX // 2:]) or [CHAR_TO_TOKEN["\n"]]
-    text = ""
-    while len(text) < n_chars:
-        n_new = min(T_MAX - len(tokens), n_chars - len(text))
-        out = generate(params, N_HEADS, tokens, n_new, rng, temperature, top_k)
-        text += decode(out[len(tokens):])
-        tokens = out[-T_MAX // 2:]
-    return text
-
-
 temperature_choice = widgets.FloatSlider(value=0.8, min=0.0, max=2.0, step=0.1, description="temperature")
 top_k_choice = widgets.IntSlider(value=10, min=1, max=n_vocab, description="top-k")
 prompt_choice = widgets.Text(value="def ", description="prompt")
@@ -783,12 +827,6 @@ rewrite()
 # trained model and by the untrained one (same sampler, temperature 0.8, top-k 10, 3,000 characters each):
 
 # %%
-def indented_by_fours(text):
-    """(lines that start with a space, the share of them whose indentation is a multiple of four)."""
-    widths = [len(line) - len(line.lstrip(" ")) for line in text.split("\n") if line.startswith(" ")]
-    return len(widths), (sum(w % 4 == 0 for w in widths) / len(widths) if widths else float("nan"))
-
-
 n_chars = 300 if SHORT else 3000
 for name, params in (("trained", model), ("untrained", untrained)):
     count, share = indented_by_fours(write(params, "\n", n_chars, np.random.default_rng(1)))
@@ -833,21 +871,6 @@ check_ablate_head(ablate_head)
 # the numbers and name the head whose removal costs the most.*
 
 # %%
-letters = np.array([CHAR_TO_TOKEN[c] for c in "abcdefghijklmnopqrstuvwxyz"])
-T_HALF = T_MAX // 2
-first_half = letters[np.random.default_rng(7).integers(0, 26, size=(64, T_HALF))]  # (64, T_HALF)
-repeated = np.concatenate([first_half, first_half], axis=1)  # (64, T_MAX)
-
-
-def half_losses(params, ablate=()):
-    """Mean loss of the next letter on the first (random) and the second (repeated) half."""
-    logits = gpt_logits(params, N_HEADS, repeated[:, :-1], ablate)  # (64, T_MAX - 1, n_vocab)
-    log_p = logits - logits.max(axis=-1, keepdims=True)
-    log_p = log_p - np.log(np.exp(log_p).sum(axis=-1, keepdims=True))
-    per_position = -np.take_along_axis(log_p, repeated[:, 1:, None], axis=-1)[..., 0]  # (64, T_MAX - 1)
-    return float(per_position[:, :T_HALF - 1].mean()), float(per_position[:, T_HALF:].mean())
-
-
 heads = [(b, h) for b in range(N_BLOCKS) for h in range(N_HEADS)]
 intact = half_losses(model)
 ablated = {bh: half_losses(model, [bh]) for bh in heads}
@@ -876,20 +899,7 @@ print(f"Zeroing block {worst[0] + 1}, head {worst[1]} costs the most on the repe
 # across, causal. The title gives the head's previous-token and induction scores.*
 
 # %% tags=["nbval-ignore-output"]
-weights_by_block = []
-x = model["E"][repeated[:8, :-1]] + model["P"][:T_MAX - 1]
-for block in model["blocks"]:
-    x, w = block_forward(x, block, N_HEADS, causal(T_MAX - 1))
-    weights_by_block.append(w)  # (8, N_HEADS, T, T)
-
-
-def scores_of(w):
-    """(previous-token score, induction score) per head of one block's weights (B, n_heads, T, T)."""
-    t = np.arange(1, w.shape[-1])
-    later = np.arange(T_HALF, w.shape[-1])
-    return w[..., t, t - 1].mean(axis=(0, 2)), w[..., later, later - T_HALF + 1].mean(axis=(0, 2))
-
-
+weights_by_block = attention_weights(model)  # per block (8, N_HEADS, T, T)
 head_choice = widgets.Dropdown(options=[(f"block {b + 1}, head {h}", (b, h)) for b, h in heads], value=worst,
                                description="head")
 pattern_view = widgets.Output()

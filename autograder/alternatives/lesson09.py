@@ -103,7 +103,7 @@ alternative("layer_norm_backward_mean_variance_chain", "layer_norm_backward",
 
 alternative("layer_norm_backward_einsum_via_layer_norm", "layer_norm_backward",
             """x_hat from the learner's layer_norm with gamma 1 and beta 0, the closed form with sums instead of
-            means, grad_gamma and grad_beta by einsum over every leading axis, and a check that raises when
+            means, grad_gamma and grad_beta by einsum over the flattened rows, and a check that raises when
             grad_out's shape is not x's""",
             """
             def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
@@ -118,7 +118,8 @@ alternative("layer_norm_backward_einsum_via_layer_norm", "layer_norm_backward",
                 sum_g = np.einsum("...d->...", g)[..., None]  # (..., 1)
                 sum_gx = np.einsum("...d,...d->...", g, x_hat)[..., None]  # (..., 1)
                 grad_x = (d * g - sum_g - x_hat * sum_gx) / (d * sigma)
-                return grad_x, np.einsum("...d,...d->d", grad_out, x_hat), np.einsum("...d->d", grad_out)
+                g_rows, x_hat_rows = grad_out.reshape(-1, d), x_hat.reshape(-1, d)  # (N, d_model) each
+                return grad_x, np.einsum("nd,nd->d", g_rows, x_hat_rows), np.einsum("nd->d", g_rows)
             """)
 
 # ---------------------------------------------------------------------------------------------- gelu_backward
@@ -166,20 +167,22 @@ alternative("gelu_backward_checked_inline", "gelu_backward",
 
 # ----------------------------------------------------------------------------------------------- mlp_backward
 alternative("mlp_backward_einsum", "mlp_backward",
-            """einsum for every product, which sums the weights' gradients over every leading axis by leaving the
-            ellipsis out of the output; the learner's gelu_backward""",
+            """einsum for every product, which names the summed axis instead of transposing; the weights'
+            gradients summed over the rows of every leading axis flattened; the learner's gelu_backward""",
             """
             def mlp_backward(x, W_1, b_1, W_2, b_2, grad_out):
                 \"\"\"Gradients of mlp's output w.r.t. x, W_1, b_1, W_2, b_2, given dL/dout: a dict.\"\"\"
                 pre = np.einsum("...d,df->...f", x, W_1) + b_1  # (..., d_ff)
-                hidden = gelu(pre)  # (..., d_ff)
                 grad_hidden = np.einsum("...m,fm->...f", grad_out, W_2)  # (..., d_ff)
                 grad_pre = gelu_backward(pre, grad_hidden)  # (..., d_ff)
+                d_model, d_ff = W_1.shape
+                xs, hs = x.reshape(-1, d_model), gelu(pre).reshape(-1, d_ff)  # (N, d_model), (N, d_ff)
+                gs, ps = grad_out.reshape(-1, d_model), grad_pre.reshape(-1, d_ff)  # (N, d_model), (N, d_ff)
                 return {"x": np.einsum("...f,df->...d", grad_pre, W_1),
-                        "W_1": np.einsum("...d,...f->df", x, grad_pre),
-                        "b_1": np.einsum("...f->f", grad_pre),
-                        "W_2": np.einsum("...f,...m->fm", hidden, grad_out),
-                        "b_2": np.einsum("...m->m", grad_out)}
+                        "W_1": np.einsum("nd,nf->df", xs, ps),
+                        "b_1": np.einsum("nf->f", ps),
+                        "W_2": np.einsum("nf,nm->fm", hs, gs),
+                        "b_2": np.einsum("nm->m", gs)}
             """)
 
 alternative("mlp_backward_row_loop", "mlp_backward",
@@ -236,8 +239,9 @@ alternative("mlp_backward_float64_tensordot_checked", "mlp_backward",
 
 # ---------------------------------------------------------------------------------------------- cross_entropy
 alternative("cross_entropy_logaddexp_reduce", "cross_entropy",
-            """the log-sum-exp by np.logaddexp.reduce (stable without subtracting the maximum), the probabilities
-            as exp(logits - lse), the one-hot subtracted by fancy indexing on flattened rows""",
+            """the log-sum-exp by np.logaddexp.reduce (stable without subtracting the maximum) in float64, the
+            probabilities as exp(logits - lse), the one-hot subtracted by fancy indexing on flattened rows, the
+            gradient cast back to the logits' dtype""",
             """
             def cross_entropy(logits, targets):
                 \"\"\"(loss, grad_logits): mean over positions of -log softmax(logits)[target]; its gradient.\"\"\"
@@ -245,8 +249,9 @@ alternative("cross_entropy_logaddexp_reduce", "cross_entropy",
                 if targets.shape != logits.shape[:-1]:
                     raise ValueError(f"targets must have shape {logits.shape[:-1]}, got {targets.shape}")
                 n_vocab = logits.shape[-1]
-                lse = np.logaddexp.reduce(logits, axis=-1, keepdims=True)  # (..., 1): log sum exp
-                rows = (logits - lse).reshape(-1, n_vocab)  # (N, n_vocab): log-probabilities
+                z = logits.astype(np.float64)  # float32's spacing near 1000 would blur logits - lse
+                lse = np.logaddexp.reduce(z, axis=-1, keepdims=True)  # (..., 1): log sum exp
+                rows = (z - lse).reshape(-1, n_vocab)  # (N, n_vocab): log-probabilities
                 t = targets.reshape(-1)  # (N,)
                 N = max(t.size, 1)
                 loss = -rows[np.arange(t.size), t].sum() / N
@@ -368,8 +373,8 @@ alternative("block_backward_dict_merge", "block_backward",
             """)
 
 alternative("block_backward_mlp_inline", "block_backward",
-            """the MLP's backward pass written inline (the learner's gelu_backward, einsum for the weights' sums
-            over every leading axis), the layer norms' and attention's through the given functions; the mask passed
+            """the MLP's backward pass written inline (the learner's gelu_backward, einsum over the flattened rows
+            for the weights' sums), the layer norms' and attention's through the given functions; the mask passed
             by keyword""",
             """
             def block_backward(x, block, n_heads, grad_out, mask=None):
@@ -382,8 +387,11 @@ alternative("block_backward_mlp_inline", "block_backward",
                 pre = h2 @ b["W_1"] + b["b_1"]  # (..., T, d_ff)
                 g_h = grad_out @ b["W_2"].T  # (..., T, d_model) @ (d_model, d_ff) -> (..., T, d_ff)
                 g_pre = gelu_backward(pre, g_h)  # (..., T, d_ff)
-                out = {"W_1": np.einsum("...i,...j->ij", h2, g_pre), "b_1": np.einsum("...j->j", g_pre),
-                       "W_2": np.einsum("...i,...j->ij", gelu(pre), grad_out), "b_2": np.einsum("...j->j", grad_out)}
+                d_model, d_ff = b["W_1"].shape
+                h2_rows, g_pre_rows = h2.reshape(-1, d_model), g_pre.reshape(-1, d_ff)  # (N, d_model), (N, d_ff)
+                hidden_rows, g_rows = gelu(pre).reshape(-1, d_ff), grad_out.reshape(-1, d_model)  # the same
+                out = {"W_1": np.einsum("ni,nj->ij", h2_rows, g_pre_rows), "b_1": np.einsum("nj->j", g_pre_rows),
+                       "W_2": np.einsum("ni,nj->ij", hidden_rows, g_rows), "b_2": np.einsum("nj->j", g_rows)}
                 g_h2 = g_pre @ b["W_1"].T  # (..., T, d_ff) @ (d_ff, d_model) -> (..., T, d_model)
                 g_x1_ln, out["gamma_2"], out["beta_2"] = layer_norm_backward(x1, b["gamma_2"], g_h2)
                 g_x1 = grad_out + g_x1_ln

@@ -62,11 +62,13 @@ bug("layer_norm_divides_by_variance", "layer_norm",
     does not have variance 1.""",
     _ln_source(out="(x - mean) / (var + eps) * gamma + beta"), tests=_LN)
 
-bug("layer_norm_no_keepdims", "layer_norm",
-    """The mean and variance lose their last axis (no keepdims), so subtracting them from x lines up their
-    positions with x's features: the shapes do not broadcast, or broadcast the wrong way. Keep the reduced axis
-    so each row's statistics stay beside that row.""",
-    _ln_source(mean="x.mean(axis=-1)", var="x.var(axis=-1)"), tests=_LN)
+bug("layer_norm_transposes_to_broadcast", "layer_norm",
+    """The mean and variance lose their last axis (no keepdims), and x is transposed so that they broadcast: that
+    works for one sequence (T, d_model) only, because a transpose reverses every axis, and on a batch (B, T,
+    d_model) the statistics no longer line up with their rows. Keep the reduced axis instead, so each row's
+    statistics stay beside that row.""",
+    _ln_source(mean="x.mean(axis=-1)", var="x.var(axis=-1)",
+               out="((x.T - mean) / np.sqrt(var + eps)).T * gamma + beta"), tests=_LN)
 
 # ------------------------------------------------------------------------------------- layer norm backward
 _LNB = ("layer_norm_backward_values",)
@@ -257,10 +259,11 @@ bug("mlp_backward_w2_grad_transposed", "mlp_backward",
     times y's gradient, and a gradient has the shape of what it is the gradient of.""",
     _mlp_source(grad_W_2="flat(grad_out).T @ flat(hidden)"), tests=_MLP)
 
-bug("mlp_backward_weights_not_transposed", "mlp_backward",
-    """The output's gradient is multiplied by W_2 instead of its transpose on the way back: for y = h W, h's
-    gradient is y's gradient times W^T ((d_model) back to (d_ff)).""",
-    _mlp_source(grad_hidden="grad_out @ W_2"), tests=_MLP)
+bug("mlp_backward_dot_T", "mlp_backward",
+    """The weights' gradients transpose the activations with a plain transpose, which reverses every axis: right for
+    one sequence (T, d_model), but on a batch (B, T, d_model) the shapes no longer fit. Flatten every leading axis
+    into one (all the positions of all the examples as rows) before transposing.""",
+    _mlp_source(grad_W_1="x.T @ grad_pre", grad_W_2="hidden.T @ grad_out"), tests=_MLP)
 
 # --------------------------------------------------------------------------------------------- cross-entropy
 _CE = ("cross_entropy_values",)
@@ -498,12 +501,11 @@ bug("sample_next_ignores_top_k", "sample_next",
     0.""",
     _sample_source(top=""), tests=_SAMPLE)
 
-# shows with top_k 3 and 5 (it raises: rng.choice wants probabilities that sum to 1)
-bug("sample_next_top_k_not_renormalised", "sample_next",
-    """The probabilities outside the top k are set to 0 after the softmax without dividing the rest by their new
-    sum: they no longer add up to 1. Either renormalise, or drop the other logits before the softmax.""",
-    _sample_source(top="", probs="np.where(np.isin(np.arange(len(z)), kept), softmax(z), 0.0) "
-                                 "if top_k is not None else softmax(z)"), tests=_SAMPLE)
+# shows with top_k 3 and 5
+bug("sample_next_top_k_masked_with_zero", "sample_next",
+    """The logits outside the top k are set to 0 instead of minus infinity: a logit of 0 still has probability
+    e^0 over the sum, so the other tokens can still be drawn. Give them -inf, whose exponential is exactly 0.""",
+    _sample_source(top="z = np.where(np.isin(np.arange(len(z)), kept), z, 0.0)"), tests=_SAMPLE)
 
 # shows with top_k 3 and 5
 bug("sample_next_uniform_over_top_k", "sample_next",
@@ -530,12 +532,12 @@ bug("sample_next_always_greedy", "sample_next",
     softmax of the logits divided by the temperature; only temperature 0 means the largest.""",
     _sample_source(draw="int(np.argmax(p))"), tests=_SAMPLE)
 
-# shows with temperature 0 only (it raises: dividing by 0 gives infinite logits and NaN probabilities); on 0.5 and
-# 1.5 it draws as the reference does
-bug("sample_next_temperature_zero_unhandled", "sample_next",
-    """Temperature 0 is not handled: dividing the logits by 0 gives infinities and the softmax NaN. Temperature 0
-    is the limit of ever sharper distributions, all the probability on the largest logit: return its index.""",
-    _sample_source(zero="pass"), tests=_SAMPLE)
+# shows with temperature 0 only (it then draws at temperature 1); on 0.5 and 1.5 it draws as the reference does
+bug("sample_next_temperature_zero_as_default", "sample_next",
+    """Temperature 0 is replaced by the default 1 (0 is false in Python, so a default given with "or" replaces it):
+    temperature 0 means greedy, all the probability on the largest logit. Test for 0 explicitly and return the
+    largest logit's index.""",
+    _sample_source(zero="temperature = temperature or 1.0"), tests=_SAMPLE)
 
 # ------------------------------------------------------------------------------------------------ generation
 _GENERATE = ("generate_values",)
@@ -732,7 +734,8 @@ bug("k_composition_qk_transposed", "k_composition",
     tests=_KCOMP)
 
 bug("k_composition_no_transpose", "k_composition",
-    """W_OV is not transposed: keys that read head j's output are x W_OV, and in the score they stand on the right
-    of W_QK transposed, so the product is W_QK times W_OV transposed.""",
+    """W_OV is not transposed: W_QK W_OV is the paper's formula, written for column vectors (W x). In this course's
+    row convention (x W), keys that read head j's output are x W_OV, and in the score they stand transposed on the
+    right of W_QK, so the product is W_QK times W_OV transposed.""",
     _kcomp_source(score="np.linalg.norm(W_QK @ W_OV) / (np.linalg.norm(W_QK) * np.linalg.norm(W_OV))"),
     tests=_KCOMP)

@@ -442,14 +442,14 @@ def _row_params(x, *named):
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
-    """x (..., d_model) a float array; gamma, beta (d_model,); eps > 0."""
+    """x is a float array with at least one axis; gamma and beta have x's last size; eps > 0."""
     _floats(("x", x))
     _row_params(x, ("gamma", gamma), ("beta", beta))
     _require(eps > 0, f"eps must be > 0 (got {eps})")
 
 
 def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
-    """x and grad_out float arrays of one shape (..., d_model); gamma (d_model,); eps > 0."""
+    """x and grad_out are float arrays of one shape (..., d_model); gamma has shape (d_model,); eps > 0."""
     _floats(("x", x), ("grad_out", grad_out))
     _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
     _row_params(x, ("gamma", gamma))
@@ -457,13 +457,14 @@ def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
 
 
 def gelu_backward(x, grad_out):
-    """x and grad_out float arrays of one shape."""
+    """x and grad_out are float arrays of one shape."""
     _floats(("x", x), ("grad_out", grad_out))
     _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
 
 
 def mlp_backward(x, W_1, b_1, W_2, b_2, grad_out):
-    """x, grad_out (..., d_model); W_1 (d_model, d_ff), b_1 (d_ff,), W_2 (d_ff, d_model), b_2 (d_model,)."""
+    """x and grad_out are float arrays (..., d_model); W_1 (d_model, d_ff), b_1 (d_ff,), W_2 (d_ff, d_model), b_2
+    (d_model,)."""
     _floats(("x", x), ("grad_out", grad_out))
     _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
     d_model, d_ff = x.shape[-1], np.shape(W_1)[-1]
@@ -472,7 +473,8 @@ def mlp_backward(x, W_1, b_1, W_2, b_2, grad_out):
 
 
 def cross_entropy(logits, targets):
-    """logits a float array (..., n_vocab); targets integers of logits' shape without its last axis, in range."""
+    """logits is a float array (..., n_vocab); targets an integer array of logits' shape without its last axis, each in 0
+    .. n_vocab - 1."""
     _floats(("logits", logits))
     _require(isinstance(targets, np.ndarray) and targets.dtype.kind in "iu", "targets must be an integer array")
     _require(targets.shape == logits.shape[:-1], f"targets must have shape {logits.shape[:-1]} (got {targets.shape})")
@@ -481,7 +483,8 @@ def cross_entropy(logits, targets):
 
 
 def embedding_backward(tokens, grad_x, n_vocab):
-    """tokens integers in 0 .. n_vocab - 1; grad_x (..., d_model) with tokens' shape in front; n_vocab >= 1."""
+    """tokens is an integer array (...) of values in 0 .. n_vocab - 1; grad_x a float array (..., d_model) with tokens'
+    shape in front; n_vocab >= 1."""
     n_vocab = _count("n_vocab", n_vocab)
     _require(isinstance(tokens, np.ndarray) and tokens.dtype.kind in "iu", "tokens must be an integer array")
     _floats(("grad_x", grad_x))
@@ -490,8 +493,8 @@ def embedding_backward(tokens, grad_x, n_vocab):
 
 
 def block_backward(x, block, n_heads, grad_out, mask=None):
-    """x, grad_out (..., T, d_model); block the twelve arrays of a block; n_heads divides d_model; mask None or
-    boolean (T, T)."""
+    """x and grad_out are float arrays (..., T, d_model); block holds the twelve arrays of BLOCK_KEYS; n_heads divides
+    d_model; mask is None or a boolean (T, T) array."""
     _floats(("x", x), ("grad_out", grad_out), min_ndim=2)
     _require(grad_out.shape == x.shape, f"grad_out must have x's shape {x.shape} (got {grad_out.shape})")
     keys = ("gamma_1", "beta_1", "W_Q", "W_K", "W_V", "W_O", "gamma_2", "beta_2", "W_1", "b_1", "W_2", "b_2")
@@ -505,7 +508,8 @@ def block_backward(x, block, n_heads, grad_out, mask=None):
 
 
 def sample_next(logits, rng, temperature=1.0, top_k=None):
-    """logits (n_vocab,) finite floats; rng a numpy Generator; temperature >= 0; top_k None or 1 .. n_vocab."""
+    """logits is a float array (n_vocab,); rng a numpy Generator; temperature >= 0; top_k None or an integer in 1 ..
+    n_vocab."""
     _floats(("logits", logits))
     _require(logits.ndim == 1 and np.isfinite(logits).all(), "logits must be one finite row (n_vocab,)")
     _require(isinstance(rng, np.random.Generator), f"rng must be a numpy Generator (got {type(rng).__name__})")
@@ -515,7 +519,9 @@ def sample_next(logits, rng, temperature=1.0, top_k=None):
 
 
 def generate(params, n_heads, prompt, n_new, rng, temperature=1.0, top_k=None):
-    """A model's params; a prompt of at least one token; len(prompt) + n_new within the model's positions."""
+    """params is a model (E, P, blocks, gamma_f, beta_f, W_U); prompt a sequence of at least one token; n_new >= 0 with
+    len(prompt) + n_new at most the model's number of positions; rng, temperature and top_k as sample_next takes
+    them."""
     _require(isinstance(params, dict) and {"E", "P", "blocks", "gamma_f", "beta_f", "W_U"} <= set(params),
              "params must hold E, P, blocks, gamma_f, beta_f and W_U")
     _require(len(prompt) >= 1, "the prompt must hold at least one token")
@@ -527,14 +533,14 @@ def generate(params, n_heads, prompt, n_new, rng, temperature=1.0, top_k=None):
 
 
 def ablate_head(heads, n_heads, head):
-    """heads (..., T, d_model) floats; n_heads divides d_model; head in 0 .. n_heads - 1."""
+    """heads is a float array (..., T, d_model); n_heads divides d_model; head in 0 .. n_heads - 1."""
     _floats(("heads", heads), min_ndim=2)
     _divides(_count("n_heads", n_heads), heads.shape[-1])
     _require(0 <= _count("head", head, low=0) < n_heads, f"head must be in 0 .. {n_heads - 1} (got {head})")
 
 
 def k_composition(W_Q, W_K, W_V_prev, W_O_prev, n_heads):
-    """Four float (d_model, d_model) weights; n_heads divides d_model."""
+    """the four weights are float (d_model, d_model) arrays; n_heads divides d_model."""
     _floats(("W_Q", W_Q), ("W_K", W_K), ("W_V_prev", W_V_prev), ("W_O_prev", W_O_prev), min_ndim=2)
     d_model = W_Q.shape[0]
     _weights(d_model, W_Q=(W_Q, (d_model, d_model)), W_K=(W_K, (d_model, d_model)),

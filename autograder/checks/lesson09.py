@@ -97,12 +97,12 @@ def gelu_backward_values(gelu_backward):
     rng = rng_for("gelu_backward_values")
     d = _dims(rng)
     x = rng.uniform(-4, 4, size=(d["B"], d["T"], d["d_ff"]))
-    x[0, 0, :3] = (0.0, 12.0, -12.0)
+    x.reshape(-1)[:3] = (0.0, 12.0, -12.0)  # a view: the first three entries, whatever d_ff is
     cases = [Case((x, rng.normal(size=x.shape)), label="batched (B, T, d_ff), -4 to 4 and 0, 12, -12"),
              Case((x[0], rng.normal(size=x.shape[1:])), label="unbatched (T, d_ff)")]
     against_reference("gelu_backward", gelu_backward, cases, rtol=1e-7, atol=1e-10)
     f32 = [Case(_cast(cases[0].args, np.float32), label="float32")]
-    against_reference("gelu_backward", gelu_backward, f32, rtol=1e-4, atol=1e-6)
+    against_reference("gelu_backward", gelu_backward, f32, rtol=1e-4, atol=1e-5)
     dtype_kept("gelu_backward", gelu_backward, [*f32, cases[0]])
 
 

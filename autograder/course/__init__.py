@@ -19,7 +19,7 @@ SOLUTIONS = ROOT / "solutions"
 LESSONS = ROOT / "lessons"
 # learner-side modules, copied from solutions/ to lessons/: one self-check module per lesson and their shared part
 SELFCHECK_FILES = ("selfcheck_common.py", "selfcheck_01.py", "selfcheck_02.py", "selfcheck_03.py", "selfcheck_04.py",
-           "selfcheck_05.py", "selfcheck_06.py", "selfcheck_07.py", "selfcheck_08.py")
+           "selfcheck_05.py", "selfcheck_06.py", "selfcheck_07.py", "selfcheck_08.py", "selfcheck_09.py")
 # learner-side pages, copied from solutions/ to lessons/ (every lesson's opening cell links to the glossary)
 PAGES = ("glossary.md",)
 LESSON_PATTERN = re.compile(r"^\d\d_[a-z0-9_]+\.py$")

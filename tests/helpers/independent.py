@@ -177,3 +177,158 @@ def mla_by_loops(x, W_DKV, W_UK, W_UV, W_KR, W_Q, W_QR, W_O, n_heads, mask=None)
             out[idx] += head @ W_O[cols, :]
             weights[idx + (h,)] = w
     return out, weights
+
+
+# ------------------------------------------------------------------ lesson 09: a small GPT, written differently
+def layer_norm(x, gamma, beta, eps=1e-5):
+    """Row by row with Python sums: the mean, then the biased variance as the mean squared deviation."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape)
+    d = x.shape[-1]
+    for idx in itertools.product(*map(range, x.shape[:-1])):
+        row = [float(v) for v in x[idx]]
+        mean = sum(row) / d
+        var = sum((v - mean) ** 2 for v in row) / d
+        out[idx] = [(v - mean) / math.sqrt(var + eps) * float(g) + float(b) for v, g, b in zip(row, gamma, beta)]
+    return out
+
+
+def layer_norm_jacobian(row, gamma, eps=1e-5):
+    """d out_i / d x_j of one row, entry by entry from the quotient rule on (x_i - mean) / sqrt(var + eps):
+    gamma_i ((delta_ij - 1/d) / s - (x_i - mean)(x_j - mean) / (d s^3))."""
+    row = [float(v) for v in row]
+    d = len(row)
+    mean = sum(row) / d
+    s = math.sqrt(sum((v - mean) ** 2 for v in row) / d + eps)
+    J = np.empty((d, d))
+    for i in range(d):
+        for j in range(d):
+            J[i, j] = float(gamma[i]) * (((i == j) - 1 / d) / s - (row[i] - mean) * (row[j] - mean) / (d * s ** 3))
+    return J
+
+
+def layer_norm_backward(x, gamma, grad_out, eps=1e-5):
+    """Each row's explicit Jacobian transposed times its grad_out; grad_gamma and grad_beta summed by loops."""
+    x, grad_out = np.asarray(x, dtype=np.float64), np.asarray(grad_out, dtype=np.float64)
+    d = x.shape[-1]
+    grad_x = np.empty(x.shape)
+    grad_gamma, grad_beta = np.zeros(d), np.zeros(d)
+    x_hat = layer_norm(x, np.ones(d), np.zeros(d), eps)
+    for idx in itertools.product(*map(range, x.shape[:-1])):
+        grad_x[idx] = layer_norm_jacobian(x[idx], gamma, eps).T @ grad_out[idx]
+        grad_gamma += grad_out[idx] * x_hat[idx]
+        grad_beta += grad_out[idx]
+    return grad_x, grad_gamma, grad_beta
+
+
+def gelu(x):
+    """The tanh form, in float64 or complex (np.tanh takes complex numbers)."""
+    x = np.asarray(x)
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_derivative(x):
+    """GELU's derivative by the complex step: Im gelu(x + ih) / h, exact to rounding for h = 1e-30 (no
+    subtraction, so no cancellation), with no formula for the derivative written anywhere."""
+    h = 1e-30
+    return gelu(np.asarray(x, dtype=np.float64) + 1j * h).imag / h
+
+
+def mlp_backward(x, W_1, b_1, W_2, b_2, grad_out):
+    """Position by position: the Jacobian of the position's output with respect to its input, W_2^T diag(gelu')
+    W_1^T, and each weight's gradient as a sum of outer products, all in float64."""
+    x, grad_out = np.asarray(x, dtype=np.float64), np.asarray(grad_out, dtype=np.float64)
+    W_1, b_1, W_2, b_2 = (np.asarray(a, dtype=np.float64) for a in (W_1, b_1, W_2, b_2))
+    grads = {"x": np.empty(x.shape), "W_1": np.zeros(W_1.shape), "b_1": np.zeros(b_1.shape),
+             "W_2": np.zeros(W_2.shape), "b_2": np.zeros(b_2.shape)}
+    for idx in itertools.product(*map(range, x.shape[:-1])):
+        pre = np.einsum("d,df->f", x[idx], W_1) + b_1
+        slope = gelu_derivative(pre)
+        jacobian = np.einsum("fo,f,df->od", W_2, slope, W_1)  # d out_o / d x_d
+        grads["x"][idx] = np.einsum("od,o->d", jacobian, grad_out[idx])
+        grad_pre = slope * np.einsum("fo,o->f", W_2, grad_out[idx])
+        grads["W_1"] += np.einsum("d,f->df", x[idx], grad_pre)
+        grads["b_1"] += grad_pre
+        grads["W_2"] += np.einsum("f,o->fo", gelu(pre), grad_out[idx])
+        grads["b_2"] += grad_out[idx]
+    return grads
+
+
+def cross_entropy(logits, targets):
+    """Position by position with Python floats: log-sum-exp from the row's maximum, the loss summed then averaged;
+    the gradient p - one_hot written entry by entry."""
+    logits = np.asarray(logits, dtype=np.float64)
+    targets = np.asarray(targets)
+    grad = np.empty(logits.shape)
+    total, n = 0.0, 0
+    for idx in itertools.product(*map(range, targets.shape)):
+        row = [float(v) for v in logits[idx]]
+        top = max(row)
+        lse = top + math.log(sum(math.exp(v - top) for v in row))
+        t = int(targets[idx])
+        total += lse - row[t]
+        grad[idx] = [math.exp(v - lse) - (k == t) for k, v in enumerate(row)]
+        n += 1
+    return total / max(n, 1), grad / max(n, 1)
+
+
+def embedding_backward(tokens, grad_x, n_vocab):
+    """Token kind by token kind: row v is the sum of grad_x over the positions whose token is v (a boolean mask)."""
+    tokens, grad_x = np.asarray(tokens), np.asarray(grad_x, dtype=np.float64)
+    grad_E = np.zeros((n_vocab, grad_x.shape[-1]))
+    for v in range(n_vocab):
+        grad_E[v] = grad_x[tokens == v].sum(axis=0)
+    return grad_E
+
+
+def block_forward(x, block, n_heads, mask=None):
+    """A pre-norm block from the independent parts: the per-head attention loop, the row-loop layer norm, the MLP
+    with einsum."""
+    b = {k: np.asarray(v, dtype=np.float64) for k, v in block.items()}
+    attended, _ = multi_head_attention(layer_norm(x, b["gamma_1"], b["beta_1"]), b["W_Q"], b["W_K"], b["W_V"],
+                                       b["W_O"], n_heads, mask)
+    x1 = np.asarray(x, dtype=np.float64) + attended
+    hidden = gelu(np.einsum("...d,df->...f", layer_norm(x1, b["gamma_2"], b["beta_2"]), b["W_1"]) + b["b_1"])
+    return x1 + np.einsum("...f,fd->...d", hidden, b["W_2"]) + b["b_2"]
+
+
+def gpt_logits(params, n_heads, tokens):
+    """The whole model with no causal mask trusted: each block's output at position s is the last row of the block
+    run, unmasked, on the previous layer's states of positions 0 .. s (all that position may see)."""
+    tokens = list(np.asarray(tokens))
+    states = np.stack([params["E"][tok] + params["P"][s] for s, tok in enumerate(tokens)]).astype(np.float64)
+    for block in params["blocks"]:
+        states = np.stack([block_forward(states[:s + 1], block, n_heads)[-1] for s in range(len(tokens))])
+    return layer_norm(states, params["gamma_f"], params["beta_f"]) @ params["W_U"]
+
+
+def next_token_probabilities(logits, temperature=1.0, top_k=None):
+    """Python's sorted for the top k (the first on a tie, as a stable sort), exp with Python floats."""
+    logits = [float(v) for v in logits]
+    n = len(logits)
+    order = sorted(range(n), key=lambda i: -logits[i])
+    if temperature == 0:
+        return np.array([1.0 if i == order[0] else 0.0 for i in range(n)])
+    kept = order[: n if top_k is None else top_k]
+    top = max(logits[i] for i in kept)
+    w = {i: math.exp((logits[i] - top) / temperature) for i in kept}
+    total = sum(w.values())
+    return np.array([w.get(i, 0.0) / total for i in range(n)])
+
+
+def k_composition(W_Q, W_K, W_V_prev, W_O_prev, n_heads):
+    """Each pair of heads' circuits as full (d_model, d_model) matrices summed from rank-one terms, every Frobenius
+    norm as sqrt(trace(A A^T))."""
+    d_model = W_Q.shape[0]
+    d_head = d_model // n_heads
+
+    def fro(A):
+        return math.sqrt(np.trace(A @ A.T))
+
+    scores = np.empty((n_heads, n_heads))
+    for i in range(n_heads):
+        W_QK = sum(np.outer(W_Q[:, c], W_K[:, c]) for c in range(i * d_head, (i + 1) * d_head))
+        for j in range(n_heads):
+            W_OV = sum(np.outer(W_V_prev[:, c], W_O_prev[c, :]) for c in range(j * d_head, (j + 1) * d_head))
+            scores[i, j] = fro(W_QK @ W_OV.T) / (fro(W_QK) * fro(W_OV))
+    return scores

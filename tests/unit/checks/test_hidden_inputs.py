@@ -119,6 +119,19 @@ BROKEN = {
                              "more than the cache"),
     "kv_cache_elements_per_token": lambda: (({"attention": "GQA", "n_layers": 2, "n_heads": 11, "d_head": 4,
                                               "n_kv_heads": 3},), "n_kv_heads must divide n_heads"),
+    "layer_norm": lambda: ((A, np.ones(3), np.zeros(4)), "gamma must be (d_model,)"),
+    "layer_norm_backward": lambda: ((A, np.ones(4), np.ones((3, 5))), "grad_out must have x's shape"),
+    "gelu_backward": lambda: ((A, A.astype(np.float32)), "share one dtype"),
+    "mlp_backward": lambda: ((A, np.ones((4, 6)), np.ones(5), np.ones((6, 4)), np.ones(4), A), "b_1 must be"),
+    "cross_entropy": lambda: ((A, np.array([0, 1, 4])), "in 0 .. n_vocab - 1"),
+    "embedding_backward": lambda: ((np.array([0, 1]), np.ones((2, 3)), 0), "n_vocab must be an integer >= 1"),
+    "block_backward": lambda: ((np.ones((3, 4)), {"W_Q": A}, 2, np.ones((3, 4))), "block must hold exactly"),
+    "sample_next": lambda: ((np.ones(5), np.random.default_rng(0), 1.0, 6), "top_k must be in 1 .. n_vocab"),
+    "generate": lambda: (({"E": A, "P": A, "blocks": [], "gamma_f": A, "beta_f": A, "W_U": A}, 2, [], 1,
+                          np.random.default_rng(0)), "at least one token"),
+    "ablate_head": lambda: ((A, 2, 2), "head must be in 0 .. 1"),
+    "k_composition": lambda: ((np.ones((4, 4)), np.ones((4, 4)), np.ones((4, 4)), np.ones((4, 4)), 3),
+                              "n_heads must divide d_model"),
 }
 
 
