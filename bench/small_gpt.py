@@ -7,7 +7,8 @@ Each seed trains in a process of its own with the lesson's own code (``tests/hel
 BLAS thread, the lesson's 1,500 steps). Printed per seed: training seconds, the held-out loss against the bigram
 baseline, the repeated half's loss with every head and with the costliest head zeroed, which head that is, the
 block-1 head whose removal costs most and its previous-token score, whether the induction head composes most with
-the previous-token head (K-composition), and the share of indented lines indented by fours, trained and untrained.
+the previous-token head (K-composition), and the share of the words it writes that occur in the training text,
+trained and untrained.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def summary(seed: int, r: dict) -> str:
             f"{ablated[costliest]:.2f}; block 1's costliest head {first_block[1]} (+{ablated[first_block] - r['intact'][1]:.2f}, "
             f"previous-token score {previous[first_block[1]]:.2f}); induction head {inductor} (score "
             f"{r['scores'][1][1][inductor]:.2f}) composes most with head {composes} "
-            f"({'the' if composes == previous_head else 'not the'} previous-token head {previous_head}); indented by "
-            f"fours {r['indent']['trained'][1]:.0%} trained, {r['indent']['untrained'][1]:.0%} untrained")
+            f"({'the' if composes == previous_head else 'not the'} previous-token head {previous_head}); known words "
+            f"{r['words']['trained'][1]:.0%} trained, {r['words']['untrained'][1]:.0%} untrained")
 
 
 def main(argv=None):

@@ -130,7 +130,7 @@ def check_layer_norm(layer_norm):
                  "mean and the variance were taken over every entry at once (no axis). Take them per row: "
                  "axis=-1, keepdims=True")
         fail("with gamma = 1 and beta = 0 each row (the last axis) should have mean 0; subtract each row's mean "
-             "(x.mean(axis=-1, keepdims=True))")
+             "(its mean along axis -1, kept as a column with keepdims=True)")
     var_in, var_out = x.var(axis=-1), out.var(axis=-1)
     if np.allclose(var_out, (d - 1) / d, atol=1e-3):
         fail(f"with gamma = 1 and beta = 0 each row's variance is {(d - 1) / d:.4f} = (d_model - 1) / d_model, not "
@@ -832,7 +832,7 @@ def _check_generate(generate, gpt_logits):
         got = call(generate, "generate", params, n_heads, prompt, n_new, np.random.default_rng(0), temperature=0.0)
         if prompt != given:
             fail("generate changed the caller's prompt (a list) in place: start from a new list, "
-                 "tokens = [int(t) for t in prompt]")
+                 "a list of the prompt's tokens, then append to that")
         _unchanged("generate", arrays, copies, "the model's arrays")
         what = f"generate(params, 2, prompt={prompt}, n_new={n_new}, rng, temperature=0.0)"
         if not isinstance(got, (list, tuple, np.ndarray)):

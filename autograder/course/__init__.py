@@ -86,8 +86,9 @@ def lesson_number(lesson: str) -> str:
 
 def lesson_numbered(number: str) -> str:
     """The id of the lesson numbered ``number`` (``01`` -> ``01_warmup``), or the module ``lesson01`` /
-    ``autograder.checks.lesson01`` / ``selfcheck_01`` belongs to: the one way back from a code module's name."""
-    digits = re.search(r"(\d\d)$", number)
+    ``autograder.checks.lesson01`` / ``selfcheck_01`` belongs to (or a part of one, split by concern: ``lesson09_model``):
+    the one way back from a code module's name."""
+    digits = re.search(r"(\d\d)(?:_[a-z]+)?$", number)
     found = [name for name in lesson_names() if digits and lesson_number(name) == digits.group(1)]
     if len(found) != 1:
         raise KeyError(f"no lesson numbered {number!r} in solutions/ (lessons: {', '.join(lesson_names())})")
