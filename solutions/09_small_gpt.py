@@ -948,11 +948,11 @@ show_pattern()
 #
 # between 0 and 1: large when what head $j$ writes lies where head $i$'s keys look. It ignores the layer norm
 # between the blocks, and random matrices already score well above 0, so read it as a ranking, next to the
-# ablation above. In this small model after two minutes of training the ranking is weak: on the two runs measured
-# while building this lesson (seeds 0 and 1) the induction head's scores differed by a few hundredths and the
-# largest went to a block-1 head other than the previous-token head, while zeroing the previous-token head raised
-# the repeated half's loss by about 2 nats. The weights of a larger or longer-trained model separate more clearly
-# (Elhage et al. report it for theirs); here the ablation is the stronger evidence. Your run's numbers are below.
+# ablation above. In a model this small, after two minutes of training, the ranking is weak: the induction head's
+# scores lie close together, and the largest need not be the previous-token head's, while zeroing the
+# previous-token head costs the repeated half more than a nat (section 7's table). The weights of a larger or
+# longer-trained model separate more clearly (Elhage et al. report it for theirs); here the ablation is the
+# stronger evidence. Your run's numbers are below.
 
 # %% nbgrader={"grade_id": "k_composition", "solution": true}
 def k_composition(W_Q, W_K, W_V_prev, W_O_prev, n_heads):

@@ -3,8 +3,7 @@ its 1,500 steps), trained in full for seeds 0 and 1, each in a process of its ow
 the two side by side), beats the bigram baseline on held-out text; on the repeated letters one block-2 head is the
 induction head, whose removal costs the repeated half more than any other head's, and the block-1 head it needs is
 the previous-token head; about two thirds of the words the trained model writes occur in the training text and none
-of the untrained model's; and K-composition ranks as the lesson says it does on these two seeds. About two minutes
-of each core (``make bench`` prints the time per seed; ``bench/small_gpt.py --seeds 0-19`` all twenty)."""
+of the untrained model's. About two minutes of each core (``make bench`` prints the time per seed; ``bench/small_gpt.py --seeds 0-19`` all twenty)."""
 
 import json
 import os
@@ -72,7 +71,7 @@ def test_the_block_1_head_it_needs_is_the_previous_token_head(runs, seed):
     first_block = max((bh for bh in ablated if bh[0] == 0), key=ablated.get)
     assert first_block == (0, int(np.argmax(previous))), (first_block, previous)
     assert previous.max() > 0.5
-    assert ablated[first_block] > r["intact"][1] + 1.0  # the lesson: "by about 2 nats" on its two seeds
+    assert ablated[first_block] > r["intact"][1] + 1.0  # the lesson: "costs the repeated half more than a nat"
 
 
 @pytest.mark.parametrize("seed", SEEDS)
