@@ -114,8 +114,8 @@ def _mlp_case(rng, lead, d, dtype=np.float64, label=""):
     return Case(_cast((x, W_1, b_1, W_2, b_2, rng.normal(size=x.shape)), dtype), label=label)
 
 
-@hidden_test(uses=("mlp_backward",), helpers=("gelu_backward",), visible_check="check_mlp_backward")
-def mlp_backward_values(mlp_backward, gelu_backward=None):
+@hidden_test(uses=("mlp_backward",), visible_check="check_mlp_backward")
+def mlp_backward_values(mlp_backward):
     """The five gradients of the returned dict: unbatched, batched (B, T, d_model), float32; graded with the
     reference gelu_backward standing in."""
     rng = rng_for("mlp_backward_values")
@@ -197,9 +197,8 @@ def _block_case(rng, lead, d, n_heads, masked, dtype=np.float64):
                 {"mask": mask} if masked else {}, label=label)
 
 
-@hidden_test(uses=("block_backward",), helpers=("layer_norm_backward", "mlp_backward"),
-             visible_check="check_block_backward")
-def block_backward_values(block_backward, layer_norm_backward=None, mlp_backward=None):
+@hidden_test(uses=("block_backward",), visible_check="check_block_backward")
+def block_backward_values(block_backward):
     """The thirteen gradients of the returned dict (x and each of the block's arrays): unbatched and batched, with
     and without the causal mask, float32. Graded with the reference layer-norm, MLP and attention backward passes
     standing in, so only the wiring is graded: where the stream splits, the gradients add."""
@@ -360,10 +359,9 @@ def random_model(rng, n_vocab, d_model, d_ff, n_blocks, T_max, dtype=np.float64)
             "W_U": (rng.normal(size=(d_model, n_vocab)) * 3 / math.sqrt(d_model)).astype(dtype)}
 
 
-@hidden_test(uses=("generate",), helpers=("sample_next",), visible_check="check_generate",
-             forbids=("gpt_logits", "block_forward"),
+@hidden_test(uses=("generate",), visible_check="check_generate", forbids=("gpt_logits", "block_forward"),
              because="generation reads the KV cache through model_step, never recomputing the whole model")
-def generate_values(generate, sample_next=None):
+def generate_values(generate):
     """Greedy (temperature 0) and sampled (temperature 0.8; top_k=3) generation from prompts of one and several
     tokens, up to the model's last position; graded with the reference sample_next, model_step and empty_cache
     standing in, so the same generator gives the same tokens: the list (prompt, then the new tokens) must equal
