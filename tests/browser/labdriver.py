@@ -353,6 +353,7 @@ def scroll_to_cell(page, index):
 def hide_left_sidebar(page):
     """View → Show Left Sidebar off (Ctrl+B), so a screenshot shows more of the notebook."""
     if page.locator("#jp-left-stack:visible").count():
+        page.evaluate("document.activeElement && document.activeElement.blur()")  # a widget's text box keeps keys
         page.keyboard.press("Escape")
         page.keyboard.press("Control+b")
         page.locator("#jp-left-stack").wait_for(state="hidden", timeout=5_000)
