@@ -127,12 +127,6 @@ bug("generate_last_prompt_token_twice", "generate",
                           "            tokens.append(sample_next(logits, rng, temperature, top_k))"),
     tests=_GENERATE)
 
-bug("generate_prompt_skipped", "generate",
-    """Only the prompt's last token goes through the model, at position 0: every prompt token must go through
-    model_step, in order, to fill the cache, or the new tokens never see the rest of the prompt.""",
-    _generate_source(fill="for token in tokens[-1:]:\n"
-                          "            logits, cache = model_step(params, n_heads, token, cache)"), tests=_GENERATE)
-
 bug("generate_cache_not_kept", "generate",
     """The cache model_step returns is thrown away: model_step does not modify the cache it is given, it returns a
     longer one, so each token is processed alone at position 0. Keep the returned cache for the next step.""",

@@ -351,30 +351,45 @@ def sample_next_values(sample_next, sample_probe=None):
 # --------------------------------------------------------------------------------------------------- generate
 def random_model(rng, n_vocab, d_model, d_ff, n_blocks, T_max, dtype=np.float64):
     """A small GPT's parameters as the lesson lays them out, scaled so that the logits spread over a few units."""
-    return {"E": (rng.normal(size=(n_vocab, d_model))).astype(dtype),
+    return {"E": (2 * rng.normal(size=(n_vocab, d_model))).astype(dtype),  # the current token weighs most
             "P": (0.5 * rng.normal(size=(T_max, d_model))).astype(dtype),
             "blocks": [random_block(rng, d_model, d_ff, dtype) for _ in range(n_blocks)],
             "gamma_f": (1 + 0.3 * rng.normal(size=d_model)).astype(dtype),
             "beta_f": np.zeros(d_model, dtype=dtype),  # a shift here favours one token everywhere: none
-            "W_U": (rng.normal(size=(d_model, n_vocab)) * 3 / math.sqrt(d_model)).astype(dtype)}
+            "W_U": (rng.normal(size=(d_model, n_vocab)) * 4 / math.sqrt(d_model)).astype(dtype)}
+
+
+def _telling_prompt(rng, params, n_heads, n_vocab):
+    """A prompt of different tokens after which the model's likeliest next token depends on the whole prompt: it
+    differs from the one after its first token alone and after its last token alone, so a loop that loses the
+    prompt's context (or the cache) shows it at the first new token."""
+    for _ in range(200):
+        prompt = [int(t) for t in rng.choice(n_vocab, size=int(rng.integers(4, 7)), replace=False)]
+        likeliest = [int(np.argmax(reference.gpt_logits(params, n_heads, np.array(p))[-1]))
+                     for p in (prompt, prompt[:1], prompt[-1:])]
+        if likeliest[0] not in likeliest[1:]:
+            return prompt
+    return prompt
 
 
 @hidden_test(uses=("generate",), visible_check="check_generate", forbids=("gpt_logits", "block_forward"),
              because="generation reads the KV cache through model_step, never recomputing the whole model")
 def generate_values(generate):
-    """Greedy (temperature 0) and sampled (temperature 0.8; top_k=3) generation from prompts of one and several
-    tokens, up to the model's last position; graded with the reference sample_next, model_step and empty_cache
+    """Greedy (temperature 0) and sampled (temperature 0.8; 1.2 with top_k=3) generation, each from two prompts of
+    several different tokens (``_telling_prompt``) and from one's last token alone, up to the model's last position; graded with the reference sample_next, model_step and empty_cache
     standing in, so the same generator gives the same tokens: the list (prompt, then the new tokens) must equal
     the reference's exactly."""
     rng = rng_for("generate_values")
     n_vocab, T_max = int(rng.integers(11, 17)), int(rng.integers(14, 20))
-    params = random_model(rng, n_vocab, 8, 12, 2, T_max)
+    params = random_model(rng, n_vocab, 16, 12, 2, T_max)
     n_heads = 2
-    prompt = [int(t) for t in rng.integers(0, n_vocab, size=int(rng.integers(3, 6)))]
-    runs = [((params, n_heads, prompt, 6), {"temperature": 0.0}, "greedy"),
-            ((params, n_heads, prompt[:1], 7), {"temperature": 0.8}, "one-token prompt, temperature 0.8"),
-            ((params, n_heads, prompt, T_max - len(prompt)), {"temperature": 1.2, "top_k": 3},
-             "to the last position, temperature 1.2, top_k=3")]
+    prompts = [_telling_prompt(rng, params, n_heads, n_vocab) for _ in range(2)]
+    settings = [({"temperature": 0.0}, "greedy"), ({"temperature": 0.8}, "temperature 0.8"),
+                ({"temperature": 1.2, "top_k": 3}, "temperature 1.2, top_k=3")]
+    runs = []  # each setting from two whole prompts and from one's last token, to the model's last position
+    for kwargs, label in settings:
+        for part in (*prompts, prompts[0][-1:]):
+            runs.append(((params, n_heads, part, T_max - len(part)), kwargs, label))
     observed, problem = [], None
     for args, kwargs, label in runs:
         seed = int(rng.integers(2 ** 31))

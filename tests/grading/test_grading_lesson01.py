@@ -86,5 +86,5 @@ def test_another_lesson_s_given_code_pasted_as_an_answer_keeps_its_points_and_is
     r = results["pasted_given"]
     assert r["total"] == (8.0, 8.0)
     assert "given code of another lesson: softmax is the code lesson 04_dk_scaling, 07_heads_that_learn, " \
-           "08_todays_models gives" in r["flags"], r["flags"]
+           "08_todays_models, 09_small_gpt gives" in r["flags"], r["flags"]
     assert "given code of another lesson" not in results["complete"]["flags"]
