@@ -20,12 +20,15 @@ leaves:
 * ``DIR/feedback/<student>/<lesson>.html``: what each student receives;
 * ``DIR/report.html``: every student's scores and flags, with the score distribution;
 * ``DIR/insights.html`` and ``DIR/misconceptions.csv``: the instructor's view of the class (``insights``);
+* ``DIR/similarity.html`` and ``DIR/similarity.csv``: work more alike than the class makes likely, with its evidence,
+  for the instructor to look at (``similarity_page``; ``--no-similarity`` writes neither);
 * ``DIR/nbgrader_export.csv``: nbgrader's own export of the gradebook;
 * ``DIR/lms-import/``: for Canvas or Moodle, the instructor's own export from ``DIR/lms-templates/`` with the final
   scores filled in, for the LMS's import (``lms_export``).
 
 This module is the command line and ``run``, which calls the steps in order; each step lives in a room of
-``autograder/grading/`` (``intake``, ``records``, ``run``, ``reports``; nbgrader's own steps in ``pipeline``):
+``autograder/grading/`` (``intake``, ``records``, ``run``, ``reports``, ``similarity``; nbgrader's own steps in
+``pipeline``):
 
 1. refuse, before anything is read, unpacked or written, a gradebook or ``OUT`` that cannot be used (``dbcheck``),
    an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
@@ -38,7 +41,7 @@ This module is the command line and ``run``, which calls the steps in order; eac
    says what broke;
 5. ``pool``: grade it over ``--workers`` processes (or on a Dask cluster), each running ``worker``'s steps, then
    regenerate the feedback whose grades changed;
-6. ``results``, ``report``, ``lms_export`` and ``insights``: read the grades back and write the files above, and
+6. ``results``, ``report``, ``lms_export``, ``insights`` and ``similarity_page``: read the grades back and write the files above, and
    tell what changed since the last run (``insights.changes``).
 
 ``Settings`` and the exit statuses are in ``autograder/grading/records/settings.py``.
@@ -58,7 +61,7 @@ from autograder import course
 from autograder.course import notebooks
 from autograder.grading.intake import class_folder, class_roster, integrity, lms_layouts, student_ids
 from autograder.grading.records import dbcheck, dburl, marks
-from autograder.grading.reports import insights, lms_export, report, results
+from autograder.grading.reports import insights, lms_export, report, results, similarity_page
 from autograder.grading.run import canary, feedback_files, pool, term, worker, workspace
 from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY,
                                                  EXIT_LAYOUT, EXIT_MARKS, EXIT_SETUP, GradebookUnusable, Settings,
@@ -157,6 +160,10 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
         insights.write(s, rows, changed)
     except Exception as exc:  # noqa: BLE001 - the grades and feedback do not depend on it; the report says so
         notes.append(f"insights.html could not be written: {type(exc).__name__}: {exc}")
+    try:
+        similarity_page.write(s, rows) if s.similarity else similarity_page.remove(s)
+    except Exception as exc:  # noqa: BLE001 - as the insights: nothing else depends on it; the report says so
+        notes.append(f"similarity.html could not be written: {type(exc).__name__}: {exc}")
     html_path = report.write_report(s, rows, notes, insights.change_lines(changed, limit=None))
     insights.remember_reported(s, rows)  # what the next run's changes are told against
     return {"rows": rows, "csv": csv_path, "report": html_path, "graded": graded, "integrity": intact,
@@ -235,6 +242,8 @@ def main(argv=None) -> int:
                         help="the Canvas assignment of each lesson, e.g. 01=12345 (the number in the assignment's "
                              "address), for lms-import/canvas.csv; by default a lesson's assignment is the one of "
                              "your gradebook export in OUT/lms-templates/ whose name matches the lesson's")
+    parser.add_argument("--no-similarity", action="store_true",
+                        help="write no similarity.html or similarity.csv (and remove an earlier run's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.db and args.db != os.environ.get(dburl.ENV) and dburl.has_password(args.db):
@@ -249,7 +258,8 @@ def main(argv=None) -> int:
                  notebook_timeout=args.notebook_timeout, scheduler=args.scheduler,
                  max_notebook_mb=args.max_notebook_mb, reuse_canary=not args.fresh_canary,
                  due=_per_lesson(args.due, "--due", lms_layouts.parse_due),
-                 canvas_assignments=_per_lesson(args.canvas_assignments, "--canvas-assignments", _canvas_id))
+                 canvas_assignments=_per_lesson(args.canvas_assignments, "--canvas-assignments", _canvas_id),
+                 similarity=not args.no_similarity)
     started = time.monotonic()
     try:
         result = run(args.submissions, s, progress=not args.quiet)
@@ -285,6 +295,8 @@ def main(argv=None) -> int:
         print("note:", note)
     print(f"grades:   {result['csv']}\nreport:   {result['report']}\nfeedback: {Path(s.out) / 'feedback'}\n"
           f"insights: {Path(s.out) / 'insights.html'} (misconceptions: {Path(s.out) / 'misconceptions.csv'})")
+    if s.similarity:
+        print(f"similar work, to look at: {Path(s.out) / 'similarity.html'} ({Path(s.out) / 'similarity.csv'})")
     if not result["integrity"]:
         return EXIT_INTEGRITY
     if result["errors"]:

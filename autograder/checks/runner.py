@@ -9,9 +9,11 @@ when the learner's results are those of a catalogued bug (``bug_match``), names 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -103,9 +105,23 @@ class Raised:
         return type(other).__name__ == type(self.error).__name__
 
 
+# A signature run (``signature.recording``) in this thread or context: the salt ``rng_for`` draws at instead of the
+# environment's, and ``record(result)``, called with each result ``_attempt`` returns; None otherwise.
+SIGNATURE_RUN: contextvars.ContextVar[Any] = contextvars.ContextVar("signature_run", default=None)
+
+
 def _attempt(fn, case: Case, name: str):
     """The learner's ``fn`` called on ``case``: its result, or ``Raised`` for an error its code raised. The
-    untouched stub and a refused stand-in raise their ``WrongAnswer`` at once."""
+    untouched stub and a refused stand-in raise their ``WrongAnswer`` at once. A signature run
+    (``SIGNATURE_RUN``) records what it returns."""
+    got = _attempted(fn, case, name)
+    run = SIGNATURE_RUN.get()
+    if run is not None:
+        run.record(got)
+    return got
+
+
+def _attempted(fn, case: Case, name: str):
     try:
         return fn(*case.args, **case.kwargs)
     except NotImplementedError:
@@ -381,9 +397,11 @@ def rng_for(test_id: str):
     """The random generator of one hidden test: seeded by its name and the grading salt.
 
     ``MHA_GRADING_SALT`` is drawn afresh by each grading process (autograder/nbgrader_config.py), so hidden
-    inputs cannot be known before grading; without it (running a solution notebook locally) the salt is 0.
+    inputs cannot be known before grading; without it (running a solution notebook locally) the salt is 0. Inside
+    a signature run (``SIGNATURE_RUN``, ``signature.recording``) the salt is that run's fixed one.
     """
-    salt = int(os.environ.get("MHA_GRADING_SALT", "0") or 0)
+    run = SIGNATURE_RUN.get()
+    salt = run.salt if run is not None else int(os.environ.get("MHA_GRADING_SALT", "0") or 0)
     return np.random.default_rng([*test_id.encode(), salt % (2 ** 63)])
 
 

@@ -35,7 +35,9 @@ class Verdict:
     ``result``: one of ``RESULTS``; ``bug``: the catalogued bug's id, for ``BUG`` only; ``raised``: the type name of
     the error the learner's code raised when that is what failed the test; ``undefined``: the name a ``NameError``
     said was not defined; ``uncatalogued``: a wrong result no bug explains, for which the learner's own self-check is
-    asked what it sees; ``message``: what the learner reads in the cell."""
+    asked what it sees; ``message``: what the learner reads in the cell; ``signature``: for an uncatalogued
+    ``UNNAMED`` result, the digest of what the learner's function gave on the test's inputs at one fixed salt
+    (``checks.signature``: equal across grading runs for equal wrong numbers), else None. It changes no score."""
 
     result: str
     bug: str | None = None
@@ -43,6 +45,7 @@ class Verdict:
     undefined: str | None = None
     uncatalogued: bool = False
     message: str | None = None
+    signature: str | None = None
 
     def __post_init__(self):
         if self.result not in RESULTS:
@@ -74,7 +77,8 @@ class Verdict:
             return value
 
         return cls(str(data.get("result")), bug=text("bug"), raised=text("raised"), undefined=text("undefined"),
-                   uncatalogued=bool(data.get("uncatalogued", False)), message=text("message"))
+                   uncatalogued=bool(data.get("uncatalogued", False)), message=text("message"),
+                   signature=text("signature"))
 
 
 class WrongAnswer(AssertionError):

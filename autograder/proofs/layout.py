@@ -39,8 +39,11 @@ LAYERS = (
                         "layouts, student ids, limits, the static code scan"),),
     (("grading.records", "what a run keeps and decides per notebook: settings, gradebook, state, outcome, findings, "
                          "items, marks"),),
+    (("grading.similarity", "work more alike than the class makes likely: code fingerprints kept per notebook, the "
+                            "evidence a record holds, the pairs that share rare evidence"),),
     (("grading.run", "grading itself: workspace, canary, pool and Dask, worker, the feedback pages, the term"),),
-    (("grading.reports", "what a run hands back: results, grades.csv and report.html, insights, LMS import files"),),
+    (("grading.reports", "what a run hands back: results, grades.csv and report.html, insights, similar work, LMS "
+                         "import files"),),
     (("grading", "the grading command's rooms (the boxes below it); no module loose beside them"),
      ("nbgrader_config", "the pipeline, declared once: loaded by every course folder")),
     (("grade", "the command line: python -m autograder.grade"),),

@@ -10,6 +10,13 @@ reference, the expected values and the bug catalog never leave this process. The
 ``checks.verdict.Verdict``) is written into the cell by ``SafeExecute`` and carried whole to the record: the kernel
 cannot turn a failure into a pass.
 
+A test that ended with a wrong result no catalogued bug explains (``UNNAMED``, ``uncatalogued``) runs once more, at
+the fixed salt of ``checks.signature``, for the verdict's ``signature`` (the wrong numbers, comparable across
+grading processes): in the same thread, before the cell's result goes back to the kernel, so inside the same cell
+timeout; only when the cell has run at most ``SIGNATURE_SECONDS`` so far, and starting no learner call after
+``SIGNATURE_SECONDS`` (or the first run's time and a second, if less). The verdict, score and message stay the first
+run's; a rerun that fails in any way (the kernel gone, out of time) leaves the signature None.
+
 Nothing the kernel reports about itself is trusted: a stand-in that refused (``verdict.Refusal``) is remembered
 here, and the learner's call raises that refusal whatever the kernel answers after it; and the kernel's memory is
 never asked for: ``RemoteFunction.memory_limit`` is the limit the grader set, which a hidden test uses to choose
@@ -23,14 +30,18 @@ import dataclasses
 import io
 import queue
 import threading
+import time
 
 import numpy as np
 
+from autograder.checks import signature
 from autograder.checks.verdict import (INTERFERED, NOT_RUN, PASSED, RESULTS, UNNAMED, CallRefused, KernelGone, Verdict,
                                        WrongAnswer, with_remote_frames)
 from autograder.kernel.protocol import Unrecordable, decode, decode_value, encode, encode_value, exception_named
 
 WAIT = 3600  # seconds a side waits for the other; the cell's own timeout stops a kernel long before
+SIGNATURE_SECONDS = 5.0  # the longest a cell may have run for its failing test to be run again for a signature,
+# and the longest that rerun starts learner calls for (the cell's timeout, by default 60 s, stops it anyway)
 
 
 class ProtocolError(Exception):
@@ -119,6 +130,9 @@ class Session:
         self.printed = ""  # what the test printed for the learner
         self.self_check: str | None = None  # for an uncatalogued failure: what the learner's own self-check said
         self._state = "new"
+        self._opened = time.monotonic()  # the cell started with the session (``SafeExecute``)
+        self._rerun_until: float | None = None  # during the signature's rerun: no learner call starts after this
+        self._closed = False
         self._to_kernel: queue.Queue = queue.Queue()
         self._from_kernel: queue.Queue = queue.Queue()
 
@@ -160,6 +174,7 @@ class Session:
 
     def close(self):
         """The cell is over: release a test still waiting for the kernel."""
+        self._closed = True
         self._from_kernel.put(KernelGone())
         self._to_kernel.put({"op": "done", "passed": False})
 
@@ -167,6 +182,7 @@ class Session:
 
     def _run(self, values):
         printed = io.StringIO()
+        started = time.monotonic()
         try:
             with contextlib.redirect_stdout(printed):  # what the test tells the learner goes into the cell
                 self.test(values)
@@ -184,8 +200,30 @@ class Session:
         finally:
             self.printed = printed.getvalue()
         assert self._verdict is not None
-        self._to_kernel.put({"op": "done", "passed": self._verdict.passed, "visible_check": self.test.visible_check,
-                             "self_check": self._verdict.uncatalogued})
+        try:
+            self._sign(values, time.monotonic() - started)
+        finally:
+            self._to_kernel.put({"op": "done", "passed": self._verdict.passed,
+                                 "visible_check": self.test.visible_check, "self_check": self._verdict.uncatalogued})
+
+    def _sign(self, values, took: float) -> None:
+        """For a wrong result no bug explains, the verdict's ``signature``: the test run once more at the signature's
+        fixed salt (``checks.signature.signature_of``); nothing else of the verdict changes, and any failure of the
+        rerun leaves it None."""
+        ended = self._verdict
+        if ended is None or ended.result != UNNAMED or not ended.uncatalogued:
+            return
+        if self._closed or time.monotonic() - self._opened > SIGNATURE_SECONDS:
+            return
+        self._rerun_until = time.monotonic() + min(SIGNATURE_SECONDS, took + 1.0)
+        try:
+            found = signature.signature_of(self.test, values)
+        except Exception:  # noqa: BLE001 - the rerun only adds evidence: whatever broke it, no signature
+            found = None
+        finally:
+            self._rerun_until = None
+        if found is not None and not self._closed and self._verdict is ended:
+            self._verdict = dataclasses.replace(ended, signature=found)
 
     def _finish(self, ended: Verdict) -> None:
         if self._verdict is None:  # the first ending counts: a channel broken after the test ended changes nothing
@@ -209,6 +247,8 @@ class Session:
     def call(self, fn: RemoteFunction, args, kwargs):
         """What the learner's ``fn`` returned in the kernel; raises what it raised, or the refusal of a stand-in it
         called (even when the notebook caught that error and went on)."""
+        if self._rerun_until is not None and time.monotonic() > self._rerun_until:
+            raise KernelGone()  # the signature's rerun is out of time: it ends here, before the kernel is asked
         refused_before = len(self._refusals)
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
                              "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "stand_ins": sorted(fn._stand_ins)})

@@ -8,8 +8,10 @@ from the state and the gradebook alone, after every run, without re-running anyt
 * ``items``: per autograded cell (a hidden test), its score and maximum from the gradebook, how it ended
   (``passed``, ``bug`` with the catalogued bug's id, ``unnamed``: a wrong result no catalogued bug explains,
   ``unanswered``, ``interfered`` or ``not run``) and, for a failure no bug names, ``failure``: what it is, read from
-  the graded notebook's error outputs (``failure_name``). The bug is what the hidden test decided in the grader
-  (``execute.ExecutionReport.verdicts``), never anything the notebook printed;
+  the graded notebook's error outputs (``failure_name``), and for an ``unnamed`` wrong result the verdict's
+  ``signature`` (the wrong numbers at one fixed salt, ``checks.signature``: comparable across students and runs).
+  The bug is what the hidden test decided in the grader (``execute.ExecutionReport.verdicts``), never anything the
+  notebook printed;
 * ``written``: per written answer (a manually graded answer cell), its points and whether it was answered; its
   mark is the instructor's, read from the gradebook when the insights are built (``written_marks``);
 * ``attempted``: whether any answer cell differs from what was handed out ("not attempted" is the untouched
@@ -44,7 +46,7 @@ def _cells(nb) -> dict:
     return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id")}
 
 
-def _answer_cells(nb) -> dict:
+def answer_cells(nb) -> dict:
     """{grade_id: cell} of every answer cell (code to write, or a written answer)."""
     return {gid: c for gid, c in _cells(nb).items() if c.metadata["nbgrader"].get("solution")}
 
@@ -56,15 +58,15 @@ def handed_out(lesson: str, released):
 
 def untouched(nb, handed) -> set:
     """grade_ids of the answer cells of ``nb`` that are as they were handed out."""
-    theirs = _answer_cells(nb)
-    return {gid for gid, cell in _answer_cells(handed).items()
+    theirs = answer_cells(nb)
+    return {gid for gid, cell in answer_cells(handed).items()
             if theirs.get(gid) is None or theirs[gid].source.strip() == cell.source.strip()}
 
 
 def defined_in(handed) -> dict:
     """{name: grade_id} of the functions, classes and values each answer cell defines, as handed out."""
     names: dict = {}
-    for gid, cell in _answer_cells(handed).items():
+    for gid, cell in answer_cells(handed).items():
         try:
             body = ast.parse(cell.source).body if cell.cell_type == "code" else []
         except SyntaxError:
@@ -119,7 +121,7 @@ def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> tuple
     notebook, for its ``state.Record``."""
     handed = handed_out(lesson, released)
     left, defined = untouched(nb, handed), defined_in(handed)
-    written = {gid for gid, c in _answer_cells(handed).items() if c.metadata["nbgrader"].get("grade")}
+    written = {gid for gid, c in answer_cells(handed).items() if c.metadata["nbgrader"].get("grade")}
     tests = registry.tests_of(lesson)
     cells = _cells(nb)
     submission = gb.find_submission_notebook(lesson, lesson, student)
@@ -144,8 +146,9 @@ def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> tuple
         if result not in (PASSED, BUG, UNANSWERED):
             failure = failure_name(nb, cells, grade.name, defined, FAILURE_OF.get(result, result), said)
         found[grade.name] = Item(score=score, max=maximum, result=result,
-                                 bug=said.bug if result == BUG and said else None, failure=failure)
-    return found, answers, left != set(_answer_cells(handed))
+                                 bug=said.bug if result == BUG and said else None, failure=failure,
+                                 signature=said.signature if result == UNNAMED and said else None)
+    return found, answers, left != set(answer_cells(handed))
 
 
 def written_marks(gb, lesson: str, student: str, written: dict) -> dict:

@@ -71,6 +71,7 @@ class Settings:
     due: dict = field(default_factory=dict)  # {lesson: due date (``lms_layouts.parse_due``'s text)}: later work is late
     canvas_assignments: dict = field(default_factory=dict)  # {lesson: Canvas assignment id} (``lms_export``)
     lms: str = ""  # the LMS the class came from (``class_roster.Roster.lms``), for the import files without a template
+    similarity: bool = True  # write similarity.html and similarity.csv (``reports/similarity_page.py``); not a grade
 
     def __post_init__(self):
         self.db_url = normalize_db_url(self.db_url)

@@ -26,14 +26,16 @@ from autograder.grading.records.settings import Settings
 @dataclass
 class Item:
     """One hidden test of a graded notebook: its points, and how it ended (``checks.verdict.RESULTS``; ``bug`` for a
-    catalogued bug, ``failure`` for a failure no bug names: what it is, for the instructor). ``items.record``
-    makes it."""
+    catalogued bug, ``failure`` for a failure no bug names: what it is, for the instructor; ``signature`` for an
+    ``unnamed`` wrong result no bug explains: the verdict's salt-independent digest of the wrong numbers,
+    ``checks.signature``). ``items.record`` makes it."""
 
     score: float
     max: float
     result: str
     bug: str | None = None
     failure: str | None = None
+    signature: str | None = None
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Record:
     items: dict[str, Item] | None = None
     written: dict[str, Written] | None = None
     attempted: bool | None = None
+    work: dict[str, Any] | None = None  # the learner's own cells and their fingerprints (``similarity.evidence.kept``)
     feedback_of: str | None = None  # the gradebook's marks the feedback page was written from (``marks.fingerprint``)
     refreshed: bool = False
 

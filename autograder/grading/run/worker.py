@@ -28,6 +28,7 @@ from autograder.grading.pipeline import execute
 from autograder.grading.records import findings, gradebook, items, marks, outcome, state
 from autograder.grading.records.settings import Settings
 from autograder.grading.run import feedback_files, workspace
+from autograder.grading.similarity import evidence
 
 
 class Worker:
@@ -106,6 +107,7 @@ class Worker:
                 record.reopened = marks.carry(gb, lesson, student, kept["marks"], record.answers)
                 record.items, record.written, record.attempted = items.record(gb, lesson, student, nb, released,
                                                                               seen.verdicts)
+            record.work = evidence.kept(nb, released, lesson)
             held = {gid: m["answer"] for gid, m in kept["marks"].items() if m.get("answer")}
             self._write_feedback(student, lesson, record, held, before=(kept["previous"] or {}).get("score"))
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score

@@ -53,8 +53,8 @@ def test_every_csv_the_grading_command_writes_goes_through_the_one_helper():
     assert writers == {"autograder/grading/reports/csv_cells.py"}
     users = {path.name for path in (course.ROOT / "autograder" / "grading").rglob("*.py")
              if "csv_cells.writer(" in path.read_text() or "csv_cells.rewrite(" in path.read_text()}
-    assert users == {"report.py", "insights.py", "lms_export.py"}  # grades.csv, student_ids.csv, the export;
-    # misconceptions.csv; the LMS import files
+    assert users == {"report.py", "insights.py", "lms_export.py", "similarity_page.py"}  # grades.csv,
+    # student_ids.csv, the export; misconceptions.csv; the LMS import files; similarity.csv
 
 
 # ---------------------------------------------------------------- names

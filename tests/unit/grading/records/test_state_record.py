@@ -16,7 +16,8 @@ def test_a_record_reads_back_as_it_was_written(tmp_path):
     state.write(s, record)
     assert state.read(s, "ann", "01_warmup") == record
     on_disk = json.loads(state.path(s, "ann", "01_warmup").read_text())
-    assert on_disk["items"]["t"] == {"score": 3.0, "max": 3.0, "result": "passed", "bug": None, "failure": None}
+    assert on_disk["items"]["t"] == {"score": 3.0, "max": 3.0, "result": "passed", "bug": None, "failure": None,
+                                     "signature": None}
 
 
 def test_an_older_record_reads_with_what_it_has_and_a_broken_one_not_at_all(tmp_path):
