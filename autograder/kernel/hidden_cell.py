@@ -8,7 +8,7 @@ catalog are; none of them is in the kernel, which can read only this module and 
 two talk over the kernel's stdin channel, one message at a time, each a line of JSON (``encode``/``decode``):
 
     kernel  -> grader   {"op": "ready", "test": name, "values": {name: value or {"function": true}}}
-    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [names], ...}
+    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [names], "quiet": b}
     kernel  -> grader   {"op": "stand_in", "name": h, "args": [...], "kwargs": {...}}   (a stand-in was called)
     grader  -> kernel   {"op": "stand_in_result", ...}
     kernel  -> grader   {"op": "result", "value": ..., "changed": {arg index: new value}} or {"op": "raised", ...}
@@ -27,6 +27,7 @@ Anywhere else (an instructor's notebook, nbval), ``run`` imports the hidden test
 from __future__ import annotations
 
 import builtins
+import contextlib
 import io
 import os
 import sys
@@ -96,7 +97,9 @@ def _call(namespace: dict, message: dict) -> dict:
     try:
         if not callable(fn):
             raise NameError(f"name {message['name']!r} is not defined as a function", name=message["name"])
-        with np.errstate(all="ignore"), warnings.catch_warnings():
+        # a call of the grader's second run, for the wrong numbers' signature, prints nothing: the cell shows one run
+        quiet = contextlib.redirect_stdout(io.StringIO()) if message.get("quiet") else contextlib.nullcontext()
+        with quiet, np.errstate(all="ignore"), warnings.catch_warnings():
             # the grader's inputs (a NaN gradient, an overflow the test asks for) are no warning the learner's cell
             # should print: a cell's stderr makes nbgrader score it 0, as it does in the grader's own runs
             warnings.simplefilter("ignore")

@@ -191,23 +191,56 @@ _PURE_METHODS = _ARRAY_METHODS | {"item", "tolist", "get", "keys", "values", "it
 _MUTATORS = {"print", "kv_cache_append", "decode_step", "model_step", "sample_next", "generate", "streaming_decode",
              "decode_with_kv_cache", "empty_cache", "next", "iter", "setattr", "delattr", "exec", "eval", "open",
              "input", "vars", "locals", "globals", "breakpoint"}
+_EVIDENCE = {"shape", "ndim", "dtype", "T"} | _ARRAY_METHODS - {"copy"}
 _STATEFUL = re.compile(r"rng|cache|random|gen", re.I)
 _MODULES = {"np", "numpy", "math", "rng", "random"}
 _BUILTINS = set(dir(builtins))
+_RESERVED = _BUILTINS | set(keyword.kwlist) | _MODULES
+
+
+_FIELDS: dict = {}  # node class -> the fields that can hold nodes other than contexts and operators
+_SKIPPED = {"ctx", "op", "ops", "type_comment", "kind", "conversion", "is_async", "level", "name", "id", "attr",
+            "arg", "value_str"}
+_AST = ast.AST
+
+
+def _fields(cls) -> tuple:
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = _FIELDS[cls] = tuple(f for f in cls._fields if f not in _SKIPPED)
+    return found
+
+
+def _children(n) -> list:
+    """The child nodes of ``n`` (not its context or operator), in field order."""
+    found = []
+    for field in _fields(type(n)):
+        value = getattr(n, field, None)
+        if isinstance(value, _AST):
+            found.append(value)
+        elif type(value) is list:
+            for v in value:
+                if isinstance(v, _AST):
+                    found.append(v)
+    return found
 
 
 def _walk(node) -> list:
-    """Every node under ``node`` (itself included), in no particular order: ``ast.walk``, faster."""
+    """Every node under ``node`` (itself included) but contexts and operators, in no particular order: a faster
+    ``ast.walk``."""
     found, stack = [], [node]
+    pop, push, add = stack.pop, stack.append, found.append
     while stack:
-        n = stack.pop()
-        found.append(n)
-        for field in n._fields:
+        n = pop()
+        add(n)
+        for field in _fields(type(n)):
             value = getattr(n, field, None)
-            if isinstance(value, ast.AST):
-                stack.append(value)
-            elif isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, ast.AST))
+            if isinstance(value, _AST):
+                push(value)
+            elif type(value) is list:
+                for v in value:
+                    if isinstance(v, _AST):
+                        push(v)
     return found
 
 
@@ -231,6 +264,8 @@ def _pure_call(call: ast.Call) -> bool:
     if np_name is not None:
         return "random" not in np_name.split(".") and np_name.split(".")[-1] not in _NP_WRITES
     if isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Name) and func.value.id == "math":
+            return True
         return func.attr in _PURE_METHODS and not (isinstance(func.value, ast.Name) and func.value.id in _MODULES)
     if isinstance(func, ast.Name):
         if func.id in _PURE_BUILTINS:
@@ -288,14 +323,21 @@ class _Bindings:
         self.nested = False
         self.loads: dict = {}  # name -> its Name nodes that read it
         self.in_nested = set()  # names that appear inside a nested function or lambda
-        for statement in fn.body:
-            for n in _walk(statement):
-                self._node(n)
+        self.evidence = set()  # names used as only an array can be (x.shape, x.T, x.sum(), x @ y)
+        self.nodes = [n for statement in fn.body for n in _walk(statement)]  # the body's, not fn's own
+        for n in self.nodes:
+            self._node(n)
 
     def _node(self, n):
         if isinstance(n, ast.Name):
             if isinstance(n.ctx, ast.Load):
                 self.loads.setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.Attribute):
+            if isinstance(n.value, ast.Name) and n.attr in _EVIDENCE:
+                self.evidence.add(n.value.id)
+        elif isinstance(n, ast.BinOp):
+            if isinstance(n.op, ast.MatMult):
+                self.evidence |= {s.id for s in (n.left, n.right) if isinstance(s, ast.Name)}
         elif isinstance(n, ast.Assign):
             for t in n.targets:
                 self._bind(t, "expr", n.value)
@@ -369,14 +411,7 @@ class _Types:
         b = bindings or _Bindings(fn)
         self.params = b.params
         self.locals = set(b.bound) - b.params - b.declared
-        evidence = set()
-        for n in _walk(fn):
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and (
-                    n.attr in {"shape", "ndim", "dtype", "T"} or n.attr in _ARRAY_METHODS - {"copy"}):
-                evidence.add(n.value.id)
-            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
-                evidence |= {s.id for s in (n.left, n.right) if isinstance(s, ast.Name)}
-        self.arrays = {p for p in b.params if p in evidence and p not in b.bound}
+        self.arrays = {p for p in b.params if p in b.evidence and p not in b.bound}
         self.arrays |= self._greatest(b.bound, self.locals, self.arrays, self.arrayish, iter_ok=True)
         self.numbers = self._greatest(b.bound, self.locals, set(), self.numeric, iter_ok=False)
 
@@ -503,25 +538,6 @@ def _blocks(fn):
     return found
 
 
-def _postorder(node):
-    """The nodes of an expression in the order they are evaluated (a node after its operands)."""
-    order = []
-
-    def visit(n):
-        if isinstance(n, ast.Dict):
-            for k, v in zip(n.keys, n.values):
-                if k is not None:
-                    visit(k)
-                visit(v)
-        else:
-            for child in ast.iter_child_nodes(n):
-                visit(child)
-        order.append(n)
-
-    visit(node)
-    return order
-
-
 class _Slot:
     """One expression a statement evaluates, analysed in one pass: for each node inside it, whether it is pure,
     whether it is evaluated exactly once whenever the expression is (not inside a lambda, a comprehension, a branch
@@ -545,7 +561,7 @@ class _Slot:
         if isinstance(n, ast.Dict):
             children = [c for k, v in zip(n.keys, n.values) for c in (k, v) if c is not None]
         else:
-            children = list(ast.iter_child_nodes(n))
+            children = _children(n)
         pure = not (isinstance(n, ast.Call) and not _pure_call(n)) and not isinstance(
             n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await))
         for c in children:
@@ -593,7 +609,7 @@ class _Namer:
     """Fresh identifiers that clash with nothing in the source, Python's keywords or builtins."""
 
     def __init__(self, tree, dice):
-        self.taken = _identifiers(tree) | _BUILTINS | set(keyword.kwlist) | _MODULES
+        self.taken = _identifiers(tree) | _RESERVED
         self.dice = dice
 
     def _free(self, name) -> bool:
@@ -619,11 +635,9 @@ class _Namer:
         return f"v{i}"
 
 
-def _rename(fn, mapping: dict):
-    """Rename, throughout ``fn`` (nested scopes too), every local named in ``mapping``."""
-    for n in _walk(fn):
-        if n is fn:
-            continue
+def _rename(nodes, mapping: dict):
+    """Rename, throughout a function's body (``nodes``; nested scopes too), every local named in ``mapping``."""
+    for n in nodes:
         if isinstance(n, ast.Name) and n.id in mapping:
             n.id = mapping[n.id]
         elif isinstance(n, ast.arg) and n.arg in mapping:
@@ -640,10 +654,8 @@ def _rename_locals(tree, dice, p=0.9):
     for fn in [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         b = _Bindings(fn)
         local = sorted(set(b.bound) - b.params - b.declared)
-        if b.nested:  # a nested scope's parameter may share a name with a parameter of fn: leave those alone
-            local = [n for n in local if n not in b.params]
         chosen = [n for n in local if dice.chance(p)] or local[:1]
-        _rename(fn, {old: namer.fresh(old) for old in chosen})
+        _rename(b.nodes, {old: namer.fresh(old) for old in chosen})
 
 
 # ============================================================================================= structural rewrites
@@ -686,12 +698,33 @@ def _spelling(node):
     return _SPELLING_OF.get(text.replace('"', "'"))
 
 
-class _Expressions(ast.NodeTransformer):
-    """Expression-level rewrites of one function (or of a cell's top level), each at random."""
+class _Expressions:
+    """Expression-level rewrites of one function (or of a cell's top level), each at random, bottom up."""
 
     def __init__(self, dice, types, p=0.5):
         self.dice, self.types, self.p = dice, types, p
         self.shadowed = types.locals | types.params
+        self._rewrite = {ast.Call: self.visit_Call, ast.BinOp: self.visit_BinOp, ast.Compare: self.visit_Compare,
+                         ast.UnaryOp: self.visit_UnaryOp, ast.Attribute: self.visit_Attribute,
+                         ast.Subscript: self.visit_Subscript, ast.Dict: self.visit_Dict}
+
+    def visit(self, node):
+        if isinstance(node, ast.Lambda):  # a lambda's names are not the function's: its inside is left alone
+            return node
+        for field in _fields(type(node)):
+            value = getattr(node, field, None)
+            if isinstance(value, _AST):
+                new = self.visit(value)
+                if new is not value:
+                    setattr(node, field, new)
+            elif type(value) is list:
+                for i, v in enumerate(value):
+                    if isinstance(v, _AST):
+                        new = self.visit(v)
+                        if new is not v:
+                            value[i] = new
+        rewrite = self._rewrite.get(type(node))
+        return rewrite(node) if rewrite else node
 
     def _receiver(self, x) -> bool:
         """``x.method(...)`` is an array's method: x is no module (a name the function binds, or an expression)."""
@@ -705,7 +738,6 @@ class _Expressions(ast.NodeTransformer):
 
     # ----------------------------------------------------------------------------------------- calls
     def visit_Call(self, node):
-        self.generic_visit(node)
         rewrites = [r for r in (self._np_to_method, self._method_to_np, self._matmul_to_op, self._axis_keyword,
                                 self._axis_positional, self._reshape_tuple, self._range_start, self._dict_call,
                                 self._keepdims_to_expand, self._expand_to_keepdims, self._sqrt_to_power,
@@ -973,7 +1005,6 @@ class _Expressions(ast.NodeTransformer):
 
     # ----------------------------------------------------------------------------------------- operators
     def visit_BinOp(self, node):
-        self.generic_visit(node)
         options = []
         if isinstance(node.op, ast.MatMult) and "np" not in self.shadowed:
             options.append(lambda: _call(_np("matmul"), [node.left, node.right]))
@@ -994,21 +1025,18 @@ class _Expressions(ast.NodeTransformer):
         return node
 
     def visit_Compare(self, node):
-        self.generic_visit(node)
         if len(node.ops) == 1 and type(node.ops[0]) in _MIRROR and _pure(node.left) \
                 and _pure(node.comparators[0]) and self.go():
             return ast.Compare(node.comparators[0], [_MIRROR[type(node.ops[0])]()], [node.left])
         return node
 
     def visit_UnaryOp(self, node):
-        self.generic_visit(node)
         if isinstance(node.op, ast.USub) and _np_name(node.operand) == "inf" and "float" not in self.shadowed \
                 and self.go():
             return ast.parse(self.dice.pick(['float("-inf")', '-float("inf")']), mode="eval").body
         return node
 
     def visit_Attribute(self, node):
-        self.generic_visit(node)
         if _np_name(node) == "inf" and isinstance(node.ctx, ast.Load) and "float" not in self.shadowed \
                 and self.go():
             return ast.parse('float("inf")', mode="eval").body
@@ -1019,7 +1047,6 @@ class _Expressions(ast.NodeTransformer):
         return node
 
     def visit_Subscript(self, node):
-        self.generic_visit(node)
         if "np" in self.shadowed or not isinstance(node.ctx, ast.Load):
             return node
         index = node.slice
@@ -1031,7 +1058,6 @@ class _Expressions(ast.NodeTransformer):
         return node
 
     def visit_Dict(self, node):
-        self.generic_visit(node)
         if "dict" not in self.shadowed and node.keys and all(
                 isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isidentifier()
                 and not keyword.iskeyword(k.value) for k in node.keys) \
@@ -1040,9 +1066,6 @@ class _Expressions(ast.NodeTransformer):
                                                              zip(node.keys, node.values)])
         return node
 
-    # a lambda's or comprehension's own names are not the function's: leave their insides alone
-    def visit_Lambda(self, node):
-        return node
 
 
 def _fn_scopes(tree):
@@ -1086,7 +1109,7 @@ def _extract_temporaries(fn, dice, namer, p):
                     if id(n) in funcs:
                         continue
                     if not isinstance(n, (ast.Call, ast.BinOp, ast.Subscript, ast.UnaryOp, ast.Attribute,
-                                          ast.Compare)):
+                                          ast.Compare, ast.IfExp)):
                         continue
                     if isinstance(n, ast.UnaryOp) and isinstance(n.operand, ast.Constant):
                         continue
@@ -1210,6 +1233,30 @@ def _reshape_branches(fn, dice, p):
             i += 1
 
 
+def _conditionals(fn, dice, p):
+    """``return a if c else b`` <-> ``if c: return a`` ``else: return b`` (and ``x = a if c else b`` alike)."""
+    for block in _blocks(fn):
+        for i, s in enumerate(block):
+            if isinstance(s, ast.Return) and isinstance(s.value, ast.IfExp) and dice.chance(p):
+                e = s.value
+                block[i] = ast.If(e.test, [ast.Return(e.body)], [ast.Return(e.orelse)])
+            elif (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                  and isinstance(s.value, ast.IfExp) and dice.chance(p)):
+                e, name = s.value, s.targets[0].id
+                block[i] = ast.If(e.test, [ast.Assign([ast.Name(name, ast.Store())], e.body)],
+                                  [ast.Assign([ast.Name(name, ast.Store())], e.orelse)])
+            elif isinstance(s, ast.If) and len(s.body) == len(s.orelse) == 1:
+                a, b = s.body[0], s.orelse[0]
+                if isinstance(a, ast.Return) and isinstance(b, ast.Return) and a.value and b.value \
+                        and dice.chance(p):
+                    block[i] = ast.Return(ast.IfExp(s.test, a.value, b.value))
+                elif (isinstance(a, ast.Assign) and isinstance(b, ast.Assign) and len(a.targets) == len(b.targets) == 1
+                      and isinstance(a.targets[0], ast.Name) and isinstance(b.targets[0], ast.Name)
+                      and a.targets[0].id == b.targets[0].id and dice.chance(p)):
+                    block[i] = ast.Assign([ast.Name(a.targets[0].id, ast.Store())],
+                                          ast.IfExp(s.test, a.value, b.value))
+
+
 def _augmented(fn, dice, types, p):
     """``n = n + 1`` <-> ``n += 1`` for names that hold Python numbers (never arrays: += changes an array)."""
     for block in _blocks(fn):
@@ -1233,6 +1280,7 @@ def _restructure(tree, dice):
                   lambda: _split_and_merge_tuples(fn, dice, 0.4),
                   lambda: _reshape_branches(fn, dice, 0.5),
                   lambda: _augmented(fn, dice, _Types(fn), 0.6)]
+        _conditionals(fn, dice, 0.5)  # first: the branches it makes are for the other passes to reshape
         for run in dice.shuffled(passes):
             run()
         doc = _docstring(fn)
@@ -1242,13 +1290,21 @@ def _restructure(tree, dice):
 
 # ============================================================================================= writing code out
 
-class _Unparser(ast._Unparser):  # noqa: SLF001 - the standard library's own unparser, with redundant parentheses
-    def __init__(self, extra=frozenset(), **kwargs):  # kwargs: the f-string writer makes itself one
+class _Unparser(ast._Unparser):  # noqa: SLF001 - the standard library's own unparser, in a learner's style
+    """``ast.unparse`` with redundant parentheses around the nodes ``extra`` names and the spacing of ``style``."""
+
+    def __init__(self, extra=frozenset(), style=None, **kwargs):  # kwargs: the f-string writer makes itself one
         super().__init__(**kwargs)
-        self._extra = extra
+        self._extra, self._style = extra, style
 
     def require_parens(self, precedence, node):
         return self.delimit_if("(", ")", self.get_precedence(node) > precedence or id(node) in self._extra)
+
+    def write(self, *text):
+        style = self._style
+        if style is not None:
+            text = [style.piece(t) for t in text]
+        self._source.extend(text)
 
 
 _BINARY = {"+", "-", "*", "/", "//", "%", "@", "**", "==", "!=", "<", ">", "<=", ">=", "&", "|", "^", "<<", ">>",
@@ -1309,39 +1365,19 @@ class _Style:
         if self.parens:
             extra = {id(n) for n in _walk(node) if isinstance(n, (ast.BinOp, ast.Compare, ast.BoolOp))
                      and self.dice.chance(self.parens)}
-        return _Unparser(extra).visit(node)
+        return _Unparser(extra, self).visit(node)
 
-    def respace(self, line: str) -> str:
-        try:
-            tokens = [t for t in tokenize.generate_tokens(io.StringIO(line + "\n").readline)
-                      if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT,
-                                        tokenize.DEDENT)]
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            return line
-        if not tokens or any(t.start[0] != 1 or t.end[0] != 1 for t in tokens):
-            return line
-        out = tokens[0].string
-        for prev, tok in zip(tokens, tokens[1:]):
-            gap = line[prev.end[1]:tok.start[1]]
-            if prev.string == "," and tok.string not in ")]}":
-                gap = " " if self.comma_space else ""
-            elif (prev.type == tokenize.OP and prev.string == "=") or (tok.type == tokenize.OP and tok.string == "="):
-                gap = (" " if self.assign_space else "") if gap else (" " if self.kw_space else "")
-            elif gap and ((prev.type == tokenize.OP and prev.string in _BINARY)
-                          or (tok.type == tokenize.OP and tok.string in _BINARY)):
-                gap = " " if self.op_space else ""
-            if not gap and (prev.string[-1:].isalnum() or prev.string[-1:] in "_'\"") and (
-                    tok.string[:1].isalnum() or tok.string[:1] in "_'\""):
-                gap = " "
-            if not gap and prev.string in ("*", "-", "+", "/", "<", ">", "=", "!", "%", "&", "|", "^", "@") \
-                    and tok.string[:1] in "*/=<>" and tok.type == tokenize.OP:
-                gap = " "
-            out += gap + tok.string
-        return out
-
-    def code(self, text: str) -> str:
-        canonical = self.op_space and self.comma_space and self.assign_space and not self.kw_space
-        return text if canonical or "\n" in text else self.respace(text)
+    def piece(self, text: str) -> str:
+        """One piece the unparser writes, in this learner's spacing."""
+        if text == ", ":
+            return text if self.comma_space else ","
+        if text == "=":  # a keyword argument or a default
+            return " = " if self.kw_space else text
+        if text == " = ":
+            return text if self.assign_space else "="
+        if len(text) > 2 and text[0] == text[-1] == " " and text[1:-1] in _BINARY:
+            return text if self.op_space else text[1:-1]
+        return text
 
     def block(self, stmts, level: int, out: list, top=False):
         pad = " " * (self.indent * level)
@@ -1358,18 +1394,18 @@ class _Style:
         pad = " " * (self.indent * level)
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for d in s.decorator_list:
-                out.append(pad + "@" + self.code(self.expr(d)))
-            head = copy.copy(s)
-            head.decorator_list, head.body = [], [ast.Pass()]
-            out.append(pad + self.code(ast.unparse(head).splitlines()[0][:-1]) + ":" + self.after(s))
+                out.append(pad + "@" + (self.expr(d)))
+            head = ("async def " if isinstance(s, ast.AsyncFunctionDef) else "def ") + s.name
+            head += "(" + self.expr(s.args) + ")" + (" -> " + self.expr(s.returns) if s.returns else "")
+            out.append(pad + head + ":" + self.after(s))
             self.block(s.body, level + 1, out)
         elif isinstance(s, ast.If):
-            out.append(pad + self.code("if " + self.expr(s.test)) + ":" + self.after(s))
+            out.append(pad + ("if " + self.expr(s.test)) + ":" + self.after(s))
             self.block(s.body, level + 1, out)
             orelse = s.orelse
             while len(orelse) == 1 and isinstance(orelse[0], ast.If) and not self.comments.get(id(orelse[0])) \
                     and self.dice.chance(0.9):
-                out.append(pad + self.code("elif " + self.expr(orelse[0].test)) + ":" + self.after(orelse[0]))
+                out.append(pad + ("elif " + self.expr(orelse[0].test)) + ":" + self.after(orelse[0]))
                 self.block(orelse[0].body, level + 1, out)
                 orelse = orelse[0].orelse
             if orelse:
@@ -1380,7 +1416,7 @@ class _Style:
                 head = f"for {self.expr(s.target)} in {self.expr(s.iter)}"
             else:
                 head = f"while {self.expr(s.test)}"
-            out.append(pad + self.code(head) + ":" + self.after(s))
+            out.append(pad + (head) + ":" + self.after(s))
             self.block(s.body, level + 1, out)
             if s.orelse:
                 out.append(pad + "else:")
@@ -1388,7 +1424,7 @@ class _Style:
         elif isinstance(s, ast.With):
             items = ", ".join(self.expr(w.context_expr) + (f" as {self.expr(w.optional_vars)}"
                                                            if w.optional_vars else "") for w in s.items)
-            out.append(pad + self.code("with " + items) + ":" + self.after(s))
+            out.append(pad + ("with " + items) + ":" + self.after(s))
             self.block(s.body, level + 1, out)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str) \
                 and first and "\\" not in s.value.value and '"""' not in s.value.value \
@@ -1399,13 +1435,14 @@ class _Style:
             value = self.expr(s.value)
             if self.parens and not isinstance(s.value, ast.Tuple) and self.dice.chance(self.parens / 2):
                 value = f"({value})"
-            head = "return " if isinstance(s, ast.Return) else "".join(self.expr(t) + " = " for t in s.targets)
-            out.append(pad + self.code(head + value) + self.after(s))
+            equals = self.piece(" = ")
+            head = "return " if isinstance(s, ast.Return) else "".join(self.expr(t) + equals for t in s.targets)
+            out.append(pad + (head + value) + self.after(s))
         elif isinstance(s, (ast.Try, ast.ClassDef, ast.AsyncWith, ast.AsyncFor, ast.Match, getattr(ast, "TryStar",
                                                                                                     ast.Try))):
             out.extend(pad + line for line in ast.unparse(s).splitlines())
         else:
-            out.append(pad + self.code(self.expr(s)) + self.after(s))
+            out.append(pad + (self.expr(s)) + self.after(s))
 
     def write(self, tree) -> str:
         out = []
@@ -1413,27 +1450,34 @@ class _Style:
         return "\n".join(out).rstrip() + "\n"
 
 
-def _comments_of(source: str, tree):
-    """({id(statement): [full-line comments just above it]}, {id(statement): the comment ending its line})."""
-    statements = sorted((n for n in _walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, -n.end_lineno))
-    before, inline = {}, {}
+@functools.lru_cache(maxsize=4096)
+def _comment_rows(source: str) -> tuple:
+    """((row, comment, whether code comes before it on its line), ...) of ``source``."""
     lines = source.splitlines()
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, IndentationError):
+        return ()
+    return tuple((t.start[0], t.string, bool(lines[t.start[0] - 1][:t.start[1]].strip())) for t in tokens
+                 if t.type == tokenize.COMMENT)
+
+
+def _comments_of(source: str, tree):
+    """({id(statement): [full-line comments just above it]}, {id(statement): the comment ending its line})."""
+    before, inline = {}, {}
+    rows = _comment_rows(source)
+    if not rows:
         return before, inline
-    for tok in tokens:
-        if tok.type != tokenize.COMMENT:
-            continue
-        row = tok.start[0]
-        if lines[row - 1][:tok.start[1]].strip():  # code before it: the comment ends that line
+    statements = sorted((n for n in _walk(tree) if isinstance(n, ast.stmt)), key=lambda n: (n.lineno, -n.end_lineno))
+    for row, text, after_code in rows:
+        if after_code:  # the comment ends that line
             owner = [s for s in statements if s.lineno <= row <= (s.lineno if _compound(s) else s.end_lineno)]
             if owner:
-                inline[id(owner[-1])] = tok.string
+                inline[id(owner[-1])] = text
         else:
             following = [s for s in statements if s.lineno > row]
             if following:
-                before.setdefault(id(following[0]), []).append(tok.string)
+                before.setdefault(id(following[0]), []).append(text)
     return before, inline
 
 

@@ -251,7 +251,8 @@ class Session:
             raise KernelGone()  # the signature's rerun is out of time: it ends here, before the kernel is asked
         refused_before = len(self._refusals)
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
-                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "stand_ins": sorted(fn._stand_ins)})
+                             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "stand_ins": sorted(fn._stand_ins),
+                             "quiet": self._rerun_until is not None})
         while True:
             try:
                 message = self._from_kernel.get(timeout=WAIT)

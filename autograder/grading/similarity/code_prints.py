@@ -15,6 +15,7 @@ to mark them when two students' cells are shown side by side.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import hashlib
 import io
@@ -26,6 +27,15 @@ WINDOW = 5  # hashes per winnowing window
 MAX_SOURCE = 100_000  # characters of a cell that are fingerprinted
 KEPT_NAMES = frozenset(dir(builtins)) | {"np", "numpy", "math"}
 _SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER}
+
+
+def canonical(source: str) -> str:
+    """``source`` as Python writes its syntax tree back (``ast.unparse``): no comment, no redundant parenthesis, one
+    spacing and quoting; as it is when it does not parse."""
+    try:
+        return ast.unparse(ast.parse(source[:MAX_SOURCE]))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source[:MAX_SOURCE]
 
 
 def tokens(source: str) -> list:
@@ -90,8 +100,8 @@ def _winnowed(toks: list) -> list:
 
 
 def prints(source: str) -> list:
-    """The sorted fingerprints of ``source``."""
-    return sorted({h for h, _ in _winnowed(tokens(source))})
+    """The sorted fingerprints of ``source`` (its ``canonical`` form's)."""
+    return sorted({h for h, _ in _winnowed(tokens(canonical(source)))})
 
 
 def lines(source: str, wanted) -> set:

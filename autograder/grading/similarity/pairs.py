@@ -5,14 +5,21 @@ wrong result no catalogued bug explains on a hidden test, a catalogued bug a hid
 (normalised). The keys are indexed (key -> the students holding it), so only students who share a key are ever
 compared: the work grows with the students that share each key, not with the square of the class.
 
-What weighs nothing: fingerprints of the model answers and of what the lessons hand out (``evidence.expected``),
-and any key more than ``common(n)`` of the class's n students hold. A code key held by df students weighs
-log(1 + n / df). A pair's code share is the weight of the fingerprints both hold over the smaller of their own
-totals: the part of the less original work that the other also has.
+Code. Fingerprints of the model answers and of what the lessons hand out (``evidence.expected``) count for nothing,
+and so does every fingerprint more than ``UNUSUAL`` students of the class hold: what remains of a student's code is
+its *unusual* code, the part almost nobody else wrote. A pair's code share is the number of unusual fingerprints
+both hold over the smaller of their unusual counts: how much of the less original work's unusual code the other
+also has. Independent learners share little of it (two who took the same approach still write it differently); a
+copy, however renamed, re-commented, re-spaced or reordered, keeps most. Code of which a learner wrote fewer than
+``MIN_UNUSUAL`` unusual fingerprints cannot tell a copy from common work, and is not judged: the short, idiomatic
+answers of the first lessons rarely can be.
+
+Other evidence. Any key more than ``common(n)`` of the class's n students hold counts for nothing.
 
 A pair is listed when it has one strong reason, or two supporting ones (``REASONS``). The thresholds are measured,
 not assumed: ``tests/grading/test_similarity_proof.py`` builds a class of independent learners and disguised copies
-and asks for at least 90 % of the copied pairs listed and at most 1 listed pair per 100 independent students.
+of every lesson and asks for at least 90 % of the copies of judgeable work listed and at most 1 listed pair per 100
+independent students.
 """
 
 from __future__ import annotations
@@ -23,18 +30,25 @@ from dataclasses import dataclass, field
 
 from autograder.grading.similarity import evidence
 
-COMMON_SHARE = 0.1  # held by more than this share of the class: common, weighs nothing
+UNUSUAL = 3  # a fingerprint held by at most this many students is unusual code
+MIN_UNUSUAL = 8  # code is judged only when each of the pair holds this many unusual fingerprints (in a cell: there)
+CODE_STRONG, CODE_SUPPORT = 0.6, 0.4  # code shares that are a strong, and a supporting, reason
+MIN_SHARED = 8  # ... when the pair holds at least this many unusual fingerprints together
+CANDIDATE = 0.2  # pairs sharing less of their unusual code than this are judged only on their other evidence
+COMMON_SHARE = 0.1  # other evidence held by more than this share of the class is common and counts for nothing
 COMMON_MIN = 6  # ... and in a small class, by more than this many students
-MIN_OWN_PRINTS = 8  # a pair is judged on code only when each holds this many fingerprints of its own
-CODE_STRONG, CODE_SUPPORT = 0.5, 0.3  # code shares that are a strong, and a supporting, reason
-CELL_STRONG = 0.8  # one answer cell's code share that is a strong reason (when each holds MIN_OWN_PRINTS there)
-CANDIDATE = 0.15  # pairs sharing less of their code than this are judged only on their other evidence
+SAME_CELL_PRINTS = 12  # an answer cell is evidence as a whole when it holds this many fingerprints beyond expected
+SAME_MAX = 6  # ... held by at most this many students (a group that shares work shares whole cells)
+SAME_STRONG = 2  # answer cells whose whole code is the same and unusual: a strong reason (one is a supporting one)
 WRONG_STRONG = 2  # tests with the same rare wrong numbers: a strong reason (one is a supporting one)
-BUGS_STRONG, BUGS_SUPPORT = 3, 2  # rare catalogued bugs held together
+BUGS_STRONG, BUGS_SUPPORT = 0.01, 0.1  # catalogued bugs held together: how many pairs of the class would share as
+# many by chance, at most, for a strong and a supporting reason
 MIN_ANSWER_WORDS = 8  # a written answer shorter than this is not evidence
 MODEL_NGRAM, MODEL_CLOSE, MODEL_MIN_NGRAMS = 4, 0.5, 8  # written answers close to the model answer
 REASONS = {
-    "code": "their own code (beyond the model answer, the given code and what many in the class wrote) is alike",
+    "code": "their unusual code (beyond the model answer, the given code and what others in the class wrote) is alike",
+    "same cells": "answer cells whose whole code is the same, but for names, numbers, comments and layout, as few "
+                  "others' is",
     "wrong numbers": "the same wrong results on the grader's fixed inputs, which no catalogued bug explains",
     "bugs": "the same catalogued bugs, each rare in the class",
     "written answer": "the same written answer, but for case, spacing and punctuation",
@@ -42,12 +56,8 @@ REASONS = {
 
 
 def common(n: int) -> float:
-    """How many of a class of ``n`` may hold a key before it is common and weighs nothing."""
+    """How many of a class of ``n`` may hold a key other than code before it is common and counts for nothing."""
     return max(COMMON_MIN, COMMON_SHARE * n)
-
-
-def weight(n: int, df: int) -> float:
-    return math.log(1 + n / df)
 
 
 @dataclass
@@ -58,8 +68,9 @@ class Pair:
     a: str
     b: str
     code_share: float = 0.0
-    code_ratio: float | None = None  # the code weight they share over what a random pair of the class shares
+    code_ratio: float | None = None  # the unusual code they share over what a random pair of the class shares
     shared_prints: dict = field(default_factory=dict)  # grade_id -> fingerprints both hold (rare ones)
+    same_cells: list = field(default_factory=list)  # [grade_id] of answer cells whose whole code both wrote alike
     wrong: list = field(default_factory=list)  # [(test, how many students share it)]
     bugs: list = field(default_factory=list)  # [(test, bug, how many students share it)]
     answers: list = field(default_factory=list)  # [grade_id] of identical written answers
@@ -82,6 +93,8 @@ class Lesson:
     groups: list  # [[students]] of 3 or more joined by listed pairs
     close_to_model: list  # [(student, grade_id, share of the answer's word runs in the model answer)]
     given: list  # [(student, flag)]
+    judged: int = 0  # how many wrote enough unusual code to be judged on code (``MIN_UNUSUAL``)
+    unusual: dict = field(default_factory=dict)  # student -> their unusual fingerprints
 
 
 def _ngrams(text: str, n: int) -> set:
@@ -106,15 +119,17 @@ def search(lesson: str, works: list, left_out: int = 0, expected=None) -> Lesson
     """The listed pairs and groups of ``works`` (one ``evidence.Work`` per student of ``lesson``)."""
     expected = evidence.expected() if expected is None else expected
     n = len(works)
-    limit = common(n)
     code: dict = defaultdict(list)  # (grade_id, fingerprint) -> indices of the works holding it
     other: dict = defaultdict(list)  # (kind, grade_id, what) -> indices of the works holding it
     model = {gid: evidence.normalised(t) for gid, t in evidence.model_written(lesson).items()}
+    cells: dict = defaultdict(list)  # (grade_id, the cell's whole code) -> indices of the works holding it
     for i, w in enumerate(works):
         for gid, prints in w.prints.items():
-            for h in prints:
-                if h not in expected:
-                    code[(gid, h)].append(i)
+            beyond = [h for h in prints if h not in expected]
+            for h in beyond:
+                code[(gid, h)].append(i)
+            if len(beyond) >= SAME_CELL_PRINTS:
+                cells[("same cells", gid, hash(tuple(sorted(prints))))].append(i)
         for gid, sig in w.wrong.items():
             other[("wrong numbers", gid, sig)].append(i)
         for gid, bug in w.bugs.items():
@@ -123,94 +138,96 @@ def search(lesson: str, works: list, left_out: int = 0, expected=None) -> Lesson
             norm = evidence.normalised(text)
             if len(norm.split()) >= MIN_ANSWER_WORDS and norm != model.get(gid):
                 other[("written answer", gid, norm)].append(i)
-    own = [0.0] * n  # each work's own code weight: keys not common
-    own_prints = [0] * n
-    random_pair = 0.0  # the code weight a random pair of the class shares, on average
-    together: dict = defaultdict(float)  # i * n + j (i < j) -> the code weight both hold
-    rare = {}  # (grade_id, fingerprint) -> how many hold it, for the keys that are not common
-    for key, holders in code.items():
-        df = len(holders)
-        if df > limit:
-            continue
-        rare[key] = df
-        w = weight(n, df)
-        for i in holders:
-            own[i] += w
-            own_prints[i] += 1
-        random_pair += w * df * (df - 1) / max(n * (n - 1), 1)
-        for x in range(df):
-            for y in range(x + 1, df):
-                together[holders[x] * n + holders[y]] += w
+    unusual = {key: holders for key, holders in code.items() if len(holders) <= UNUSUAL}
+    own = [0] * n  # each work's unusual fingerprints
+    together: dict = defaultdict(int)  # i * n + j (i < j) -> the unusual fingerprints both hold
+    for holders in unusual.values():
+        for x, i in enumerate(holders):
+            own[i] += 1
+            for j in holders[x + 1:]:
+                together[i * n + j] += 1
+    random_pair = sum(len(h) * (len(h) - 1) for h in unusual.values()) / max(n * (n - 1), 1)
+    bugs_per_pair = sum(len(h) * (len(h) - 1) for key, h in other.items()
+                        if key[0] == "bugs" and len(h) <= common(n)) / max(n * (n - 1), 1)
     shared = defaultdict(list)  # i * n + j -> the other keys both hold
-    for key, holders in other.items():
-        if 2 <= len(holders) <= limit:
+    for key, holders in [*other.items(), *cells.items()]:
+        if 2 <= len(holders) <= (SAME_MAX if key[0] == "same cells" else common(n)):
             for x in range(len(holders)):
                 for y in range(x + 1, len(holders)):
                     shared[holders[x] * n + holders[y]].append((key, len(holders)))
     candidates = set(shared)
-    for ij, w in together.items():
+    for ij, count in together.items():
         i, j = divmod(ij, n)
-        if min(own_prints[i], own_prints[j]) >= MIN_OWN_PRINTS and w >= CANDIDATE * min(own[i], own[j]):
+        if min(own[i], own[j]) >= MIN_UNUSUAL and count >= CANDIDATE * min(own[i], own[j]):
             candidates.add(ij)
     pairs = []
     for ij in candidates:
         i, j = divmod(ij, n)
-        pair = _judged(lesson, works[i], works[j], together.get(ij, 0.0), shared.get(ij, []), rare, n,
-                       min(own[i], own[j]), min(own_prints[i], own_prints[j]), random_pair)
+        pair = _judged(lesson, works[i], works[j], together.get(ij, 0), shared.get(ij, []), unusual,
+                       min(own[i], own[j]), random_pair, bugs_per_pair * n * (n - 1) / 2, n)
         if any(s == "strong" for _, s, _ in pair.reasons) or len(pair.reasons) >= 2:
             pairs.append(pair)
     pairs.sort(key=lambda p: (tuple(-x for x in p.strength), p.a, p.b))
     return Lesson(lesson, n, left_out, pairs, _groups(pairs),
                   [(w.student, gid, share) for w in works for gid, share in close_to_model(w)],
-                  [(w.student, flag) for w in works for flag in w.given])
+                  [(w.student, flag) for w in works for flag in w.given],
+                  judged=sum(1 for count in own if count >= MIN_UNUSUAL),
+                  unusual={w.student: own[i] for i, w in enumerate(works)})
 
 
-def _judged(lesson, a, b, code_weight, others, rare, n, own, own_prints, random_pair) -> Pair:
-    """The pair of ``a`` and ``b`` with its reasons: ``code_weight`` of rare code both hold, ``others`` [(key, how
-    many hold it)] of the other evidence both hold."""
+def _judged(lesson, a, b, both_count, others, unusual, own, random_pair, bug_pairs, n) -> Pair:
+    """The pair of ``a`` and ``b`` with its reasons: ``both_count`` unusual fingerprints both hold (``own``: the
+    smaller of their unusual counts), ``others`` [(key, how many hold it)] of the other evidence both hold;
+    ``bug_pairs``: how many catalogued bugs the class's pairs share in all, by which chance is judged."""
     first, second = sorted([a.student, b.student])
     pair = Pair(lesson, first, second)
-    if code_weight and own_prints >= MIN_OWN_PRINTS:
-        pair.code_share = code_weight / own
-        pair.code_ratio = code_weight / random_pair if random_pair else None
-        copied = []  # answer cells whose own code is mostly the other's
+    if both_count and own >= MIN_UNUSUAL:
+        pair.code_share = both_count / own
+        pair.code_ratio = both_count / random_pair if random_pair else None
         for gid, prints in sorted(a.prints.items()):
-            mine = {h for h in prints if (gid, h) in rare}
-            theirs = {h for h in b.prints.get(gid, ()) if (gid, h) in rare}
-            both = mine & theirs
+            both = {h for h in prints & b.prints.get(gid, set()) if (gid, h) in unusual}
             if both:
                 pair.shared_prints[gid] = both
-                smaller = min(mine, theirs, key=lambda side: sum(weight(n, rare[(gid, h)]) for h in side))
-                cell_share = sum(weight(n, rare[(gid, h)]) for h in both) / sum(weight(n, rare[(gid, h)])
-                                                                                 for h in smaller)
-                if min(len(mine), len(theirs)) >= MIN_OWN_PRINTS and cell_share >= CELL_STRONG:
-                    copied.append(f"{gid} ({100 * cell_share:.0f}%)")
         more = f", {pair.code_ratio:.0f} times what two students of this class share on average" \
             if pair.code_ratio else ""
-        said = f"{100 * pair.code_share:.0f}% of the less original work's own code, in " \
+        said = f"{100 * pair.code_share:.0f}% of the less original work's unusual code, in " \
                f"{', '.join(sorted(pair.shared_prints))}{more}"
-        if copied:
-            said += "; almost all of the own code of " + ", ".join(copied)
-        if pair.code_share >= CODE_STRONG or copied:
+        if pair.code_share >= CODE_STRONG and both_count >= MIN_SHARED:
             pair.reasons.append(("code", "strong", said))
-        elif pair.code_share >= CODE_SUPPORT:
+        elif pair.code_share >= CODE_SUPPORT and both_count >= MIN_SHARED:
             pair.reasons.append(("code", "supporting", said))
     kinds = defaultdict(list)
     for (kind, gid, what), df in others:
         kinds[kind].append((gid, what, df))
+    pair.same_cells = sorted(gid for gid, _, _ in kinds["same cells"])
+    if pair.same_cells:
+        level = "strong" if len(pair.same_cells) >= SAME_STRONG else "supporting"
+        pair.reasons.append(("same cells", level, ", ".join(pair.same_cells)))
     pair.wrong = sorted((gid, df) for gid, _, df in kinds["wrong numbers"])
     if pair.wrong:
         level = "strong" if len(pair.wrong) >= WRONG_STRONG else "supporting"
         pair.reasons.append(("wrong numbers", level, "the same wrong results in " + ", ".join(
             f"{t} ({df} students)" for t, df in pair.wrong)))
     pair.bugs = sorted(kinds["bugs"])
-    if len(pair.bugs) >= BUGS_SUPPORT:
-        level = "strong" if len(pair.bugs) >= BUGS_STRONG else "supporting"
-        pair.reasons.append(("bugs", level, ", ".join(f"{bug} in {t} ({df} students)" for t, bug, df in pair.bugs)))
+    if pair.bugs:
+        by_chance = pairs_sharing(len(pair.bugs), bug_pairs, n)
+        level = "strong" if by_chance <= BUGS_STRONG else "supporting" if by_chance <= BUGS_SUPPORT else ""
+        if level:
+            pair.reasons.append(("bugs", level, ", ".join(f"{bug} in {t} ({df} students)" for t, bug, df in pair.bugs)
+                                 + f"; {by_chance:.3f} pairs of this class would share as many by chance"))
     pair.answers = sorted(gid for gid, _, _ in kinds["written answer"])
     if pair.answers:
         pair.reasons.append(("written answer", "strong", "identical: " + ", ".join(pair.answers)))
     return pair
+
+
+def pairs_sharing(k: int, shared: float, n: int) -> float:
+    """How many of the n (n - 1) / 2 pairs of a class would share at least ``k`` catalogued bugs by chance, when its
+    pairs share ``shared`` in all: each pair's count taken as Poisson with the class's mean."""
+    count = n * (n - 1) / 2
+    mean = shared / count if count else 0.0
+    below = sum(math.exp(-mean) * mean ** i / math.factorial(i) for i in range(k))
+    return count * max(0.0, 1.0 - below)
 
 
 def _groups(pairs: list) -> list:

@@ -25,6 +25,7 @@ from autograder.checks.verdict import BUG, PASSED, UNNAMED, Verdict
 from autograder.grading.pipeline import hidden_tests
 from autograder.grading.pipeline.hidden_tests import Session
 from autograder.kernel import hidden_cell
+from autograder.kernel.protocol import encode_value
 from autograder.proofs import salt_sweep
 
 LESSON = "01_warmup"
@@ -258,3 +259,26 @@ def test_the_signature_travels_whole_in_the_execution_report_and_only_as_text():
     assert Verdict.from_json({"result": UNNAMED}).signature is None  # a report written before signatures
     with pytest.raises(ValueError):
         Verdict.from_json({"result": UNNAMED, "signature": 12})
+
+
+def test_what_the_learner_prints_shows_once_the_rerun_prints_nothing(monkeypatch, capsys):
+    monkeypatch.setenv("MHA_GRADING_SALT", "31")
+    asked = []
+    kernel_call = hidden_cell._call
+
+    def recorded(namespace, message):
+        asked.append(message.get("quiet"))
+        return kernel_call(namespace, message)
+
+    monkeypatch.setattr(hidden_cell, "_call", recorded)
+    assert _graded(monkeypatch, "softmax_values", shifted).signature is not None
+    assert asked == [False] * 5 + [True] * 5  # the first run's five calls, then the rerun's
+
+    def chatty(x, axis=-1):
+        print("debugging softmax")
+        return x
+
+    capsys.readouterr()
+    for quiet, shown in ((False, 1), (True, 0)):
+        kernel_call({"softmax": chatty}, {"name": "softmax", "args": [encode_value(1)], "quiet": quiet})
+        assert capsys.readouterr().out.count("debugging softmax") == shown

@@ -94,7 +94,8 @@ def test_independent_students_are_not_listed_and_a_copy_is():
     works.append(_work("copier", {"merge_heads": copy, "split_into_heads": works[11].code["split_into_heads"]}))
     found = pairs.search(LESSON, works, expected=frozenset())
     assert {(p.a, p.b) for p in found.pairs} == {("copier", "s07"), ("copier", "s11")}
-    assert all(p.reasons[0][:2] == ("code", "strong") for p in found.pairs)
+    # half of each one's unusual code, and one whole cell: two supporting reasons
+    assert all({r[0] for r in p.reasons} == {"code", "same cells"} for p in found.pairs)
 
 
 def test_the_model_answer_and_the_given_code_weigh_nothing():
@@ -142,13 +143,13 @@ def test_rare_bugs_together_and_identical_answers():
     assert found[("s08", "s09")].reasons[0][:2] == ("written answer", "strong")
 
 
-def test_three_students_joined_by_listed_pairs_are_a_group():
+def test_students_who_share_their_work_are_a_group():
     works = _class()
-    for w in works[12:15]:
-        w.code["merge_heads"] = works[20].code["merge_heads"]
-        w.prints["merge_heads"] = works[20].prints["merge_heads"]
+    for w in works[12:15]:  # three hand in s20's notebook: every fingerprint is four students', none unusual
+        w.code, w.prints = dict(works[20].code), dict(works[20].prints)
     found = pairs.search(LESSON, works, expected=frozenset())
     assert found.groups == [["s12", "s13", "s14", "s20"]] and len(found.pairs) == 6
+    assert all(p.reasons == [("same cells", "strong", "merge_heads, split_into_heads")] for p in found.pairs)
 
 
 def test_an_answer_close_to_the_published_model_answer_is_shown_and_one_in_own_words_is_not():
