@@ -81,7 +81,7 @@ GRADE_OUT = $(or $(OUT),grading)
 # A database password never appears on a command line make echoes: DB (or MHA_GRADEBOOK_URL) reaches the command
 # through the environment, and the password may instead live in PGPASSWORD or ~/.pgpass.
 grade formgrader: export MHA_GRADEBOOK_URL := $(or $(DB),$(MHA_GRADEBOOK_URL))
-grade: venv ## grade a download into the term: make grade SUBMISSIONS=path [OUT=grading] [LESSONS="01 05"] [CLOSE="01"] [WORKERS=n] [DB=postgresql://...] [SCHEDULER=tcp://host:8786] [DUE="01=2026-10-01T23:59"] [CANVAS_ASSIGNMENTS="01=12345"]
+grade: venv ## grade a download into the term: make grade SUBMISSIONS=path [OUT=grading] [LESSONS="01 05"] [CLOSE="01"] [WORKERS=n] [DB=postgresql://...] [SCHEDULER=tcp://host:8786] [DUE="01=2026-10-01T23:59"] [CANVAS_ASSIGNMENTS="01=12345"] [GRADE_ARGS=--no-similarity]
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [OUT=grading] [LESSONS=\"01 05\"] [CLOSE=\"01\"] [WORKERS=n] [DB=url] [SCHEDULER=tcp://host:8786] [DUE=\"01=2026-10-01T23:59\"] [CANVAS_ASSIGNMENTS=\"01=12345\"]" >&2; exit 2; }
 	$(PY) -m autograder.grade "$(SUBMISSIONS)" --out "$(GRADE_OUT)" $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLOSE),--close $(CLOSE)) $(if $(WORKERS),--workers $(WORKERS)) $(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(DUE),--due $(DUE)) $(if $(CANVAS_ASSIGNMENTS),--canvas-assignments $(CANVAS_ASSIGNMENTS)) $(GRADE_ARGS)
 

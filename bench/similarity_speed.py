@@ -8,7 +8,7 @@ lessons of the course, each answer cell of each notebook holding the model answe
 own, drawn from a long-tailed vocabulary (most fingerprints are one student's, a few are everyone's, as in a real
 class), a catalogued bug or a wrong-number signature now and then, and a written answer of its own; a share
 ``--copies`` of the students hand in another's work. The whole step is timed (reading every record, the search, the
-page and the CSV) at each class size, with the peak memory Python allocated, so the growth with the class size is
+page and the CSV) at each class size, with the peak resident memory the step added, so the growth with the class size is
 printed beside the figures.
 """
 
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
             seconds, peak, listed = pool.apply(_measure, (n, lessons, args.copies))
         per_student.append(seconds / n)
         print(f"  {n:>5} students x {len(lessons)} lessons: {seconds:6.2f} s ({1000 * seconds / n:.1f} ms per student), "
-              f"peak memory {peak / 2**20:.0f} MB above the records' reading, {listed} pairs listed")
+              f"peak memory {peak / 2**20:.0f} MB (the records read, the index, the page), {listed} pairs listed")
     print(f"  time per student, largest class over smallest: {per_student[-1] / per_student[0]:.2f} "
           "(1.00: linear growth)")
     return 0

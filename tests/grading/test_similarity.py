@@ -157,8 +157,10 @@ def test_each_record_keeps_only_the_cells_the_learner_changed(graded):
 
 
 def test_switched_off_it_writes_nothing_and_removes_the_earlier_files(graded):
+    assert 'href="similarity.html"' in (graded["out"] / "report.html").read_text(encoding="utf-8")
     s = dataclasses.replace(graded["s"], similarity=False)
     grade.run(graded["klass"], s, progress=False, log=lambda *a: None)
     assert not (graded["out"] / "similarity.html").exists() and not (graded["out"] / "similarity.csv").exists()
+    assert "similarity.html" not in (graded["out"] / "report.html").read_text(encoding="utf-8")
     grade.run(graded["klass"], graded["s"], progress=False, log=lambda *a: None)  # grades nothing: from the records
     assert _pairs(csv.DictReader((graded["out"] / "similarity.csv").open(encoding="utf-8"))) == {("ana", "ben")}

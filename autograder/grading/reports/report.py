@@ -102,6 +102,8 @@ def write_report(s: Settings, rows: list, notes: list, changes: Sequence = ()) -
     to pending)."""
     esc = html.escape
     head = "".join(f"<th>{esc(lesson)}</th>" for lesson in s.lessons)
+    similar = (' <a href="similarity.html">Similar work</a>, for you to look at: pairs and groups whose work shares '
+               'more rare evidence than the class makes likely.') if s.similarity else ""
     body = []
     for r in rows:
         cells = []
@@ -139,7 +141,7 @@ vertical-align:top}} ul{{margin:0;padding-left:1.2em}} pre{{background:#f4f4f4;p
 <p>{len(rows)} students, lessons: {esc(', '.join(s.lessons))}. Flags mark what a human should look at; a flagged
 score is never higher than the work earns (hidden tests and nbgrader decide it).</p>
 <p><a href="insights.html">Class insights</a>: score distributions, misconceptions, item analysis, failures
-without a name, students who may need help.</p>
+without a name, students who may need help.{similar}</p>
 {pending_note}
 {''.join(f'<p><b>{esc(n)}</b></p>' for n in notes)}
 <h2>What this run changed</h2><pre>{esc(chr(10).join(changes) or "no score or state changed since the last run")}</pre>
