@@ -8,7 +8,8 @@ catalog are; none of them is in the kernel, which can read only this module and 
 two talk over the kernel's stdin channel, one message at a time, each a line of JSON (``encode``/``decode``):
 
     kernel  -> grader   {"op": "ready", "test": name, "values": {name: value or {"function": true}}}
-    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [names], "quiet": b}
+    grader  -> kernel   {"op": "call", "name": f, "args": [...], "kwargs": {...}, "stand_ins": [names]}
+                        (and "quiet": true in the grader's second run of a test, for a signature: no print shows)
     kernel  -> grader   {"op": "stand_in", "name": h, "args": [...], "kwargs": {...}}   (a stand-in was called)
     grader  -> kernel   {"op": "stand_in_result", ...}
     kernel  -> grader   {"op": "result", "value": ..., "changed": {arg index: new value}} or {"op": "raised", ...}

@@ -244,6 +244,11 @@ def _walk(node) -> list:
     return found
 
 
+_BINDING_NODES = {ast.Attribute, ast.BinOp, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor,
+                  ast.comprehension, ast.NamedExpr, ast.withitem, ast.ExceptHandler, ast.Import, ast.ImportFrom,
+                  ast.Global, ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef}
+
+
 def _np_name(func):
     """``"sum"`` for ``np.sum``, ``"linalg.norm"`` for ``np.linalg.norm``, else None."""
     parts = []
@@ -325,14 +330,21 @@ class _Bindings:
         self.in_nested = set()  # names that appear inside a nested function or lambda
         self.evidence = set()  # names used as only an array can be (x.shape, x.T, x.sum(), x @ y)
         self.nodes = [n for statement in fn.body for n in _walk(statement)]  # the body's, not fn's own
+        loads, handled = self.loads, _BINDING_NODES
         for n in self.nodes:
-            self._node(n)
+            kind = type(n)
+            if kind is ast.Name:
+                if type(n.ctx) is ast.Load:
+                    found = loads.get(n.id)
+                    if found is None:
+                        loads[n.id] = [n]
+                    else:
+                        found.append(n)
+            elif kind in handled:
+                self._node(n)
 
     def _node(self, n):
-        if isinstance(n, ast.Name):
-            if isinstance(n.ctx, ast.Load):
-                self.loads.setdefault(n.id, []).append(n)
-        elif isinstance(n, ast.Attribute):
+        if isinstance(n, ast.Attribute):
             if isinstance(n.value, ast.Name) and n.attr in _EVIDENCE:
                 self.evidence.add(n.value.id)
         elif isinstance(n, ast.BinOp):
@@ -648,9 +660,9 @@ def _rename(nodes, mapping: dict):
             n.name = mapping[n.name]
 
 
-def _rename_locals(tree, dice, p=0.9):
+def _rename_locals(tree, dice, p=0.9, namer=None):
     """Every function's local variables renamed (each with chance ``p``, at least one), parameters kept."""
-    namer = _Namer(tree, dice)
+    namer = namer or _Namer(tree, dice)
     for fn in [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         b = _Bindings(fn)
         local = sorted(set(b.bound) - b.params - b.declared)
@@ -704,6 +716,7 @@ class _Expressions:
     def __init__(self, dice, types, p=0.5):
         self.dice, self.types, self.p = dice, types, p
         self.shadowed = types.locals | types.params
+        self._purity, self._seen = {}, []  # id(node) -> pure, for the nodes of this pass (kept alive)
         self._rewrite = {ast.Call: self.visit_Call, ast.BinOp: self.visit_BinOp, ast.Compare: self.visit_Compare,
                          ast.UnaryOp: self.visit_UnaryOp, ast.Attribute: self.visit_Attribute,
                          ast.Subscript: self.visit_Subscript, ast.Dict: self.visit_Dict}
@@ -725,6 +738,16 @@ class _Expressions:
                             value[i] = new
         rewrite = self._rewrite.get(type(node))
         return rewrite(node) if rewrite else node
+
+    def pure(self, node) -> bool:
+        """``_pure(node)``, remembered for this pass (visited bottom up: a subtree seen is final)."""
+        found = self._purity.get(id(node))
+        if found is None:
+            found = not (isinstance(node, ast.Call) and not _pure_call(node)) and not isinstance(
+                node, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) and all(map(self.pure, _children(node)))
+            self._purity[id(node)] = found
+            self._seen.append(node)
+        return found
 
     def _receiver(self, x) -> bool:
         """``x.method(...)`` is an array's method: x is no module (a name the function binds, or an expression)."""
@@ -931,7 +954,7 @@ class _Expressions:
 
     def _commute_extremum(self, node):
         if _np_name(node.func) in ("maximum", "minimum") and len(node.args) == 2 and not node.keywords \
-                and all(_pure(a) and not isinstance(a, ast.Starred) for a in node.args):
+                and all(self.pure(a) and not isinstance(a, ast.Starred) for a in node.args):
             return _call(node.func, node.args[::-1])
         return None
 
@@ -1008,7 +1031,7 @@ class _Expressions:
         options = []
         if isinstance(node.op, ast.MatMult) and "np" not in self.shadowed:
             options.append(lambda: _call(_np("matmul"), [node.left, node.right]))
-        if isinstance(node.op, (ast.Add, ast.Mult)) and _pure(node.left) and _pure(node.right) and (
+        if isinstance(node.op, (ast.Add, ast.Mult)) and self.pure(node.left) and self.pure(node.right) and (
                 self.types.known_numeric(node.left) or self.types.known_numeric(node.right)):
             options.append(lambda: ast.BinOp(node.right, node.op, node.left))
         if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant) and isinstance(node.left, ast.Name):
@@ -1025,8 +1048,8 @@ class _Expressions:
         return node
 
     def visit_Compare(self, node):
-        if len(node.ops) == 1 and type(node.ops[0]) in _MIRROR and _pure(node.left) \
-                and _pure(node.comparators[0]) and self.go():
+        if len(node.ops) == 1 and type(node.ops[0]) in _MIRROR and self.pure(node.left) \
+                and self.pure(node.comparators[0]) and self.go():
             return ast.Compare(node.comparators[0], [_MIRROR[type(node.ops[0])]()], [node.left])
         return node
 
@@ -1272,8 +1295,7 @@ def _augmented(fn, dice, types, p):
                 block[i] = ast.AugAssign(ast.Name(s.targets[0].id, ast.Store()), s.value.op, s.value.right)
 
 
-def _restructure(tree, dice):
-    namer = _Namer(tree, dice)
+def _restructure(tree, dice, namer):
     for fn in [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         passes = [lambda: _inline_temporaries(fn, dice, 0.5),
                   lambda: _extract_temporaries(fn, dice, namer, 0.4),
@@ -1325,6 +1347,7 @@ class _Style:
         self.kw_space = dice.chance(0.12)
         self.assign_space = dice.chance(0.9)
         self.blank = dice.pick([0.0, 0.05, 0.15, 0.3])
+        self.canonical = self.op_space and self.comma_space and self.assign_space and not self.kw_space
         self.comments, self.inline = comments or {}, inline or {}
         self.added, self.keep, self.parens = added, keep, parens
         self.steps = 0
@@ -1365,7 +1388,7 @@ class _Style:
         if self.parens:
             extra = {id(n) for n in _walk(node) if isinstance(n, (ast.BinOp, ast.Compare, ast.BoolOp))
                      and self.dice.chance(self.parens)}
-        return _Unparser(extra, self).visit(node)
+        return _Unparser(extra, None if self.canonical else self).visit(node)
 
     def piece(self, text: str) -> str:
         """One piece the unparser writes, in this learner's spacing."""
@@ -1503,25 +1526,38 @@ def independent(source: str, rng) -> str:
     """``source`` as another learner would write it: the same results, a different structure and style."""
     dice = _Dice(rng)
     tree = ast.parse(source)
-    _restructure(tree, dice)
+    namer = _Namer(tree, dice)  # the names it makes up are taken: one namer for every pass
+    _restructure(tree, dice, namer)
     _rewrite_expressions(tree, dice, p=0.55)
     if dice.chance(0.3):
-        _rename_locals(tree, dice, p=0.5)
+        _rename_locals(tree, dice, p=0.5, namer=namer)
     return _Style(dice, added=dice.pick([0.0, 0.05, 0.15])).write(tree)
 
 
 def _reorder(fn, dice, p):
     """Swap adjacent statements that do not depend on each other (neither reads or changes what the other
     binds or changes; no return, no control flow, nothing that changes an object in place or draws at random)."""
+    facts = {}
+
+    def of(s):  # (movable, names written, names read), once per statement
+        found = facts.get(id(s))
+        if found is None:
+            found = facts[id(s)] = (_movable(s), _names_written(s), _names_read(s)) if _assigns(s) else (False,)
+        return found
+
     for block in _blocks(fn):
         i = 0
         while i < len(block) - 1:
-            a, b = block[i], block[i + 1]
-            if _movable(a) and _movable(b) and _independent(a, b) and dice.chance(p):
-                block[i], block[i + 1] = b, a
+            a, b = of(block[i]), of(block[i + 1])
+            if a[0] and b[0] and not (a[1] & b[1] or a[1] & b[2] or b[1] & a[2]) and dice.chance(p):
+                block[i], block[i + 1] = block[i + 1], block[i]
                 i += 2
                 continue
             i += 1
+
+
+def _assigns(s) -> bool:
+    return isinstance(s, ast.Assign) or isinstance(s, ast.AnnAssign) and s.value is not None
 
 
 def _plain_target(t) -> bool:
@@ -1538,11 +1574,6 @@ def _movable(s) -> bool:
         return False
     targets = s.targets if isinstance(s, ast.Assign) else [s.target]
     return all(map(_plain_target, targets)) and _pure(s)
-
-
-def _independent(a, b) -> bool:
-    wa, wb = _names_written(a), _names_written(b)
-    return not (wa & wb or wa & _names_read(b) or wb & _names_read(a))
 
 
 def _disguise_docstring(fn, dice):

@@ -252,7 +252,7 @@ class Session:
         refused_before = len(self._refusals)
         self._to_kernel.put({"op": "call", "name": fn.name, "args": [encode_value(a) for a in args],
                              "kwargs": {k: encode_value(v) for k, v in kwargs.items()}, "stand_ins": sorted(fn._stand_ins),
-                             "quiet": self._rerun_until is not None})
+                             **({"quiet": True} if self._rerun_until is not None else {})})
         while True:
             try:
                 message = self._from_kernel.get(timeout=WAIT)

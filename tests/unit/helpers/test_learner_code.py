@@ -82,9 +82,10 @@ def _quiet():
 
 
 def _namespace(lesson, source):
+    """The lesson's model namespace with ``source`` (text, or its compiled code) run in it, as a notebook runs it."""
     values = salt_sweep.model_namespace(lesson)
     with _quiet():
-        exec(compile(source, "<learner>", "exec"), values)
+        exec(compile(source, "<learner>", "exec") if isinstance(source, str) else source, values)
     return values
 
 
@@ -299,15 +300,19 @@ def test_the_versions_get_their_verdicts():
 
 @functools.lru_cache(maxsize=None)
 def _parsed(lesson):
-    """{(cell, version id): ([(functions, structure)] of its independent rewrites, [(functions, names)] of its copies)},
-    each rewrite parsed once: the functions it defines, its program (``ast.dump``: no comments, no layout) and the
-    names it reads and binds."""
+    """{(cell, version id): ([(functions, structure, code)] of its independent rewrites, [(functions, names, code)]
+    of its copies)}, each rewrite parsed once: the functions it defines, its program (``ast.dump``: no comments, no
+    layout), the names it reads and binds, and its compiled code."""
     found = {}
     for cell, kind, vid, source, independents, copies in _rewrites(lesson):
         trees = [ast.parse(t) for t in independents]
-        found[cell, vid] = ([(_defs(t), ast.dump(t)) for t in trees],
-                      [(_defs(t), _names(t)) for t in map(ast.parse, copies)])
+        found[cell, vid] = ([(_defs(t), ast.dump(t), _code(t, vid)) for t in trees],
+                            [(_defs(t), _names(t), _code(t, vid)) for t in map(ast.parse, copies)])
     return found
+
+
+def _code(tree, vid):
+    return compile(tree, f"<rewrite of {vid}>", "exec")  # from the tree: the replay does not parse it again
 
 
 def _defs(tree) -> set:
@@ -325,19 +330,21 @@ def test_every_rewrite_parses_and_defines_the_cells_functions(lesson):
         wanted = _functions(source)
         for how, found, texts in (("independent", parsed[cell, vid][0], independents),
                                   ("disguised", parsed[cell, vid][1], copies)):
-            for seed, ((defined, _), text) in enumerate(zip(found, texts)):
+            for seed, ((defined, _, _), text) in enumerate(zip(found, texts)):
                 assert defined == wanted, f"{how}({vid}, seed {seed}) defines {sorted(defined)}:\n{text}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_every_rewrite_behaves_as_its_original_on_the_hidden_tests_inputs(lesson):
     checked = 0
+    parsed = _parsed(lesson)
     for cell, kind, vid, source, independents, copies in _rewrites(lesson):
         assert _inputs(lesson, cell), f"the hidden tests hand {cell} no input"
         calls, expected = _replayed(lesson, source, _inputs(lesson, cell))
-        for how, texts in (("independent", independents), ("disguised", copies)):
-            for seed, text in enumerate(texts):
-                wrong = _differences(expected, _outcome(lesson, text, calls))
+        for how, texts, found in (("independent", independents, parsed[cell, vid][0]),
+                                  ("disguised", copies, parsed[cell, vid][1])):
+            for seed, (text, (_, _, code)) in enumerate(zip(texts, found)):
+                wrong = _differences(expected, _outcome(lesson, code, calls))
                 assert not wrong, f"{how}({vid}, seed {seed}) differs on inputs {wrong}:\n{text}"
                 checked += 1
     assert checked == 2 * len(SEEDS) * sum(map(len, learner_code.versions(lesson).values()))
@@ -382,7 +389,7 @@ def test_every_rewrite_of_every_lesson_gets_the_verdict_of_its_original(lesson):
 def test_independent_rewrites_differ_in_structure(lesson):
     """Over 20 seeds, at least 5 different programs once comments and layout are stripped (``ast.dump``: the
     parentheses a copier adds do not count either)."""
-    counts = {key: len({structure for _, structure in independents})
+    counts = {key: len({structure for _, structure, _ in independents})
               for key, (independents, _) in _parsed(lesson).items()}
     few = {key: n for key, n in counts.items() if n < 5}
     assert not few, f"fewer than 5 distinct rewrites: {few} (mean {np.mean(list(counts.values())):.1f})"
@@ -396,7 +403,7 @@ def test_disguised_copies_differ_in_text_and_names(lesson):
         renamable = any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in {
             a.arg for a in ast.walk(f.args) if isinstance(a, ast.arg)}
             for f in tree.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f))
-        for seed, (text, (_, names)) in enumerate(zip(copies, parsed[cell, vid][1])):
+        for seed, (text, (_, names, _)) in enumerate(zip(copies, parsed[cell, vid][1])):
             assert text != source, (vid, seed)
             if renamable:  # a local variable: renamed
                 assert names != _names(tree), f"disguised({vid}, seed {seed}) renames nothing:\n{text}"
