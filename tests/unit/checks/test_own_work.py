@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import math
 
+import grader_session
 import handed_on
 import numpy as np
 import pytest
@@ -33,17 +34,7 @@ LESSON05, LESSON06 = "05_exercises", "06_going_further"
 
 def _grade(monkeypatch, lesson, grade_id, namespace, memory_limit=None):
     """Run ``hidden_cell.run`` against a grader session (the kernel's ``input()`` answered by the grader)."""
-    session = Session(registry.find(lesson, grade_id), memory_limit=memory_limit)
-    monkeypatch.setenv("MHA_HIDDEN_TESTS", "grader")
-    monkeypatch.setattr(hidden_cell, "_namespace", lambda: namespace)
-    monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(prompt))
-    try:
-        hidden_cell.run(grade_id)
-    except hidden_cell.HiddenTestFailed:
-        pass
-    finally:
-        session.close()
-    return session
+    return grader_session.run(monkeypatch, lesson, grade_id, namespace, memory_limit)
 
 
 def _notebook(lesson, **sources):

@@ -9,13 +9,14 @@ failure only, changing nothing else, and gives it up when the rerun cannot finis
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import threading
 import time
 
 import numpy as np
 import pytest
+
+import grader_session
 
 from autograder import bugs, reference
 from autograder.checks import registry, runner, signature
@@ -177,17 +178,7 @@ def test_a_run_that_cannot_end_as_a_test_ends_has_no_signature():
 
 def _graded(monkeypatch, grade_id: str, softmax) -> Verdict:
     """Grade lesson 01's ``grade_id`` with the kernel's side run here on ``softmax``, as ``SafeExecute`` does."""
-    session = Session(registry.find(LESSON, grade_id))
-    monkeypatch.setenv("MHA_HIDDEN_TESTS", "grader")
-    monkeypatch.setattr(hidden_cell, "_namespace", lambda: {"softmax": softmax})
-    monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(prompt))
-    try:
-        hidden_cell.run(grade_id)
-    except hidden_cell.HiddenTestFailed:
-        pass
-    finally:
-        session.close()
-    return session.verdict()
+    return grader_session.run(monkeypatch, LESSON, grade_id, {"softmax": softmax}).verdict()
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

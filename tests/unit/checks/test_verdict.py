@@ -7,34 +7,22 @@ notebook's JSON unchanged; what the notebook could have written there instead is
 
 from __future__ import annotations
 
-import builtins
 
 import nbformat
 import numpy as np
 import pytest
 
+import grader_session
+
 from autograder import bugs, reference
-from autograder.checks import registry
 from autograder.checks.verdict import BUG, NOT_RUN, PASSED, UNANSWERED, UNNAMED, Verdict, WrongAnswer
 from autograder.grading.records import items
 from autograder.grading.pipeline import execute
-from autograder.grading.pipeline.hidden_tests import Session
-from autograder.kernel import hidden_cell
 
 
 def _verdict(monkeypatch, grade_id: str, namespace: dict) -> Verdict:
     """Grade lesson 01's ``grade_id`` with the kernel's side run on ``namespace``, as ``SafeExecute`` does."""
-    session = Session(registry.find("01_warmup", grade_id))
-    monkeypatch.setenv("MHA_HIDDEN_TESTS", "grader")
-    monkeypatch.setattr(hidden_cell, "_namespace", lambda: namespace)
-    monkeypatch.setattr(builtins, "input", lambda prompt="": session.answer(prompt))
-    try:
-        hidden_cell.run(grade_id)
-    except hidden_cell.HiddenTestFailed:
-        pass
-    finally:
-        session.close()
-    return session.verdict()
+    return grader_session.run(monkeypatch, "01_warmup", grade_id, namespace).verdict()
 
 
 def _reworded(monkeypatch):

@@ -13,23 +13,25 @@ LESSON = "05_exercises"
 LOOPED = '''\
 def split_into_heads(x, n_heads):
     """Split the last axis into heads."""
-    width = x.shape[-1] // n_heads
-    pieces = []
-    for h in range(n_heads):
-        piece = x[..., h * width:(h + 1) * width]
-        pieces.append(piece)
-    return np.stack(pieces, axis=-3)
+    size = x.shape[-1] // n_heads
+    heads = list()
+    start = 0
+    while start < x.shape[-1]:
+        heads.append(x[..., start:start + size])
+        start += size
+    return np.stack(heads, axis=-3)
 '''
 DISGUISED = '''\
 def split_into_heads(x, n_heads):
     # cut the model dimension into equal blocks
-    dh = x.shape[-1]//n_heads
+    w = x.shape[-1]//n_heads
 
-    out = []
-    for i in range(n_heads):
-        blk = x[..., i*dh : (i+1)*dh]   # this head's columns
-        out.append(blk)
-    return np.stack(out, axis = -3)
+    out = list()
+    i = 0
+    while i < x.shape[ -1 ]:
+        out.append(x[..., i : i+w])   # this head's columns
+        i += w
+    return (np.stack(out, axis = -3))
 '''
 RESHAPED = '''\
 def split_into_heads(x, n_heads):
@@ -51,7 +53,7 @@ def test_a_different_solution_shares_few_fingerprints():
 
 def test_the_shared_lines_are_the_ones_marked():
     wanted = set(code_prints.prints(LOOPED))
-    assert code_prints.lines(DISGUISED, wanted) >= {5, 6, 7}
+    assert code_prints.lines(DISGUISED, wanted) >= {6, 7, 8}
     assert code_prints.lines(RESHAPED, wanted) <= {1}
 
 
