@@ -6,25 +6,46 @@ proof needs a class: many independent students, each with a version of every gra
 copies of a student's work disguised as a copier disguises it.
 
 ``versions(lesson)``
-    {grade_id: [(kind, source)]}: every graded answer cell's pool of whole cells a learner could hand in: the model
-    answer ("model"), each catalogued correct alternative ("alternative", ``autograder/alternatives/``) and each
-    catalogued bug ("bug", ``autograder/bugs/``) of the function(s) that cell defines. ``labelled_versions`` gives
-    the same pool with each entry's catalogue id.
+    {grade_id: [(kind, source)]} for every answer cell that holds code: the whole cells a learner could hand in, the
+    model answer ("model"), each catalogued correct alternative of that cell ("alternative",
+    ``autograder/alternatives/``) and each catalogued bug ("bug", ``autograder/bugs/``) of a function the cell
+    defines, in the cell the mutation harness puts it in (``answers.fill``). ``labelled_versions`` gives the same
+    pool with each entry's catalogue id. A cell without a function (a graded value) has only the model answer and
+    its alternatives.
 ``independent(source, rng)``
     The same cell as another learner writes it: semantics-preserving *structural* rewrites on the AST, each applied
-    at random, that a normaliser does not erase (temporaries named or inlined, ``np.f(x)`` / ``x.f()``, ``@`` /
-    ``np.matmul``, axis by keyword or by position, ``keepdims`` / ``np.expand_dims``, if/else inverted, an early
-    return's ``else``, ...), written out in a random style of its own. Every rewrite computes the same operations
-    in the same order on the same operands (or ``x ** 0.5`` / ``np.sqrt(x)``, ``x ** 2`` / ``x * x``, within an
-    ulp), so results agree bit for bit or within 1e-12: ``tests/unit/helpers/test_learner_code.py`` checks every
-    catalogued version against the hidden tests.
-``disguised(source, rng)``
-    A copy of ``source`` disguised as a copier does: every local variable renamed (never the function's name nor
-    its parameters: a test may pass them by keyword), adjacent statements that do not depend on each other
-    swapped, comments kept, reworded, deleted or added, blank lines, indentation and spacing changed, redundant
-    parentheses added, the docstring kept, reworded, dropped or added.
+    at random, that a normaliser does not erase, then written out in a style of its own (spacing, blank lines,
+    indentation, a few comments):
 
-``rng``: a ``numpy.random.Generator``, a ``random.Random`` or an int seed.
+    * statements: an intermediate result named (``t = g(x)`` before the statement that used ``g(x)``) or a name
+      used once inlined; ``a, b = e1, e2`` split or two assignments merged; ``if c: A else: B`` inverted;
+      the ``else`` after an early return dropped or added; ``return a if c else b`` as an if statement and back;
+      ``n = n + 1`` / ``n += 1`` for Python numbers only (``+=`` changes an array in place and keeps its dtype);
+      the docstring dropped;
+    * expressions: ``np.f(x, ...)`` / ``x.f(...)`` (sum, max, min, mean, std, var, prod, argmax, argmin, cumsum,
+      any, all, reshape, transpose, swapaxes, squeeze, astype) where x is known to be an array; ``a @ b`` /
+      ``np.matmul(a, b)``; ``axis`` by keyword or by position; ``x.reshape(a, b)`` / ``x.reshape((a, b))``;
+      ``keepdims=True`` / ``np.expand_dims(..., axis)`` / ``[..., None]``; ``x.T`` / ``x.transpose()``;
+      ``np.sqrt(x)`` / ``x ** 0.5`` and ``x ** 2`` / ``x * x`` (arrays only: a Python number would become a numpy
+      scalar); ``None`` / ``np.newaxis``; ``-np.inf`` / ``float("-inf")``; ``dtype=np.float64`` / ``float`` /
+      ``"float64"`` (numpy's own dtype arguments only); ``np.zeros_like(x)`` / ``np.zeros(x.shape,
+      dtype=x.dtype)``; ``range(n)`` / ``range(0, n)``; ``{"k": v}`` / ``dict(k=v)``; operands of ``+`` and ``*``
+      swapped and comparisons mirrored (``a < b`` / ``b > a``) when both sides are pure and one is a number.
+
+    Every rewrite computes the same operations in the same order on the same operands (``x ** 0.5`` and ``x ** 2``
+    are numpy's own fast paths to sqrt and square on an array; on a numpy scalar they agree within an ulp), and
+    never moves a call that changes something (a generator's draw, a cache appended to, ``np.put_along_axis``)
+    past another expression: results agree bit for bit, or within 1e-12. ``tests/unit/helpers/test_learner_code.py``
+    checks it on every catalogued version.
+``disguised(source, rng)``
+    A copy of ``source`` disguised as a copier does: local variables renamed (never a function's name nor its
+    parameters: a test may pass them by keyword), adjacent assignments that do not depend on each other swapped
+    (neither reads or changes what the other binds; nothing changed in place, nothing drawn at random), comments
+    kept, reworded, deleted or added, blank lines, indentation and spacing changed, redundant parentheses added,
+    the docstring kept, reworded, dropped or added.
+
+``rng``: a ``numpy.random.Generator``, a ``random.Random`` or an int seed. ``skeleton(source)``: its tokens without
+comments and layout, to compare programs the way a normaliser sees them (before renaming).
 """
 
 from __future__ import annotations
@@ -44,7 +65,6 @@ import numpy as np
 from autograder import alternatives as correct
 from autograder import bugs as catalog
 from autograder.course import answers
-from autograder.proofs.salt_sweep import _defined  # the names a cell defines at its top level (private there)
 
 KINDS = ("model", "alternative", "bug")
 
@@ -108,9 +128,11 @@ def _as_cell(model: str, version: str, function: str) -> str:
 def _labelled(lesson: str) -> dict:
     model = code_cells(lesson)
     pool = {gid: [("model", "model", source)] for gid, source in model.items()}
+    # the cell that defines a function, as answers.fill finds it for the mutation harness (its mapping is local
+    # to fill; tests/unit/helpers/test_learner_code.py checks that the two agree)
     cell_of = {}
     for gid, source in model.items():
-        for name in _defined(source) & set(functions_of(source)):
+        for name in functions_of(source):
             cell_of.setdefault(name, gid)
     for alt in correct.of_lesson(lesson):
         if alt.cell in pool:
@@ -529,25 +551,20 @@ def _identifiers(tree) -> set:
     return found
 
 
-def _functions(tree):
-    """Every function definition in ``tree`` (nested ones too)."""
-    return [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-
-
 def _blocks(fn):
-    """Every statement list inside ``fn``'s body (its own body too), not inside nested functions or try blocks."""
-    found = []
+    """Every statement list inside ``fn``'s body (its own body too), not inside nested functions or try blocks.
 
-    def walk(stmts):
-        found.append(stmts)
-        for s in stmts:
+    Lazily: the lists inside a block's statements are found once the caller is done with that block, so a pass
+    that moves statements between blocks (an ``else`` dropped or added) sees each statement where it now is."""
+    pending = [fn.body]
+    while pending:
+        block = pending.pop()
+        yield block
+        for s in reversed(block):
             if isinstance(s, (ast.If, ast.For, ast.While, ast.With)):
-                walk(s.body)
                 if getattr(s, "orelse", None):
-                    walk(s.orelse)
-
-    walk(fn.body)
-    return found
+                    pending.append(s.orelse)
+                pending.append(s.body)
 
 
 class _Slot:
@@ -627,7 +644,11 @@ class _Namer:
     def _free(self, name) -> bool:
         return name.isidentifier() and not keyword.iskeyword(name) and name not in self.taken
 
-    def fresh(self, like: str = "") -> str:
+    def fresh(self, like: str = "", hint: str = "") -> str:
+        """A name for a renamed variable (``like``: its old name) or a new temporary (``hint``: what it holds)."""
+        if hint and self._free(hint) and self.dice.chance(0.7):
+            self.taken.add(hint)
+            return hint
         options = []
         if like:
             parts = [p for p in like.split("_") if p]
@@ -665,9 +686,25 @@ def _rename_locals(tree, dice, p=0.9, namer=None):
     namer = namer or _Namer(tree, dice)
     for fn in [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         b = _Bindings(fn)
-        local = sorted(set(b.bound) - b.params - b.declared)
+        local = sorted(set(b.bound) - b.params - b.declared - _outer_globals(fn, b))
         chosen = [n for n in local if dice.chance(p)] or local[:1]
         _rename(b.nodes, {old: namer.fresh(old) for old in chosen})
+
+
+_INNER_SCOPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda, ast.FunctionDef,
+                 ast.AsyncFunctionDef)
+
+
+def _outer_globals(fn, b) -> set:
+    """Names bound only inside a comprehension, lambda or nested function of ``fn`` that ``fn`` itself reads as
+    globals elsewhere: renaming them everywhere would rename the global too."""
+    if not b.nested and not any(isinstance(n, _INNER_SCOPES[:4]) for n in b.nodes):
+        return set()
+    inner = {id(m) for n in b.nodes if isinstance(n, _INNER_SCOPES) for m in _walk(n) if m is not n}
+    outer_bound = {n.id for n in b.nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+                   and id(n) not in inner}
+    outer_read = {n.id for n in b.nodes if isinstance(n, ast.Name) and id(n) not in inner}
+    return outer_read - outer_bound - b.params
 
 
 # ============================================================================================= structural rewrites
@@ -761,16 +798,23 @@ class _Expressions:
 
     # ----------------------------------------------------------------------------------------- calls
     def visit_Call(self, node):
-        rewrites = [r for r in (self._np_to_method, self._method_to_np, self._matmul_to_op, self._axis_keyword,
-                                self._axis_positional, self._reshape_tuple, self._range_start, self._dict_call,
-                                self._keepdims_to_expand, self._expand_to_keepdims, self._sqrt_to_power,
-                                self._commute_extremum, self._dtype_spelling, self._inf_call, self._zeros_like,
-                                self._zeros_shape, self._transpose_to_T) if "np" not in self.shadowed or r in (
-                                    self._range_start, self._dict_call, self._reshape_tuple)]
-        for rewrite in self.dice.shuffled(rewrites):
-            new = rewrite(node)
-            if new is not None and self.go():
-                return new
+        f = node.func
+        if _np_name(f) is not None:
+            rewrites = (self._np_to_method, self._matmul_to_op, self._axis_keyword, self._axis_positional,
+                        self._keepdims_to_expand, self._expand_to_keepdims, self._sqrt_to_power,
+                        self._dtype_spelling, self._zeros_like, self._zeros_shape)
+        elif isinstance(f, ast.Attribute):
+            rewrites = (self._method_to_np, self._axis_keyword, self._axis_positional, self._reshape_tuple,
+                        self._keepdims_to_expand, self._dtype_spelling, self._transpose_to_T)
+        elif isinstance(f, ast.Name):
+            rewrites = (self._range_start, self._dict_call, self._inf_call)
+        else:
+            return node
+        if "np" in self.shadowed:
+            rewrites = [r for r in rewrites if r in (self._range_start, self._dict_call, self._reshape_tuple)]
+        options = [new for new in map(lambda r: r(node), rewrites) if new is not None]
+        if options and self.dice.chance(1 - (1 - self.p) ** len(options)):
+            return self.dice.pick(options)
         return node
 
     def _np_to_method(self, node):
@@ -952,16 +996,14 @@ class _Expressions:
             return ast.BinOp(node.args[0], ast.Pow(), ast.Constant(0.5))
         return None
 
-    def _commute_extremum(self, node):
-        if _np_name(node.func) in ("maximum", "minimum") and len(node.args) == 2 and not node.keywords \
-                and all(self.pure(a) and not isinstance(a, ast.Starred) for a in node.args):
-            return _call(node.func, node.args[::-1])
-        return None
-
     def _dtype_spelling(self, node):
         """``dtype=np.float64`` / ``dtype=float`` / ``dtype="float64"`` (and astype's argument)."""
-        slots = [(k, "kw") for k in node.keywords if k.arg == "dtype"]
         f = node.func
+        if _np_name(f) is None and not (isinstance(f, ast.Attribute) and (
+                f.attr in _ARRAY_METHODS and self._receiver(f.value)
+                or isinstance(f.value, ast.Name) and f.value.id == "rng" and f.attr in _RNG_ARRAYS)):
+            return None  # a numpy function's or method's dtype, never another function's argument
+        slots = [(k, "kw") for k in node.keywords if k.arg == "dtype"]
         if isinstance(f, ast.Attribute) and f.attr == "astype" and node.args:
             slots.append((0, "arg"))
         for slot, where in slots:
@@ -1077,7 +1119,10 @@ class _Expressions:
         nones = [i for i, e in enumerate(elts) if isinstance(e, ast.Constant) and e.value is None]
         if nones and self.go():
             i = self.dice.pick(nones)
-            elts[i] = _np("newaxis")
+            if isinstance(index, ast.Tuple):
+                elts[i] = _np("newaxis")
+            else:
+                node.slice = _np("newaxis")
         return node
 
     def visit_Dict(self, node):
@@ -1088,7 +1133,6 @@ class _Expressions:
             return _call(ast.Name("dict", ast.Load()), [], [ast.keyword(k.value, v) for k, v in
                                                              zip(node.keys, node.values)])
         return node
-
 
 
 def _fn_scopes(tree):
@@ -1148,11 +1192,34 @@ def _extract_temporaries(fn, dice, namer, p):
                     candidates.append((analysed, n))
             if candidates and dice.chance(p):
                 analysed, n = dice.pick(candidates)
-                name = namer.fresh()
+                name = namer.fresh(hint=_hint(n))
                 _replace(analysed.parent.get(id(n), statement), n, ast.Name(name, ast.Load()))
                 block.insert(i, ast.Assign([ast.Name(name, ast.Store())], n))
                 i += 1
             i += 1
+
+
+_OP_HINTS = {ast.Add: "total", ast.Sub: "diff", ast.Mult: "prod", ast.Div: "ratio", ast.MatMult: "prod",
+             ast.Pow: "power", ast.FloorDiv: "quot", ast.Mod: "rest"}
+
+
+def _hint(expr) -> str:
+    """A name a learner might give ``expr``'s value: a dict key, the function or method called, the operation."""
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+        key = expr.slice.value
+        return key if key.isidentifier() and not keyword.iskeyword(key) else ""
+    if isinstance(expr, ast.Call):
+        f = expr.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        return {"sqrt": "root", "exp": "e", "sum": "s", "max": "m", "mean": "mu", "swapaxes": "t", "where": "w",
+                "reshape": "flat", "matmul": "prod", "transpose": "t", "len": "n", "float": "value"}.get(name, name)
+    if isinstance(expr, ast.BinOp):
+        return _OP_HINTS.get(type(expr.op), "")
+    if isinstance(expr, ast.Attribute):
+        return expr.attr if expr.attr != "T" else "t"
+    if isinstance(expr, ast.Compare):
+        return "ok"
+    return ""
 
 
 def _replace(parent, old, new):
@@ -1213,7 +1280,7 @@ def _split_and_merge_tuples(fn, dice, p):
             if i + 1 < len(block):
                 t = block[i + 1]
                 if all(isinstance(x, ast.Assign) and len(x.targets) == 1 and isinstance(x.targets[0], ast.Name)
-                       and not isinstance(x.value, ast.Tuple) for x in (s, t)):
+                       and not isinstance(x.value, ast.Tuple) and len(_walk(x.value)) <= 12 for x in (s, t)):
                     a, b = s.targets[0].id, t.targets[0].id
                     if a != b and a not in _names_read(t.value) and b not in _names_read(s.value) and dice.chance(p):
                         block[i:i + 2] = [ast.Assign([ast.Tuple([ast.Name(a, ast.Store()), ast.Name(b, ast.Store())],
@@ -1390,6 +1457,14 @@ class _Style:
                      and self.dice.chance(self.parens)}
         return _Unparser(extra, None if self.canonical else self).visit(node)
 
+    def bare(self, node) -> str:
+        """``node`` as the whole of an assignment's side or a return's value: a tuple without its parentheses."""
+        text = self.expr(node)
+        if isinstance(node, ast.Tuple) and node.elts and text.startswith("(") and text.endswith(")") \
+                and not self.dice.chance(0.1):
+            return text[1:-1]
+        return text
+
     def piece(self, text: str) -> str:
         """One piece the unparser writes, in this learner's spacing."""
         if text == ", ":
@@ -1455,11 +1530,11 @@ class _Style:
             text = '"""' + s.value.value + '"""'
             out.extend((pad + line if j == 0 else line) for j, line in enumerate(text.split("\n")))
         elif isinstance(s, (ast.Assign, ast.Return)) and s.value is not None:
-            value = self.expr(s.value)
+            value = self.bare(s.value)
             if self.parens and not isinstance(s.value, ast.Tuple) and self.dice.chance(self.parens / 2):
                 value = f"({value})"
             equals = self.piece(" = ")
-            head = "return " if isinstance(s, ast.Return) else "".join(self.expr(t) + equals for t in s.targets)
+            head = "return " if isinstance(s, ast.Return) else "".join(self.bare(t) + equals for t in s.targets)
             out.append(pad + (head + value) + self.after(s))
         elif isinstance(s, (ast.Try, ast.ClassDef, ast.AsyncWith, ast.AsyncFor, ast.Match, getattr(ast, "TryStar",
                                                                                                     ast.Try))):
