@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from autograder.grading.similarity import evidence
 
 UNUSUAL = 3  # a fingerprint held by at most this many students is unusual code
-MIN_UNUSUAL = 8  # code is judged only when each of the pair holds this many unusual fingerprints (in a cell: there)
+MIN_UNUSUAL = 10  # code is judged only when each of the pair holds this many unusual fingerprints, and both together
 CODE_STRONG, CODE_SUPPORT = 0.6, 0.4  # code shares that are a strong, and a supporting, reason
-MIN_SHARED = 8  # ... when the pair holds at least this many unusual fingerprints together
 CANDIDATE = 0.2  # pairs sharing less of their unusual code than this are judged only on their other evidence
 COMMON_SHARE = 0.1  # other evidence held by more than this share of the class is common and counts for nothing
 COMMON_MIN = 6  # ... and in a small class, by more than this many students
 SAME_CELL_PRINTS = 12  # an answer cell is evidence as a whole when it holds this many fingerprints beyond expected
-SAME_MAX = 6  # ... held by at most this many students (a group that shares work shares whole cells)
+SAME_MAX = 4  # ... held by at most this many students (a group that shares work shares whole cells)
 SAME_STRONG = 2  # answer cells whose whole code is the same and unusual: a strong reason (one is a supporting one)
 WRONG_STRONG = 2  # tests with the same rare wrong numbers: a strong reason (one is a supporting one)
 BUGS_STRONG, BUGS_SUPPORT = 0.01, 0.1  # catalogued bugs held together: how many pairs of the class would share as
@@ -192,9 +191,9 @@ def _judged(lesson, a, b, both_count, others, unusual, own, random_pair, bug_pai
             if pair.code_ratio else ""
         said = f"{100 * pair.code_share:.0f}% of the less original work's unusual code, in " \
                f"{', '.join(sorted(pair.shared_prints))}{more}"
-        if pair.code_share >= CODE_STRONG and both_count >= MIN_SHARED:
+        if pair.code_share >= CODE_STRONG and both_count >= MIN_UNUSUAL:
             pair.reasons.append(("code", "strong", said))
-        elif pair.code_share >= CODE_SUPPORT and both_count >= MIN_SHARED:
+        elif pair.code_share >= CODE_SUPPORT and both_count >= MIN_UNUSUAL:
             pair.reasons.append(("code", "supporting", said))
     kinds = defaultdict(list)
     for (kind, gid, what), df in others:
