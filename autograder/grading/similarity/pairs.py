@@ -24,6 +24,7 @@ independent students.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ COMMON_MIN = 6  # ... and in a small class, by more than this many students
 SAME_CELL_PRINTS = 12  # an answer cell is evidence as a whole when it holds this many fingerprints beyond expected
 SAME_MAX = 4  # ... held by at most this many students (a group that shares work shares whole cells)
 SAME_STRONG = 2  # answer cells whose whole code is the same and unusual: a strong reason (one is a supporting one)
-WRONG_STRONG = 2  # tests with the same rare wrong numbers: a strong reason (one is a supporting one)
+WRONG_STRONG = 2  # graded functions with the same rare wrong numbers: a strong reason (one is a supporting one)
 BUGS_STRONG, BUGS_SUPPORT = 0.01, 0.1  # catalogued bugs held together: how many pairs of the class would share as
 # many by chance, at most, for a strong and a supporting reason
 MIN_ANSWER_WORDS = 8  # a written answer shorter than this is not evidence
@@ -49,7 +50,7 @@ REASONS = {
     "same cells": "answer cells whose whole code is the same, but for names, numbers, comments and layout, as few "
                   "others' is",
     "wrong numbers": "the same wrong results on the grader's fixed inputs, which no catalogued bug explains",
-    "bugs": "the same catalogued bugs, each rare in the class",
+    "bugs": "the same catalogued bugs, each rare in the class, more than the class makes likely",
     "written answer": "the same written answer, but for case, spacing and punctuation",
 }
 
@@ -71,7 +72,7 @@ class Pair:
     shared_prints: dict = field(default_factory=dict)  # grade_id -> fingerprints both hold (rare ones)
     same_cells: list = field(default_factory=list)  # [grade_id] of answer cells whose whole code both wrote alike
     wrong: list = field(default_factory=list)  # [(test, how many students share it)]
-    bugs: list = field(default_factory=list)  # [(test, bug, how many students share it)]
+    bugs: list = field(default_factory=list)  # [("", bug, how many students share it)]
     answers: list = field(default_factory=list)  # [grade_id] of identical written answers
     reasons: list = field(default_factory=list)  # [(kind, "strong" or "supporting", what)]
 
@@ -131,8 +132,8 @@ def search(lesson: str, works: list, left_out: int = 0, expected=None) -> Lesson
                 cells[("same cells", gid, hash(tuple(sorted(prints))))].append(i)
         for gid, sig in w.wrong.items():
             other[("wrong numbers", gid, sig)].append(i)
-        for gid, bug in w.bugs.items():
-            other[("bugs", gid, bug)].append(i)
+        for bug in sorted(set(w.bugs.values())):  # one mistake, however many of the lesson's tests named it
+            other[("bugs", "", bug)].append(i)
         for gid, text in w.answers.items():
             norm = evidence.normalised(text)
             if len(norm.split()) >= MIN_ANSWER_WORDS and norm != model.get(gid):
@@ -204,7 +205,8 @@ def _judged(lesson, a, b, both_count, others, unusual, own, random_pair, bug_pai
         pair.reasons.append(("same cells", level, ", ".join(pair.same_cells)))
     pair.wrong = sorted((gid, df) for gid, _, df in kinds["wrong numbers"])
     if pair.wrong:
-        level = "strong" if len(pair.wrong) >= WRONG_STRONG else "supporting"
+        functions = {graded_by(lesson, t) for t, _ in pair.wrong}  # one wrong function fails each of its tests
+        level = "strong" if len(functions) >= WRONG_STRONG else "supporting"
         pair.reasons.append(("wrong numbers", level, "the same wrong results in " + ", ".join(
             f"{t} ({df} students)" for t, df in pair.wrong)))
     pair.bugs = sorted(kinds["bugs"])
@@ -212,12 +214,21 @@ def _judged(lesson, a, b, both_count, others, unusual, own, random_pair, bug_pai
         by_chance = pairs_sharing(len(pair.bugs), bug_pairs, n)
         level = "strong" if by_chance <= BUGS_STRONG else "supporting" if by_chance <= BUGS_SUPPORT else ""
         if level:
-            pair.reasons.append(("bugs", level, ", ".join(f"{bug} in {t} ({df} students)" for t, bug, df in pair.bugs)
+            pair.reasons.append(("bugs", level, ", ".join(f"{bug} ({df} students)" for _, bug, df in pair.bugs)
                                  + f"; {by_chance:.3f} pairs of this class would share as many by chance"))
     pair.answers = sorted(gid for gid, _, _ in kinds["written answer"])
     if pair.answers:
         pair.reasons.append(("written answer", "strong", "identical: " + ", ".join(pair.answers)))
     return pair
+
+
+@functools.lru_cache(maxsize=None)
+def graded_by(lesson: str, test: str) -> tuple:
+    """The learner functions the hidden test ``test`` grades (the test itself, for one the registry does not hold)."""
+    from autograder.checks import registry
+
+    found = registry.tests_of(lesson).get(test)
+    return tuple(sorted((*found.uses, *found.together))) if found else (test,)
 
 
 def pairs_sharing(k: int, shared: float, n: int) -> float:

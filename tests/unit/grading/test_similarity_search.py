@@ -131,6 +131,22 @@ def test_wrong_numbers_on_two_tests_are_a_strong_reason_and_on_one_not_enough():
     assert [(p.a, p.b, p.reasons[0][:2]) for p in found.pairs] == [("s01", "s02", ("wrong numbers", "strong"))]
 
 
+def test_one_wrong_function_failing_two_of_its_tests_is_one_supporting_reason():
+    works = [evidence.Work(w.student, "01_warmup", code=w.code, prints=w.prints) for w in _class()]
+    works[1].wrong = works[2].wrong = {"softmax_values": "aa", "softmax_stable": "bb"}  # both grade softmax alone
+    assert pairs.search("01_warmup", works, expected=frozenset()).pairs == []
+    works[1].wrong = works[2].wrong = {"softmax_values": "aa", "attention_values": "cc"}  # two functions
+    assert [p.reasons[0][:2] for p in pairs.search("01_warmup", works, expected=frozenset()).pairs] == [
+        ("wrong numbers", "strong")]
+
+
+def test_one_bug_that_several_tests_name_counts_once():
+    works = _class()
+    for w in works[5:7]:
+        w.bugs = {"t1": "bug_x", "t2": "bug_x", "t3": "bug_x"}
+    assert pairs.search(LESSON, works, expected=frozenset()).pairs == []
+
+
 def test_rare_bugs_together_and_identical_answers():
     works = _class()
     for w in works[5:7]:
