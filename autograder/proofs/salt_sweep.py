@@ -172,7 +172,7 @@ class Fairness:
         return f"{self.alternative.id:44} {self.alternative.cell:26} full marks at {self.passed}/{self.salts} salts"
 
 
-def _defined(source: str) -> set:
+def defined_names(source: str) -> set:
     """The names a cell's source defines at its top level (functions and assigned values)."""
     import ast
 
@@ -198,7 +198,7 @@ def fairness(alternative_list=None, salts=range(200), lessons=None) -> list:
                          re.M):
             values.pop("math")  # as the notebook has it: a learner who needs math imports it (lesson 03 does not)
         exec(compile(alt.source, f"<alternative {alt.id}>", "exec"), values)
-        defined = _defined(alt.source)
+        defined = defined_names(alt.source)
         tests = {tid: t for tid, t in registry.tests_of(alt.lesson).items()
                  if defined & {*t.uses, *t.together}}
         rate = Fairness(alt)

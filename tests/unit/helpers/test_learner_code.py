@@ -34,7 +34,7 @@ from autograder import course
 from autograder.checks import registry
 from autograder.course import answers
 from autograder.proofs import salt_sweep
-from autograder.proofs.salt_sweep import _defined
+from autograder.proofs.salt_sweep import defined_names
 
 pytestmark = pytest.mark.slow  # with the proof that uses it (tests/grading/test_similarity_proof.py), in `make test`
 
@@ -93,7 +93,7 @@ def _namespace(lesson, source):
 
 
 def _tests_of(lesson, source):
-    defined = _defined(source)
+    defined = defined_names(source)
     return {tid: t for tid, t in sorted(registry.tests_of(lesson).items()) if defined & {*t.uses, *t.together}}
 
 
@@ -104,7 +104,7 @@ def _inputs(lesson, cell):
     turn, while the model answer's time on them stays within ``BUDGET`` per test."""
     source = learner_code.code_cells(lesson)[cell]
     values = _namespace(lesson, source)
-    defined = _defined(source)
+    defined = defined_names(source)
     per_test = []
     for test in _tests_of(lesson, source).values():
         found = []
