@@ -12,8 +12,8 @@ name it, so catalogued bugs held together count as they do in grading. The searc
 The figures are printed (``pytest -s``) and the docs quote them (docs/grading.md, "Similar work"): at least
 ``RECALL`` of the copies of judgeable work listed (work whose learner wrote at least ``pairs.MIN_UNUSUAL`` unusual
 fingerprints: short, common answers cannot tell a copy from independent work, and most of lessons 01, 03 and 04
-are that; the figure over all copies is printed beside it), and at most ``FALSE_PER_100`` listed pair that is not a copy per 100 independent students, over all
-lessons together.
+are that; the figure over all copies is printed beside it), and at most ``FALSE_PER_100`` listed pair that is not
+a copy per 100 independent students, over all lessons together.
 """
 
 from __future__ import annotations

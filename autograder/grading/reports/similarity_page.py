@@ -113,10 +113,10 @@ def page(s: Settings, lessons: list, by_lesson: dict) -> str:
             "given": [(st, flag, _link(s, st, lesson.name)) for st, flag in lesson.given]})
     html = env.get_template(TEMPLATE.name).render(
         lessons=shown, reasons=pairs.REASONS, common_share=pairs.COMMON_SHARE, common_min=pairs.COMMON_MIN,
-        code_strong=pairs.CODE_STRONG, code_support=pairs.CODE_SUPPORT, min_own=pairs.MIN_UNUSUAL, unusual=pairs.UNUSUAL,
-        wrong_strong=pairs.WRONG_STRONG, bugs_strong=pairs.BUGS_STRONG, bugs_support=pairs.BUGS_SUPPORT,
-        min_words=pairs.MIN_ANSWER_WORDS, model_close=pairs.MODEL_CLOSE, model_ngram=pairs.MODEL_NGRAM,
-        shown_lines=SHOWN_LINES)
+        code_strong=pairs.CODE_STRONG, code_support=pairs.CODE_SUPPORT, min_own=pairs.MIN_UNUSUAL,
+        unusual=pairs.UNUSUAL, same_max=pairs.SAME_MAX, same_strong=pairs.SAME_STRONG, wrong_strong=pairs.WRONG_STRONG,
+        bugs_strong=pairs.BUGS_STRONG, bugs_support=pairs.BUGS_SUPPORT, min_words=pairs.MIN_ANSWER_WORDS,
+        model_close=pairs.MODEL_CLOSE, model_ngram=pairs.MODEL_NGRAM, shown_lines=SHOWN_LINES)
     return page_safety.protect(html)
 
 
