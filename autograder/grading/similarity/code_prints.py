@@ -41,6 +41,7 @@ def canonical(source: str) -> str:
 def tokens(source: str) -> list:
     """(normalised token, line number) of ``source``, as far as it can be read."""
     out, after_dot, line_start, dropped = [], False, True, False
+    lines = source[:MAX_SOURCE].splitlines()  # once: a cell of many strings costs no more than its length
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source[:MAX_SOURCE]).readline):
             if tok.type in _SKIPPED or (dropped and tok.type == tokenize.NEWLINE):
@@ -53,7 +54,7 @@ def tokens(source: str) -> list:
             elif tok.type == tokenize.NUMBER:
                 text = "N"
             elif tok.type == tokenize.STRING or tok.type == getattr(tokenize, "FSTRING_START", -1):
-                if line_start and _alone_on_its_line(tok, source):
+                if line_start and _alone_on_its_line(tok, lines):
                     dropped = True  # a docstring, or a string as a statement: a comment in all but name
                     continue
                 text = "S"
@@ -73,8 +74,7 @@ def tokens(source: str) -> list:
     return out
 
 
-def _alone_on_its_line(tok, source: str) -> bool:
-    lines = source.splitlines()
+def _alone_on_its_line(tok, lines: list) -> bool:
     end_line = lines[tok.end[0] - 1] if tok.end[0] - 1 < len(lines) else ""
     return not end_line[tok.end[1]:].strip(" \t;")
 

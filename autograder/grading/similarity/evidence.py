@@ -25,9 +25,17 @@ MAX_KEPT = 20_000  # characters of each answer cell a record keeps, to show besi
 GIVEN_CODE_FLAG = "given code of another lesson"  # how ``findings.given_elsewhere`` flags begin
 
 
-def kept(nb, released, lesson: str) -> dict:
+def kept(nb, released, lesson: str) -> dict | None:
     """{"code": {grade_id: source}, "prints": {grade_id: fingerprints}, "answers": {grade_id: text}} of the answer
-    cells of the graded notebook ``nb`` that differ from what was handed out (``items.handed_out``)."""
+    cells of the graded notebook ``nb`` that differ from what was handed out (``items.handed_out``); None when they
+    cannot be read: the notebook is graded all the same, and the similarity page counts it as left out."""
+    try:
+        return _kept(nb, released, lesson)
+    except Exception:  # noqa: BLE001 - evidence for the instructor never costs a grade
+        return None
+
+
+def _kept(nb, released, lesson: str) -> dict:
     handed = items.handed_out(lesson, released)
     left = items.untouched(nb, handed)
     code, prints, answers = {}, {}, {}
@@ -66,7 +74,7 @@ def from_record(record) -> Work | None:
     for gid, item in record.items.items():
         if item.result == BUG and item.bug:
             work.bugs[gid] = item.bug
-        elif item.result == UNNAMED and getattr(item, "signature", None):
+        elif item.result == UNNAMED and item.signature:
             work.wrong[gid] = item.signature
     work.given = [f for f in record.flags if f.startswith(GIVEN_CODE_FLAG)]
     return work

@@ -177,3 +177,17 @@ def test_an_answer_close_to_the_published_model_answer_is_shown_and_one_in_own_w
                                                  "so its rows are not tokens and nothing warns you about it."})
     assert [g for g, _ in pairs.close_to_model(leaning)] == ["explain_reshape"]
     assert pairs.close_to_model(own) == []
+
+
+def test_a_notebook_whose_cells_cannot_be_fingerprinted_keeps_no_work_and_is_still_graded(monkeypatch):
+    from autograder.course import answers as course_answers
+
+    nb = course_answers.fill(LESSON)
+
+    def broken(source):
+        raise ValueError("cannot read")
+
+    assert evidence.kept(nb, course_answers.student_notebook(LESSON), LESSON)["prints"]
+    monkeypatch.setattr(code_prints, "prints", broken)
+    assert evidence.kept(nb, course_answers.student_notebook(LESSON), LESSON) is None
+
