@@ -17,6 +17,9 @@ c.LimitOutput.max_traceback = 60
 # What a learner sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# nbconvert validates the notebook against nbformat's schema once, after the last step, instead of after every step
+# (autograde's two conversions have five and eight): the same check, once per conversion
+c.Exporter.optimistic_validation = True
 
 # The autograde pipeline, declared once: every grading path (``make grade``, the grading tests, the mutation
 # harness) runs it. ``SafeExecute`` runs each notebook in the sandboxed kernel and each hidden test in this

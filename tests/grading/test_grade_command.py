@@ -27,6 +27,7 @@ from autograder import course, grade
 from autograder.bugs import by_id
 from autograder.course import answers, notebooks
 from autograder.grading.intake import class_folder, class_roster, code_scan
+from autograder.grading.pipeline import costs
 from autograder.grading.records import findings
 from autograder.grading.run import workspace
 
@@ -178,6 +179,26 @@ def test_the_canary_grades_the_model_answers_first_and_leaves_no_trace_in_the_re
     assert "_canary" not in (out / "report.html").read_text()
     for place in (out / "state", out / "feedback", out / "course" / "submitted", out / "course" / "autograded"):
         assert not [p.name for p in place.iterdir() if p.name.startswith("_")], place
+
+
+@pytest.mark.grading
+def test_each_record_keeps_what_grading_it_cost_phase_by_phase(klass):
+    """bench/grading_speed.py's breakdown reads these: every phase of every notebook, the grader's CPU where it
+    works, and as root (each kernel with a uid of its own) the kernel's CPU where the kernel works."""
+    ledgers = [json.loads(p.read_text())["costs"] for p in (klass["base"] / "serial" / "state").rglob("*.json")]
+    assert len(ledgers) == len(klass["expected"])
+    for ledger in ledgers:
+        assert list(ledger) == list(costs.PHASES)
+        for name in (costs.NBGRADER, costs.FEEDBACK, costs.RECORDS, costs.HIDDEN):
+            assert ledger[name]["grader"] > 0, (name, ledger)
+        assert ledger[costs.LEARNER]["wall"] > 0 and ledger[costs.KERNEL]["wall"] > 0
+        if os.geteuid() == 0:  # isolation "uid": the kernel's processes are read from /proc
+            assert ledger[costs.KERNEL]["kernel"] > 0, ledger  # ipykernel's own start, after the fork
+            assert {ledger[name]["kernel"] for name in (costs.NBGRADER, costs.FEEDBACK, costs.RECORDS)} == {0.0}
+        else:
+            assert all(row["kernel"] is None for row in ledger.values())
+    if os.geteuid() == 0:
+        assert sum(ledger[costs.LEARNER]["kernel"] + ledger[costs.HIDDEN]["kernel"] for ledger in ledgers) > 0
 
 
 @pytest.mark.grading

@@ -54,7 +54,7 @@ from traitlets import Bool, Enum, Integer, Unicode
 
 from autograder.checks import registry
 from autograder.checks.verdict import Verdict
-from autograder.grading.pipeline import hidden_tests
+from autograder.grading.pipeline import costs, hidden_tests
 from autograder.kernel import cgroups, protocol, sandbox, uids, warm_kernels, watchdog
 from autograder.kernel.leftovers import private_folder_prefix
 from autograder.kernel.sandbox import TRUNCATED_MARKER  # the same marker on both sides
@@ -172,6 +172,36 @@ class BoundedKernelClient(AsyncKernelClient):
         finally:
             del self.context.socket
 
+    async def _async_wait_for_ready(self, timeout=None):
+        """jupyter_client's handshake (a kernel_info reply on shell, then a message on IOPub, which shows IOPub is
+        connected), without its last step: waiting until IOPub has been quiet for 0.2 s, which costs every
+        kernel 0.2 s idle. What is left on IOPub is only the handshake's own status messages, which nbclient skips
+        (it reads only the messages whose parent is the request it sent), so it is drained without waiting."""
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                msg = await ensure_async(self.shell_channel.get_msg(timeout=1))
+            except Empty:
+                pass
+            else:
+                if msg["msg_type"] == "kernel_info_reply":
+                    try:
+                        await ensure_async(self.iopub_channel.get_msg(timeout=0.2))
+                    except Empty:
+                        pass  # IOPub is not connected yet: ask again
+                    else:
+                        self._handle_kernel_info_reply(msg)
+                        break
+            if not await self._async_is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+        while await ensure_async(self.iopub_channel.msg_ready()):
+            await ensure_async(self.iopub_channel.get_msg(timeout=0))
+
+    wait_for_ready = _async_wait_for_ready
+
 
 class SafeExecute(Execute):
     max_output_bytes = Integer(1_000_000, help="Largest output kept per cell (characters, output_size).").tag(
@@ -211,7 +241,8 @@ class SafeExecute(Execute):
             self._reset_safety()
             self.report = ExecutionReport()
             try:
-                return super().preprocess(nb, resources, km)
+                with costs.phase(costs.KERNEL):  # what the cells do not take: starting and stopping the kernel
+                    return super().preprocess(nb, resources, km)
             except Exception as exc:  # noqa: BLE001 - only start-up failures are retried
                 if self._cells_started or attempt == self.start_attempts:
                     raise
@@ -279,7 +310,22 @@ class SafeExecute(Execute):
             alive = getattr(self, "km", None) is not None and await ensure_async(self.km.is_alive())
             if len(uids.processes_of(self._uid.uid)) > (1 if alive else 0):
                 self.report.event(LEFT_PROCESSES)
+        await self._stop_kernel_process()
         return await super()._async_cleanup_kernel()
+
+    async def _stop_kernel_process(self) -> None:
+        """Kill the kernel's process group and reap it at once. A graded kernel's state is never kept, so it needs
+        no graceful shutdown, and jupyter_client's shutdown waits for the process by polling it every 0.1 s (about
+        0.1 s idle per notebook); nbclient's cleanup then finds it stopped. Whatever the kernel started outside
+        its group is the sandbox's to end (``_end_sandbox``), as before."""
+        process = getattr(getattr(getattr(self, "km", None), "provisioner", None), "process", None)
+        if process is None or process.poll() is not None:
+            return
+        try:
+            await ensure_async(self.km.provisioner.kill())
+            process.wait(timeout=self.unresponsive_grace)
+        except Exception as exc:  # noqa: BLE001 - nbclient's own shutdown comes next and tries again
+            self.log.warning("could not stop the kernel at once: %s", exc)
 
     _cleanup_kernel = run_sync(_async_cleanup_kernel)  # nbclient binds the name to its own coroutine
 
@@ -311,6 +357,7 @@ class SafeExecute(Execute):
     def _reset_safety(self):
         self._uid, self._private, self._deadline, self._expired = None, None, None, False
         self._warm = None
+        self._clock = None  # the kernel's CPU (``_kernel_cpu``)
         self._cells_started = False
         self._stopped = None
         self._timed_out = False
@@ -359,6 +406,27 @@ class SafeExecute(Execute):
         """Run a cell; for a hidden test cell, run its test here and answer the kernel's calls meanwhile."""
         meta = cell.metadata.get("nbgrader", {})
         test = self._hidden.get(meta.get("grade_id")) if meta.get("grade") and not meta.get("solution") else None
+        kind = costs.LEARNER if test is None else costs.HIDDEN
+        with costs.phase(kind):
+            before = self._kernel_cpu()
+            try:
+                return await self._execute_cell(test, meta.get("grade_id"), cell, cell_index, execution_count,
+                                                store_history)
+            finally:
+                after = self._kernel_cpu()
+                costs.current().kernel_used(kind, None if before is None or after is None else after - before)
+
+    execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
+
+    def _kernel_cpu(self) -> float | None:
+        """The kernel's CPU seconds so far (``costs.KernelClock``), or None without a uid of its own. Its processes
+        are found before its first cell, and what it used until then is its start's."""
+        if self._clock is None:
+            self._clock = costs.KernelClock(uids.processes_of(self._uid.uid) if self._uid is not None else [])
+            costs.current().kernel_used(costs.KERNEL, self._clock.read())
+        return self._clock.read()
+
+    async def _execute_cell(self, test, grade_id, cell, cell_index, execution_count, store_history):
         if test is None:
             return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
         session = hidden_tests.Session(test, memory_limit=self.kernel_memory_mb << 20)
@@ -375,9 +443,7 @@ class SafeExecute(Execute):
                 self.kc._stdin_channel = None
             ended = session.verdict()
             self._write_verdict(cell, session, ended)
-            self.report.verdicts[meta.get("grade_id")] = ended
-
-    execute_cell = run_sync(async_execute_cell)  # nbclient binds the name to its own coroutine
+            self.report.verdicts[grade_id] = ended
 
     async def _serve_stdin(self, session):
         loop = asyncio.get_running_loop()

@@ -77,6 +77,7 @@ class Record:
     work: dict[str, Any] | None = None  # the learner's own cells and their fingerprints (``similarity.evidence.kept``)
     feedback_of: str | None = None  # the gradebook's marks the feedback page was written from (``marks.fingerprint``)
     refreshed: bool = False
+    costs: dict[str, Any] | None = None  # CPU seconds per phase of its grading (``pipeline.costs.Ledger.to_json``)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

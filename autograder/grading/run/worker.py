@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from autograder.grading.intake import class_roster
-from autograder.grading.pipeline import execute
+from autograder.grading.pipeline import costs, execute
 from autograder.grading.records import findings, gradebook, items, marks, outcome, state
 from autograder.grading.records.settings import Settings
 from autograder.grading.run import feedback_files, workspace
@@ -73,7 +73,18 @@ class Worker:
         """autograde + generate_feedback for one (student, lesson); record the result, and return the record.
 
         The instructor's marks on the submission are taken first (``marks.before_regrade``, kept in a file until the
-        regrade is done) and put back after autograde (``marks.carry``)."""
+        regrade is done) and put back after autograde (``marks.carry``). The record keeps what grading it cost
+        (``costs``: its own writing aside)."""
+        ledger = costs.begin()
+        with ledger.phase(costs.RECORDS):
+            record = self._grade_one(student, lesson, task)
+        record.costs = ledger.to_json()
+        state.write(self.s, record)
+        if record.graded:
+            state.drop_carried(self.s, student, lesson)  # every mark is back in the gradebook
+        return record
+
+    def _grade_one(self, student: str, lesson: str, task: dict) -> state.Record:
         import nbformat
         from nbgrader.converters import Autograde
 
@@ -86,9 +97,9 @@ class Worker:
             record = new_record(s, student, lesson, task, state.read(s, student, lesson))
             record.reason = (f"the instructor's marks on this notebook could not be read before grading it again "
                              f"({type(exc).__name__}: {exc})"[:500] + "; it was not graded")
-            state.write(s, record)
             return record
-        result = self._nbgrader_step(Autograde, student, lesson)
+        with costs.phase(costs.NBGRADER):
+            result = self._nbgrader_step(Autograde, student, lesson)
         record = new_record(s, student, lesson, task, kept["previous"])
         autograded = root / "autograded" / student / lesson / f"{lesson}.ipynb"
         try:
@@ -109,15 +120,13 @@ class Worker:
                                                                               seen.verdicts)
             record.work = evidence.kept(nb, released, lesson)
             held = {gid: m["answer"] for gid, m in kept["marks"].items() if m.get("answer")}
-            self._write_feedback(student, lesson, record, held, before=(kept["previous"] or {}).get("score"))
+            with costs.phase(costs.FEEDBACK):
+                self._write_feedback(student, lesson, record, held, before=(kept["previous"] or {}).get("score"))
         except Exception as exc:  # noqa: BLE001 - whatever broke, it is the grader's failure, never a score
             reason = str(exc) if isinstance(exc, outcome.GradingError) else f"{type(exc).__name__}: {exc}"
             record.graded, record.status, record.score, record.reason = False, outcome.GRADING_ERROR, None, reason[:500]
             feedback_files.page_path(s.out, student, lesson).unlink(missing_ok=True)  # of an older notebook
         record.seconds = round(time.monotonic() - started, 2)
-        state.write(s, record)
-        if record.graded:
-            state.drop_carried(s, student, lesson)  # every mark is back in the gradebook
         return record
 
     def _marks_to_carry(self, student: str, lesson: str) -> dict:
