@@ -68,6 +68,7 @@ PIPELINE = {
     "linear_markdown": "generate_feedback: the feedback page's markdown and maths parsed in linear time",
     "page_safety": "generate_feedback and formgrader: the pages' sanitiser and Content-Security-Policy",
     "formgrader_page": "formgrader: the page of one submission, as inert as a feedback page",
+    "costs": "autograde and generate_feedback: the CPU each phase of a notebook's grading took, grader and kernel",
 }
 
 
