@@ -380,6 +380,34 @@ def refusals_line(fd: int, note: str) -> str:
     return _exec_line(_REFUSALS.replace("FD", str(int(fd))).replace("NOTE", repr((note + "\n").encode())))
 
 
+_COMPILE_GUARD = """
+def _grader_compile_guard():
+    shell = get_ipython()
+    original = shell.should_run_async
+
+    def should_run_async(raw_cell, *args, **kwargs):
+        try:
+            return original(raw_cell, *args, **kwargs)
+        except Exception:
+            return False
+    shell.should_run_async = should_run_async
+_grader_compile_guard()
+del _grader_compile_guard
+"""
+
+
+def compile_guard_line() -> str:
+    """One line of code for ipykernel's exec_lines: a cell Python cannot compile (an expression thousands of terms
+    deep) fails as the learner's own error instead of stopping the kernel's answers.
+
+    IPython compiles each cell once to see whether it awaits anything (``should_run_async``), and lets any error of
+    that compile other than a syntax error escape; ipykernel then logs it and never replies, so the cell runs until
+    the grader's timeout, and the interrupt that ends it can land in the next, honest cell. With the guard such a
+    cell runs as a plain cell, whose compile error (``RecursionError``) is the cell's output, in well under a second.
+    """
+    return _exec_line(_COMPILE_GUARD)
+
+
 def _exec_line(code: str) -> str:
     """``code`` as one line for ipykernel's exec_lines."""
     import base64
@@ -421,6 +449,7 @@ def clean_env(home: str, library: str) -> dict:
 
 def kernel_argv(python: str, connection_file: str, max_output: int, kernel_args, *, refusals=None) -> list:
     """ipykernel's command line; ``refusals``: (file descriptor, note) for ``refusals_line``."""
+    kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + compile_guard_line()]
     if max_output:
         kernel_args = [*kernel_args, "--IPKernelApp.exec_lines=" + output_cap_line(max_output)]
     if refusals is not None:

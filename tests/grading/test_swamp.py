@@ -126,12 +126,15 @@ def _grade_batch(base: Path) -> dict:
     with (out / "grades.csv").open() as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     loud = out / "course" / "autograded" / "loud" / LESSON / f"{LESSON}.ipynb"
+    deep = out / "course" / "autograded" / "deep_expression" / LESSON / f"{LESSON}.ipynb"
     empty = out / "course" / "autograded" / "empty_displays" / LESSON / f"{LESSON}.ipynb"
     return {"status": status, "rows": rows, "expected": expected, "unchanged": originals == integrity.tree_hashes(root),
             "staged": sorted(p.parent.parent.name for p in (out / "course" / "submitted").glob(f"*/{LESSON}/*.ipynb")),
             "loud_bytes": loud.stat().st_size, "empty_displays_bytes": empty.stat().st_size,
             "unscanned_page": (out / "feedback" / "unscanned" / f"{LESSON}.html").read_text(encoding="utf-8"),
-            "loud_outputs": [o for c in nbformat.read(loud, as_version=4).cells for o in c.get("outputs", [])]}
+            "loud_outputs": [o for c in nbformat.read(loud, as_version=4).cells for o in c.get("outputs", [])],
+            "deep_outputs": [o for c in nbformat.read(deep, as_version=4).cells if c.source == DEEP
+                             for o in c.get("outputs", [])]}
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +157,15 @@ def test_each_notebook_is_its_own_outcome(batch, student):
     assert flag in row["flags"], row["flags"]
     if not flag:
         assert "malformed" not in row["flags"] and "could not" not in row["flags"], row["flags"]
+
+
+def test_a_cell_too_deep_to_compile_fails_at_once_as_the_learners_own_error(batch):
+    """IPython's first compile of such a cell (to see whether it awaits) raised outside its handlers, ipykernel never
+    replied, and the cell ran to the timeout, whose interrupt could cost the next, honest cell its points; the
+    kernel's compile guard (``sandbox.compile_guard_line``) makes it an error of that cell alone."""
+    errors = [o["ename"] for o in batch["deep_outputs"] if o["output_type"] == "error"]
+    assert errors == ["RecursionError"], batch["deep_outputs"]
+    assert "timeout" not in batch["rows"]["deep_expression"]["flags"], batch["rows"]["deep_expression"]["flags"]
 
 
 def test_a_notebook_past_a_limit_is_never_staged_for_grading(batch):
