@@ -5,8 +5,9 @@ and the hidden tests: the kernel's calls and the grader's comparisons), and the 
 stopping the kernel, nbgrader's steps (its conversions, preprocessors and database writes), the feedback page,
 and the records and outputs. A ``Ledger`` charges every CPU second of the grading process to exactly one phase, the
 innermost one open (``phase``), and the kernel's CPU, read from ``/proc`` for the processes of the kernel's own
-uid (``isolation`` ``uid``, as root), to the phase of the cell that used it (``kernel_used``); without a uid of
-its own the kernel's CPU is not known and only the grader's is kept.
+uid (``isolation`` ``uid``, as root), to the phase of the cell that used it (``kernel_used``); the CPU a warm
+kernel's launcher took counts in its start. Without a uid of its own the kernel's CPU is not known and only the
+grader's is kept.
 
 One ledger is open per grading process at a time (``begin``, by ``worker.grade_one``; a process grades one
 notebook at a time); ``SafeExecute`` charges its phases to it. The worker keeps the finished ledger in the

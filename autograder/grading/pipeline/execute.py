@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import shutil
 import tempfile
 import threading
@@ -321,11 +322,16 @@ class SafeExecute(Execute):
         process = getattr(getattr(getattr(self, "km", None), "provisioner", None), "process", None)
         if process is None or process.poll() is not None:
             return
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         try:
             await ensure_async(self.km.provisioner.kill())
             process.wait(timeout=self.unresponsive_grace)
         except Exception as exc:  # noqa: BLE001 - nbclient's own shutdown comes next and tries again
             self.log.warning("could not stop the kernel at once: %s", exc)
+        if self._warm is not None:  # the process reaped is the launcher alone (a cold one's holds the kernel's CPU)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            launcher = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            costs.current().kernel_used(costs.KERNEL, launcher)
 
     _cleanup_kernel = run_sync(_async_cleanup_kernel)  # nbclient binds the name to its own coroutine
 
