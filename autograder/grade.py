@@ -34,7 +34,7 @@ This module is the command line and ``run``, which calls the steps in order; eac
    an unsafe machine (``workspace.preflight``) and a Dask cluster that cannot grade (``pool.preflight``);
    ``class_folder.collect``: read the submissions' layout into a roster (student id -> lesson -> notebook); ``term``:
    take its hand-ins into ``DIR`` and make the roster of the whole term (``--close``: a lesson past its deadline);
-2. ``workspace``: build the course folder and its sandboxed kernelspec;
+2. ``workspace``: build the course folder and its sandboxed kernelspec; ``gradebook.ensure_indexes``;
 3. ``workspace.stage``: copy what is new, changed or unfinished (``state``: a batch killed halfway resumes);
 4. ``canary``: when anything is to be graded, first grade the model answers of every lesson through the same
    pipeline; unless they earn full marks, no student is graded and the command exits with ``EXIT_CANARY`` and
@@ -60,7 +60,7 @@ from pathlib import Path
 from autograder import course
 from autograder.course import notebooks
 from autograder.grading.intake import class_folder, class_roster, integrity, lms_layouts, student_ids
-from autograder.grading.records import dbcheck, dburl, marks
+from autograder.grading.records import dbcheck, dburl, gradebook, marks
 from autograder.grading.reports import insights, lms_export, report, results, similarity_page
 from autograder.grading.run import canary, feedback_files, pool, term, worker, workspace
 from autograder.grading.records.settings import (EXIT_CANARY, EXIT_GRADING_ERROR, EXIT_HELP, EXIT_INTEGRITY,
@@ -108,7 +108,8 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     earlier = term.load(out)  # refused (exit 2) before anything is read or written when OUT's record is unreadable
     known = student_ids.known_ids(out)
     roster = class_folder.collect(original, s.lessons, out, known=known, limits=s.notebook_limits,
-                                  earlier=term.lms_ids(earlier, known))
+                                  earlier=term.lms_ids(earlier, known),
+                                  checked=term.checked(earlier, s.notebook_limits))  # read as notebooks before
     if s.class_decides_lessons:
         s = dataclasses.replace(s, lessons=roster.handed_in(s.lessons), class_decides_lessons=False)
         log(f"lessons taken from this download: {', '.join(s.lessons) or 'none'} (those some student handed in; "
@@ -126,6 +127,7 @@ def _run(submissions, s: Settings, *, progress=True, log=print) -> dict:
     if s.isolation == "uid":
         leftovers.remove_stale_sandboxes()  # of an earlier run that was killed
     rebuild = workspace.prepare_course(s, log, carried)
+    notes += gradebook.ensure_indexes(s)  # what nbgrader's schema lacks: reading a class back stays linear
     todo = workspace.stage(s, whole)
     stale = worker.stale_feedback(s, whole, todo)  # manual grades came in since their feedback was written
     with pool.pool_for(s) as workers:

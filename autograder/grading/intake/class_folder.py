@@ -27,12 +27,15 @@ never followed, never opened. Each of these scores 0 only for that lesson of tha
 holds no notebook at all is every lesson ``missing``.
 
 The notebooks are read with ``file_access`` within ``size_limits``, a zip is unpacked by ``archives``, and each
-student's id is made from the folder's name by ``student_ids``. When a notebook was handed in is what the LMS's
-download says, or the ``timestamp.txt`` ``nbgrader collect`` keeps beside it (``submission_time``).
+student's id is made from the folder's name by ``student_ids``. A notebook whose bytes the term already took in as
+readable under the same limits (``collect``'s ``checked``: ``term.checked``) is hashed, not parsed again: a rerun on
+the same download costs a hash per notebook. When a notebook was handed in is what the LMS's download says, or the
+``timestamp.txt`` ``nbgrader collect`` keeps beside it (``submission_time``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -44,7 +47,7 @@ from autograder.grading.intake import lms_layouts
 from autograder.grading.intake.archives import safe_extract
 from autograder.grading.intake.class_roster import Entry, LayoutError, Roster
 from autograder.grading.intake.file_access import (display, is_hidden, is_plain_dir, is_plain_file, kind_of,
-                                                   list_folder, read_notebook, read_regular)
+                                                   list_folder, parse_notebook, read_regular)
 from autograder.grading.intake.size_limits import NotebookLimits, OverLimit
 from autograder.grading.intake.student_ids import assign_ids, look_alike_flags, not_utf8_flags
 
@@ -95,15 +98,28 @@ def class_root(path: Path, lessons, archive: bool = False) -> tuple:
 
 def _read_check(path: Path, limits: "NotebookLimits | None" = None) -> str:
     """'' when ``path`` is a notebook nbformat can read within ``limits``, else why not."""
+    return _checked_read(path, limits)[0]
+
+
+def _checked_read(path: Path, limits: "NotebookLimits | None" = None, checked=frozenset()) -> tuple:
+    """(``_read_check``'s answer, the sha256 of the bytes read: '' when none were). Bytes whose hash is in
+    ``checked`` passed the check before, under these limits: they are not parsed again."""
+    limits = limits or NotebookLimits()
+    digest = ""
     try:
-        _, nb = read_notebook(path, limits)
+        data = read_regular(path, limits.max_bytes)
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in checked:
+            return "", digest
+        nb = parse_notebook(data, path, limits)
     except OverLimit as exc:
-        return str(exc)
+        return str(exc), digest
     except Exception as exc:  # noqa: BLE001 - any reading failure means the file is not a notebook
-        return f"{display(path.name)} is not a readable notebook ({type(exc).__name__}: {display(str(exc)[:120])})"
+        return (f"{display(path.name)} is not a readable notebook ({type(exc).__name__}: {display(str(exc)[:120])})",
+                digest)
     if not isinstance(nb.get("cells"), list):
-        return f"{display(path.name)} has no list of cells"
-    return ""
+        return f"{display(path.name)} has no list of cells", digest
+    return "", digest
 
 
 def _find(lesson: str, files: dict, claimed: set):
@@ -141,10 +157,11 @@ def _folder_files(folder: Path, refused: dict, prefix=PurePosixPath()) -> dict:
     return {prefix / PurePosixPath(*p.relative_to(folder).parts): (p, why) for p, why in found.items()}
 
 
-def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict | None = None) -> tuple:
+def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict | None = None,
+                     checked=frozenset()) -> tuple:
     """({lesson: Entry}, flags about the rest of the student's files) of one student's ``files`` (``_folder_files``).
     ``origins``: {name relative to the student: the ``lms_layouts.File`` it came from}, for an LMS's download: its time,
-    its late mark and the student's id there go with the lesson's Entry."""
+    its late mark and the student's id there go with the lesson's Entry. ``checked``: ``_checked_read``'s."""
     claimed: set
     entries, claimed = {}, set()
     for lesson in lessons:
@@ -152,14 +169,14 @@ def _student_entries(sid: str, files: dict, lessons, limits=None, origins: dict 
             entries[lesson] = Entry(sid, lesson, None, "missing", "the student's folder holds no notebook")
             continue
         rel, status, note = _find(lesson, files, claimed)
-        path = None
+        path, digest = None, ""
         if rel is not None:
             claimed.add(rel)
             path = files[rel][0]
-            problem = "" if status == "refused" else _read_check(path, limits)
+            problem, digest = ("", "") if status == "refused" else _checked_read(path, limits, checked)
             if problem:
                 status, note = "malformed", problem
-        entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note)
+        entries[lesson] = Entry(sid, lesson, None if status == "refused" else path, status, note, read_hash=digest)
         if rel is not None:
             _when_handed_in(entries[lesson], rel, path, (origins or {}).get(rel))
     flags = [f"{display(rel)} is {why}: not followed or opened"
@@ -353,10 +370,12 @@ def _top_level(root: Path) -> tuple:
 
 
 def collect(submissions, lessons, workdir: Path, known: dict | None = None,
-            limits: NotebookLimits | None = None, earlier: dict | None = None) -> Roster:
+            limits: NotebookLimits | None = None, earlier: dict | None = None, checked=frozenset()) -> Roster:
     """Read ``submissions`` (folder or zip) into a Roster; a zip is extracted under ``workdir``. ``known``: the ids
     of earlier runs (``known_ids``), so that no later folder takes one; ``limits``: what one notebook may hold;
-    ``earlier``: the LMS ids each student's lessons were handed in under in earlier runs (``term.lms_ids``)."""
+    ``earlier``: the LMS ids each student's lessons were handed in under in earlier runs (``term.lms_ids``);
+    ``checked``: the sha256 of notebooks that passed the read check under these ``limits`` before (``term.checked``),
+    which are not parsed again."""
     submissions = Path(submissions)
     help_text = layout_help(lessons)
     if not submissions.exists():
@@ -368,14 +387,15 @@ def collect(submissions, lessons, workdir: Path, known: dict | None = None,
         shutil.rmtree(target, ignore_errors=True)
         skipped = {target.joinpath(*rel.parts): why for rel, why in safe_extract(submissions, target).items()}
         try:
-            return _collect(target, lessons, known, limits, skipped, earlier or {}, archive=True)
+            return _collect(target, lessons, known, limits, skipped, earlier or {}, checked, archive=True)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)  # a refused class leaves nothing behind
             raise
-    return _collect(submissions, lessons, known, limits, {}, earlier or {}, archive=False)
+    return _collect(submissions, lessons, known, limits, {}, earlier or {}, checked, archive=False)
 
 
-def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: dict, *, archive: bool) -> Roster:
+def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: dict, checked=frozenset(), *,
+             archive: bool) -> Roster:
     help_text = layout_help(lessons)
     root, notes = class_root(submissions, lessons, archive)
     roster = Roster(root=root, notes=notes)
@@ -413,7 +433,7 @@ def _collect(submissions: Path, lessons, known, limits, skipped: dict, earlier: 
         if isinstance(found, str):  # a link or special file where the student's folder should be
             roster.entries[sid] = _linked_student(sid, root / name, lessons, found)
             continue
-        roster.entries[sid], flags = _student_entries(sid, found, lessons, limits, origins.get(name))
+        roster.entries[sid], flags = _student_entries(sid, found, lessons, limits, origins.get(name), checked)
         roster.flags[sid] = id_flags.get(sid, []) + lms_flags.get(name, []) + flags
     for sid in roster.entries:
         roster.flags.setdefault(sid, id_flags.get(sid, []))

@@ -26,6 +26,7 @@ class Entry:
     late: bool = False  # the LMS marks it late (Canvas's ``_LATE_``); a due date (``--due``) is applied in ``results``
     submitted: str = ""  # when it was handed in (ISO 8601), as the LMS, the exchange or nbgrader's timestamp.txt says
     flags: list = field(default_factory=list)  # about the hand-in itself (a timestamp.txt that was ignored)
+    read_hash: str = ""  # the sha256 of the bytes intake read and checked (``class_folder``), '' when none were
 
     @property
     def gradable(self) -> bool:

@@ -117,13 +117,13 @@ class KernelClock:
 def summed(ledgers) -> dict:
     """The phases' seconds summed over many ``to_json`` ledgers: {phase: {"grader", "wall", "kernel"}}; a
     phase's kernel figure is None when any ledger lacks one."""
-    total = {name: {"grader": 0.0, "wall": 0.0, "kernel": 0.0} for name in PHASES}
+    total: dict[str, dict[str, float | None]] = {name: {"grader": 0.0, "wall": 0.0, "kernel": 0.0} for name in PHASES}
     for ledger in ledgers:
         for name in PHASES:
             row = ledger.get(name) or {}
-            total[name]["grader"] += row.get("grader") or 0.0
-            total[name]["wall"] += row.get("wall") or 0.0
-            kernel = row.get("kernel")
-            total[name]["kernel"] = None if kernel is None or total[name]["kernel"] is None else (
-                total[name]["kernel"] + kernel)
+            sums = total[name]
+            sums["grader"] = (sums["grader"] or 0.0) + (row.get("grader") or 0.0)
+            sums["wall"] = (sums["wall"] or 0.0) + (row.get("wall") or 0.0)
+            kernel, before = row.get("kernel"), sums["kernel"]
+            sums["kernel"] = None if kernel is None or before is None else before + kernel
     return total

@@ -154,9 +154,12 @@ def record(gb, lesson: str, student: str, nb, released, verdicts: dict) -> tuple
 def written_marks(gb, lesson: str, student: str, written: dict) -> dict:
     """{grade_id: the instructor's mark, or None while it is pending} of the answered written answers of
     ``written`` (a record's), read from the gradebook."""
-    wanted = {gid for gid, w in written.items() if w.answered}
-    if not wanted:
+    if not any(w.answered for w in written.values()):
         return {}
-    submission = gb.find_submission_notebook(lesson, lesson, student)
-    return {g.name: None if g.needs_manual_grade else float(g.score or 0.0)
-            for g in submission.grades if g.name in wanted}
+    return marks_of_written(gb.find_submission_notebook(lesson, lesson, student).grades, written)
+
+
+def marks_of_written(grades, written: dict) -> dict:
+    """``written_marks`` from one submission's ``grades`` (nbgrader's, or ``marks.lesson_grades``')."""
+    wanted = {gid for gid, w in written.items() if w.answered}
+    return {g.name: None if g.needs_manual_grade else float(g.score or 0.0) for g in grades if g.name in wanted}

@@ -13,6 +13,10 @@ or in a new one), ``carry`` puts every mark back: a score whose answer is unchan
 back to *pending*, its score kept in the gradebook, and ``reopened`` says why (the answer's text changed, the
 answer cell is gone, an autograded test scored by hand was graded again). Until the regrade is done the marks wait
 in a file of their own (``state.write_carried``), so a run killed halfway loses none either.
+
+Each read goes to the database directly: a submission's marks in one query, its fingerprint in two, and every
+submission of a lesson at once (``lesson_grades``, ``lesson_comments``, ``lesson_fingerprints``) in as many, where
+nbgrader's objects cost a query per grade (docs/speed.md).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections import namedtuple
 from typing import Any
 
 from autograder.grading.records import gradebook, outcome, state
@@ -42,11 +47,16 @@ def _score(x) -> float:
 
 
 def marks(gb, lesson: str, student: str) -> dict:
-    """{score, max, auto, manual, pending, pending_cells} of one submission (score leaves pending cells out)."""
-    nb = gb.find_submission_notebook(lesson, lesson, student)
+    """{score, max, auto, manual, pending, pending_cells} of one submission (score leaves pending cells out), in one
+    query; nbgrader's ``MissingEntry`` when the gradebook has no such submission."""
+    return tally(_submission(lesson_grades(gb, lesson, student), lesson, student))
+
+
+def tally(grades) -> dict:
+    """``marks`` of one submission's ``grades`` (nbgrader's ``Grade``, or ``lesson_grades``')."""
     out: dict[str, Any] = {"auto": 0.0, "manual": 0.0, "pending": 0.0, "max": 0.0, "pending_cells": [],
                            "manual_cells": []}
-    for grade in sorted(nb.grades, key=lambda g: g.name):
+    for grade in sorted(grades, key=lambda g: g.name):
         out["max"] += _score(grade.max_score)
         if grade.auto_score is None or grade.manual_score is not None:
             out["manual_cells"].append(grade.name)
@@ -62,12 +72,92 @@ def marks(gb, lesson: str, student: str) -> dict:
 
 
 def fingerprint(gb, lesson: str, student: str) -> str:
-    """Changes whenever anything a feedback page shows from the gradebook changes (scores, comments)."""
-    nb = gb.find_submission_notebook(lesson, lesson, student)
-    grades = sorted((g.name, g.auto_score, g.manual_score, g.extra_credit, bool(g.needs_manual_grade))
-                    for g in nb.grades)
-    comments = sorted((c.name, c.auto_comment, c.manual_comment) for c in nb.comments)
-    return hashlib.sha256(json.dumps([grades, comments], default=str).encode()).hexdigest()[:16]
+    """Changes whenever anything a feedback page shows from the gradebook changes (scores, comments); two queries,
+    nbgrader's ``MissingEntry`` when the gradebook has no such submission."""
+    grades = _submission(lesson_grades(gb, lesson, student), lesson, student)
+    return fingerprint_of(grades, lesson_comments(gb, lesson, student).get(student, []))
+
+
+def _submission(found: dict, lesson: str, student: str) -> list:
+    from nbgrader.api import MissingEntry
+
+    if student not in found:
+        raise MissingEntry(f"No such submitted notebook: {lesson}/{lesson} for {student}")
+    return found[student]
+
+
+def fingerprint_of(grades, comments) -> str:
+    """``fingerprint`` of one submission's ``grades`` and ``comments`` (nbgrader's, or ``lesson_grades``' and
+    ``lesson_comments``')."""
+    graded = sorted((g.name, g.auto_score, g.manual_score, g.extra_credit, bool(g.needs_manual_grade)) for g in grades)
+    said = sorted((c.name, c.auto_comment, c.manual_comment) for c in comments)
+    return hashlib.sha256(json.dumps([graded, said], default=str).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------- every submission of a lesson at once
+# nbgrader's objects read a submission's grades and comments each in a query of its own, and each grade's maximum and
+# score in another (deferred columns): reading a class back that way costs tens of thousands of queries, about 3 ms a
+# submission. These read one submission, or a whole lesson, in one query.
+
+Grade = namedtuple("Grade", "name auto_score manual_score extra_credit needs_manual_grade max_score score")
+Comment = namedtuple("Comment", "name auto_comment manual_comment")
+
+
+def _lesson_query(lesson: str, student: str | None, *columns):
+    """The rows of ``columns`` over every submitted notebook of ``lesson`` (the notebook of the lesson's name, as
+    ``Gradebook.find_submission_notebook`` finds it: by names alone), or ``student``'s alone, each with its student
+    id first."""
+    from nbgrader.api import Assignment, Notebook, SubmittedAssignment, SubmittedNotebook
+    from sqlalchemy import select
+
+    query = (select(SubmittedAssignment.student_id, *columns).select_from(SubmittedNotebook)
+             .join(Notebook, Notebook.id == SubmittedNotebook.notebook_id)
+             .join(SubmittedAssignment, SubmittedAssignment.id == SubmittedNotebook.assignment_id)
+             .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+             .where(Notebook.name == lesson, Assignment.name == lesson))
+    return query if student is None else query.where(SubmittedAssignment.student_id == student)
+
+
+def lesson_grades(gb, lesson: str, student: str | None = None) -> dict:
+    """{student: [``Grade``]} of every submission of ``lesson`` in the gradebook ``gb``, or of ``student``'s alone (a
+    submission without a grade: []), with the values nbgrader's ``Grade`` gives (``score``, ``max_score``
+    included), in one query."""
+    from nbgrader.api import BaseCell
+    from nbgrader.api import Grade as Graded
+    from nbgrader.api import SubmittedNotebook
+
+    query = (_lesson_query(lesson, student, Graded.id, BaseCell.name, Graded.auto_score, Graded.manual_score,
+                           Graded.extra_credit, Graded.needs_manual_grade, Graded.max_score, Graded.score)
+             .outerjoin(Graded, Graded.notebook_id == SubmittedNotebook.id)
+             .outerjoin(BaseCell, BaseCell.id == Graded.cell_id))
+    found: dict = {}
+    for who, grade_id, *values in gb.db.execute(query):
+        grades = found.setdefault(who, [])
+        if grade_id is not None:
+            grades.append(Grade(*values))
+    return found
+
+
+def lesson_comments(gb, lesson: str, student: str | None = None) -> dict:
+    """{student: [``Comment``]} of every submission of ``lesson`` that has comments, or of ``student``'s, in one
+    query."""
+    from nbgrader.api import BaseCell
+    from nbgrader.api import Comment as Said
+    from nbgrader.api import SubmittedNotebook
+
+    query = (_lesson_query(lesson, student, BaseCell.name, Said.auto_comment, Said.manual_comment)
+             .join(Said, Said.notebook_id == SubmittedNotebook.id).join(BaseCell, BaseCell.id == Said.cell_id))
+    found: dict = {}
+    for who, *values in gb.db.execute(query):
+        found.setdefault(who, []).append(Comment(*values))
+    return found
+
+
+def lesson_fingerprints(gb, lesson: str) -> dict:
+    """{student: ``fingerprint``} of every submission of ``lesson``, in two queries."""
+    comments = lesson_comments(gb, lesson)
+    return {student: fingerprint_of(grades, comments.get(student, []))
+            for student, grades in lesson_grades(gb, lesson).items()}
 
 
 def answer_hash(source: str) -> str:

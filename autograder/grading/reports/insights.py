@@ -95,8 +95,9 @@ def collect(s: Settings, rows: list) -> list:
                 if any(w.answered for w in r.written.values())]
     if answered:
         with gradebook.opened(s) as gb:
-            for lesson, student, written in answered:
-                lesson.marks[student] = items.written_marks(gb, lesson.name, student, written)
+            grades = {name: marks.lesson_grades(gb, name) for name in {lesson.name for lesson, _, _ in answered}}
+        for lesson, student, written in answered:
+            lesson.marks[student] = items.marks_of_written(grades[lesson.name].get(student, []), written)
     return lessons
 
 

@@ -155,14 +155,46 @@ without a name, students who may need help.{similar}</p>
 
 
 def write_nbgrader_export(s: Settings) -> list:
-    """What ``nbgrader export`` writes, run in this process (a subprocess costs seconds of start-up); returns the
-    notes for the report: none, or why it failed (the CSV and report do not depend on it)."""
+    """What ``nbgrader export`` writes, run in this process (a subprocess costs seconds of start-up) by nbgrader's own
+    ``CsvExportPlugin`` on ``ExportView``; returns the notes for the report: none, or why it failed (the CSV and
+    report do not depend on it)."""
     try:
         from nbgrader.plugins.export import CsvExportPlugin
 
         with gradebook.opened(s) as gb:
-            CsvExportPlugin(to=str(Path(s.out) / "nbgrader_export.csv")).export(gb)
+            CsvExportPlugin(to=str(Path(s.out) / "nbgrader_export.csv")).export(ExportView(gb))
         csv_cells.rewrite(Path(s.out) / "nbgrader_export.csv")
     except Exception as exc:  # noqa: BLE001 - the CSV and report below do not depend on it
         return [f"nbgrader export failed: {type(exc).__name__}: {exc}"]
     return []
+
+
+class ExportView:
+    """The gradebook as nbgrader's ``CsvExportPlugin`` reads it, each assignment's submissions in one query.
+
+    The plugin asks ``find_submission`` for every (assignment, student), and each answer, with its score and late
+    penalty (deferred columns), costs queries of its own: tens of thousands for a large class. Here the first
+    ``find_submission`` of an assignment reads all of its submissions, those columns with them; the plugin writes
+    the same rows from the same objects. Anything else is the gradebook's own."""
+
+    def __init__(self, gb):
+        self._gb, self._submissions = gb, {}
+
+    def __getattr__(self, name):
+        return getattr(self._gb, name)
+
+    def find_submission(self, assignment: str, student: str):
+        from nbgrader.api import Assignment, MissingEntry, SubmittedAssignment
+        from sqlalchemy.orm import undefer
+
+        if assignment not in self._submissions:
+            found = (self._gb.db.query(SubmittedAssignment)
+                     .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+                     .filter(Assignment.name == assignment)
+                     .options(undefer(SubmittedAssignment.score), undefer(SubmittedAssignment.late_submission_penalty))
+                     .all())
+            self._submissions[assignment] = {sub.student_id: sub for sub in found}
+        try:
+            return self._submissions[assignment][student]
+        except KeyError:
+            raise MissingEntry(f"No such submission: {assignment} for {student}") from None

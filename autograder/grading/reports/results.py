@@ -21,10 +21,10 @@ def lesson_maxima(s: Settings) -> dict:
         return {lesson: float(gb.find_assignment(lesson).max_score) for lesson in s.lessons}
 
 
-def _lesson_result(gb, s: Settings, roster: class_roster.Roster, student: str, lesson: str, maximum: float):
-    """(one lesson's marks and status, flags) of one student, from intake, the state record and the gradebook."""
-    from nbgrader.api import MissingEntry
-
+def _lesson_result(grades: dict, s: Settings, roster: class_roster.Roster, student: str, lesson: str,
+                   maximum: float):
+    """(one lesson's marks and status, flags) of one student, from intake, the state record and the gradebook
+    (``grades``: the lesson's, ``marks.lesson_grades``)."""
     entry = roster.entries[student][lesson]
     cell = {"status": outcome.NOT_YET, "score": None, "max": maximum, "auto": None, "manual": None, "pending": 0.0,
             "reason": "", **handed_in(s, entry)}
@@ -54,12 +54,11 @@ def _lesson_result(gb, s: Settings, roster: class_roster.Roster, student: str, l
         return cell, flags
     if record.attempted is False:
         flags.append(f"{lesson}: not attempted: every answer is as it was handed out")
-    try:
-        got = marks.marks(gb, lesson, student)
-    except MissingEntry:
+    if student not in grades:
         cell.update(status=outcome.GRADING_ERROR, reason="missing from the gradebook")
         flags.insert(0, f"{lesson}: grading error: missing from the gradebook")
         return cell, flags
+    got = marks.tally(grades[student])
     cell.update(score=got["score"], auto=got["auto"], manual=got["manual"] if got["manual_cells"] else None,
                 pending=got["pending"], status=outcome.PENDING if got["pending"] else outcome.GRADED)
     flags += [f"{lesson}: marks back to pending: {line}"
@@ -79,17 +78,20 @@ def handed_in(s: Settings, entry: class_roster.Entry) -> dict:
 
 
 def read_rows(s: Settings, roster: class_roster.Roster) -> list:
-    """One row per student: marks read back from the gradebook, status and flags from intake and the state."""
+    """One row per student: marks read back from the gradebook (each lesson's in one query), status and flags from
+    intake and the state."""
 
     maxima = lesson_maxima(s)
     rows = []
     with gradebook.opened(s) as gb:
+        grades = {lesson: marks.lesson_grades(gb, lesson) for lesson in s.lessons}
         for student in roster.students:
             row = {"student": student, "folder": roster.folders.get(student, student),
                    "lms_id": roster.lms_ids.get(student, ""), "lessons": {},
                    "flags": list(roster.flags.get(student, []))}
             for lesson in s.lessons:
-                row["lessons"][lesson], flags = _lesson_result(gb, s, roster, student, lesson, maxima[lesson])
+                row["lessons"][lesson], flags = _lesson_result(grades[lesson], s, roster, student, lesson,
+                                                               maxima[lesson])
                 row["flags"] += flags
             counted = [c for c in row["lessons"].values() if c["status"] != outcome.NOT_HANDED_IN]
             scores = [c["score"] for c in counted]

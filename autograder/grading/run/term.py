@@ -11,8 +11,9 @@ it again without the download it came in:
     the bytes of the latest notebook handed in, as the learner gave them (a link or special file is never copied);
 ``OUT/handed-in/<student>/<lesson>.json``
     what intake said of it (``status``, ``note``), the LMS's id of the student in that assignment (``lms_id``),
-    whether the LMS marked it late (``late``), when the LMS says it was handed in (``submitted``), its hash and when
-    it was taken in;
+    whether the LMS marked it late (``late``), when the LMS says it was handed in (``submitted``), its hash, when
+    it was taken in, and the notebook limits within which intake read those bytes as a notebook (``checked``: a
+    later run under the same limits hashes them and does not parse them again);
 ``OUT/handed-in/<student>/earlier/``
     every hand-in a later one replaced (a resubmission, a malformed file or a link after a good notebook), with
     its record: nothing OUT took is ever dropped;
@@ -28,6 +29,7 @@ later replaces the other, unless both carry the LMS's time and the new one is ol
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -148,10 +150,25 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
 
 
+def checked_under(limits) -> str:
+    """The notebook limits a hand-in was read within, as its record keeps them (``checked``)."""
+    return json.dumps(dataclasses.asdict(limits or size_limits.NotebookLimits()), sort_keys=True)
+
+
+def checked(term: Term, limits) -> set:
+    """The sha256 of every hand-in of ``term`` that intake read as a notebook within ``limits`` (the same limits):
+    ``class_folder.collect`` does not parse those bytes again."""
+    under = checked_under(limits)
+    return {entry["hash"] for lessons in term.entries.values() for entry in lessons.values()
+            if entry.get("hash") and entry.get("checked") == under and entry.get("status") in ("ok", "misnamed")}
+
+
 def take_in(out, term: Term, roster: class_roster.Roster, lessons, limits=None) -> list:
     """Add what ``roster`` (this run's download) handed in for ``lessons`` to ``term`` and to OUT; returns the
-    notes for the report (an older copy than the one kept). The download itself is only read."""
+    notes for the report (an older copy than the one kept). The download itself is only read; a hand-in OUT holds
+    already, the same bytes, is not written again."""
     notes = []
+    under = checked_under(limits)
     for sid in roster.students:
         took = False
         for lesson in lessons:
@@ -180,15 +197,18 @@ def take_in(out, term: Term, roster: class_roster.Roster, lessons, limits=None) 
                             f"({type(exc).__name__}); submit it again")
             if data is not None:
                 new["hash"] = hashlib.sha256(data).hexdigest()
+                if entry.gradable and new["status"] == entry.status and entry.read_hash == new["hash"]:
+                    new["checked"] = under  # intake read these very bytes as a notebook within these limits
                 if old and old.get("hash") == new["hash"]:
                     new["taken"] = old.get("taken", new["taken"])
             _keep_earlier(target, old, new)
-            if data is not None:
+            if data is not None and not _holds(target, data):
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(target.name + ".tmp")
                 tmp.write_bytes(data)
                 os.replace(tmp, target)
-            _write_json(target.with_suffix(".json"), new)
+            if new != old:
+                _write_json(target.with_suffix(".json"), new)
             term.entries.setdefault(sid, {})[lesson] = new
         if took or sid not in term.students:
             term.students[sid] = {"folder": roster.folders.get(sid, sid), "lms_id": roster.lms_ids.get(sid, ""),
@@ -197,6 +217,14 @@ def take_in(out, term: Term, roster: class_roster.Roster, lessons, limits=None) 
     if roster.lms:
         term.lms = roster.lms
     return notes
+
+
+def _holds(target: Path, data: bytes) -> bool:
+    """Whether OUT's copy ``target`` holds ``data`` already (a regular file, never a link, of these very bytes)."""
+    try:
+        return file_access.read_regular(target, len(data)) == data
+    except OSError:  # none yet, a link, larger than ``data``: written again
+        return False
 
 
 def _keep_earlier(target: Path, old, new: dict) -> None:

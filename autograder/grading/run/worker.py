@@ -225,21 +225,17 @@ def grader_failed(s: Settings, student: str, tasks: dict, *, reason: str) -> lis
 
 def stale_feedback(s: Settings, roster: class_roster.Roster, todo: dict) -> dict:
     """{student: {lesson: {"refresh": True}}} for graded notebooks whose grades changed since their feedback was
-    written, or whose page is gone (a run that graded other lessons removed it)."""
-    from nbgrader.api import MissingEntry
-
-    stale: dict = {}
+    written, or whose page is gone (a run that graded other lessons removed it). The gradebook's marks are read a
+    lesson at a time (``marks.lesson_fingerprints``): a rerun of a large class reads them in a few queries."""
     with gradebook.opened(s) as gb:
-        for student in roster.students:
-            for lesson in s.lessons:
-                record = state.read(s, student, lesson)
-                if not record or not record.graded or lesson in todo.get(student, {}):
-                    continue
-                try:
-                    changed = marks.fingerprint(gb, lesson, student) != record.feedback_of
-                except MissingEntry:
-                    continue
-                changed = changed or not feedback_files.page_path(s.out, student, lesson).exists()  # removed earlier
-                if changed:
-                    stale.setdefault(student, {})[lesson] = {"refresh": True}
+        prints = {lesson: marks.lesson_fingerprints(gb, lesson) for lesson in s.lessons}
+    stale: dict = {}
+    for student in roster.students:
+        for lesson in s.lessons:
+            record = state.read(s, student, lesson)
+            if not record or not record.graded or lesson in todo.get(student, {}) or student not in prints[lesson]:
+                continue
+            if (prints[lesson][student] != record.feedback_of
+                    or not feedback_files.page_path(s.out, student, lesson).exists()):  # removed earlier
+                stale.setdefault(student, {})[lesson] = {"refresh": True}
     return stale

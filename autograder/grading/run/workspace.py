@@ -213,7 +213,8 @@ def stage(s: Settings, roster: class_roster.Roster) -> dict:
     nbgrader metadata on each released cell it still has, none on any other cell (nbgrader would otherwise fail on the
     whole notebook, an unknown or repeated grade_id or changed metadata, and the learner's honest work would score
     nothing); nbgrader then restores the locked cells' sources itself. A ``timestamp.txt`` it cannot use is ignored
-    and flagged.
+    and flagged. A notebook graded before, these very bytes (its record's hash) under the same ``Settings.key``, is
+    only read and hashed, never parsed again: a rerun that grades nothing costs a hash per notebook.
     """
     import nbformat
 
@@ -229,18 +230,19 @@ def stage(s: Settings, roster: class_roster.Roster) -> dict:
                     dest.unlink()
                 continue
             try:  # read once: the hash, the flags and the graded copy are of the same bytes
-                data, nb = file_access.read_notebook(entry.path, s.notebook_limits)
+                data = file_access.read_regular(entry.path, s.notebook_limits.max_bytes)
+                digest = hashlib.sha256(data).hexdigest()
+                record = state.read(s, student, lesson)
+                if record and record.graded and record.hash == digest and record.key == key \
+                        and dest.exists():  # done before (these very bytes); failed ones are tried again
+                    continue
+                nb = file_access.parse_notebook(data, entry.path, s.notebook_limits)  # only what is to be graded
             except size_limits.OverLimit as exc:  # it grew since intake read it
                 _not_staged(entry, dest, str(exc))
                 continue
             except Exception as exc:  # noqa: BLE001 - it changed since intake read it: the learner's file
                 _not_staged(entry, dest, f"{file_access.display(entry.path.name)} changed or vanished while it was "
                                          f"read ({type(exc).__name__}); submit it again")
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            record = state.read(s, student, lesson)
-            if record and record.graded and record.hash == digest and record.key == key \
-                    and dest.exists():  # done before; failed ones are tried again
                 continue
             try:  # whatever the notebook holds, it costs only this notebook
                 copy = findings.restore_metadata(nb, released[lesson])
