@@ -32,20 +32,23 @@ from autograder.grading.records.settings import Settings  # noqa: E402
 from autograder.grading.reports import insights  # noqa: E402
 
 
+def result_of(kind: str, gid: str, bug, unnamed) -> str:
+    """How hidden test ``gid`` ends for a synthetic notebook of ``kind`` ("untouched", "bug" with catalogued ``bug``,
+    "unnamed" failing test ``unnamed``, else perfect)."""
+    if kind == "untouched":
+        return verdict.UNANSWERED
+    if bug is not None and gid in bug.tests:
+        return verdict.BUG
+    return verdict.UNNAMED if gid == unnamed else verdict.PASSED
+
+
 def _record(rng, student: str, lesson: str, tests: dict, kind: str) -> state.Record:
     lesson_bugs = [b for b in bugs.CATALOG if b.lesson == lesson and set(b.tests) <= set(tests)]
     bug = rng.choice(lesson_bugs) if kind == "bug" and lesson_bugs else None
     unnamed = rng.choice(sorted(tests)) if kind == "unnamed" else None
     found = {}
     for gid, points in tests.items():
-        if kind == "untouched":
-            result = verdict.UNANSWERED
-        elif bug is not None and gid in bug.tests:
-            result = verdict.BUG
-        elif gid == unnamed:
-            result = verdict.UNNAMED
-        else:
-            result = verdict.PASSED
+        result = result_of(kind, gid, bug, unnamed)
         found[gid] = state.Item(score=points if result == verdict.PASSED else 0.0, max=points, result=result,
                                 bug=bug.id if result == verdict.BUG else None,
                                 failure=items.FAILURE_OF[verdict.UNNAMED] if result == verdict.UNNAMED else None)

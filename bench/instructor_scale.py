@@ -141,6 +141,7 @@ def _written_text(rng) -> str:
 
 def _one(rng, i: int, k: int, lesson: str, cells: Cells, lesson_bugs: list, prints: dict, works: dict):
     """(grade rows, comment rows, record fields) of learner ``i``'s notebook of ``lesson``."""
+    import insights_speed
     import similarity_speed
 
     kind = KINDS[(i + k) % len(KINDS)]
@@ -152,14 +153,7 @@ def _one(rng, i: int, k: int, lesson: str, cells: Cells, lesson_bugs: list, prin
         if not points:
             grades.append((cell_id, _grade(gid, 0.0, None, False, points)))
             continue
-        if kind == "untouched":
-            result = verdict.UNANSWERED
-        elif bug is not None and gid in bug.tests:
-            result = verdict.BUG
-        elif gid == unnamed:
-            result = verdict.UNNAMED
-        else:
-            result = verdict.PASSED
+        result = insights_speed.result_of(kind, gid, bug, unnamed)
         score = points if result == verdict.PASSED else 0.0
         grades.append((cell_id, _grade(gid, score, None, False, points)))
         found[gid] = state.Item(score=score, max=points, result=result,

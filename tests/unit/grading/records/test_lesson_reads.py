@@ -118,14 +118,20 @@ def test_the_rows_read_a_lesson_at_a_time_hold_each_submissions_marks(tmp_path):
     assert rows["bob"]["lessons"]["01_warmup"]["manual"] == 2.5 and rows["ann"]["pending"] == 6.0
 
 
-def test_nbgrader_export_writes_through_the_export_view_what_it_writes_from_the_gradebook(tmp_path):
-    s = _class(tmp_path)
+def _exports(s, folder) -> list:
+    """nbgrader's export of the gradebook of ``s``, written from the gradebook itself and through ``ExportView``."""
     written = []
     for view in (lambda gb: gb, report.ExportView):
-        path = tmp_path / f"export-{len(written)}.csv"
+        path = folder / f"export-{len(written)}.csv"
         with gradebook.opened(s) as gb:
             CsvExportPlugin(to=str(path)).export(view(gb))
         written.append(path.read_bytes())
+    return written
+
+
+def test_nbgrader_export_writes_through_the_export_view_what_it_writes_from_the_gradebook(tmp_path):
+    s = _class(tmp_path)
+    written = _exports(s, tmp_path)
     assert written[0] == written[1]
     assert b"01_warmup,,2026-10-01 10:00:00,cat,,,,2.0,1.0,1.0,6.0" in written[0]  # a penalty, a timestamp
     assert b"05_exercises,,,dan,,,,0.0,0.0,0.0,6.0" in written[0]  # no submission
@@ -165,10 +171,5 @@ def test_a_postgresql_gradebook_gets_its_indexes_and_is_read_a_lesson_at_a_time_
     with gradebook.opened(s) as gb:
         assert set(gradebook.INDEXES) <= {row[0] for row in gb.db.execute(text("SELECT indexname FROM pg_indexes"))}
     _reads_agree(s)
-    written = []
-    for view in (lambda gb: gb, report.ExportView):
-        path = tmp_path / f"export-{len(written)}.csv"
-        with gradebook.opened(s) as gb:
-            CsvExportPlugin(to=str(path)).export(view(gb))
-        written.append(path.read_bytes())
+    written = _exports(s, tmp_path)
     assert written[0] == written[1] and b"cat,,,,2.0,1.0,1.0,6.0" in written[0]
