@@ -15,7 +15,8 @@ large square matmul of the same dtype. It then prints how the reference compares
 two large shapes (the course keeps it within 1.5x), and the peak memory of naive attention (which holds the
 (n_heads, T, T) weights) against tiled attention (one (T, block) block at a time), measured with tracemalloc.
 Last, the attention core alone in float32: plain, tiled, and tiled with its query blocks on threads (lesson 06),
-against PyTorch's ``F.scaled_dot_product_attention`` when PyTorch is installed (``requirements-bench.txt``).
+against PyTorch's ``F.scaled_dot_product_attention`` when PyTorch is installed (``requirements-bench.txt``), and
+the floor of the fastest numpy kernel: its matmuls alone, then with its exp pass.
 These are figures to read, not a timed test. On a shared machine other processes disturb them: the script prints
 the load average, and ``--threads 1`` keeps BLAS threads from waiting for each other when the CPUs are busy.
 """
@@ -222,6 +223,7 @@ def tiled_in_place(Q, K, V, block_size):
 
 
 SAFE_BOUND = 40.0  # exp of a score in [-40, 40] is a normal float32, and sums of 2**60 of them do not overflow
+LOG2_E = 1.0 / math.log(2.0)  # exp(x) = exp2(x * log2(e)); numpy's float32 exp2 takes half the time of its exp
 
 
 def tiled_unshifted(Q, K, V, block_size):
@@ -229,26 +231,62 @@ def tiled_unshifted(Q, K, V, block_size):
 
     Softmax subtracts each row's maximum only so that exp cannot overflow. Every score of query row i is at most
     |q_i| * max_j |k_j| / sqrt(d_k) in size (Cauchy-Schwarz); where that bound is below SAFE_BOUND, exp(score)
-    needs no shift at all, so there is no running maximum and no block rescales what came before. The row sums
-    ride in the second matmul, as a column of ones appended to V. Rows whose bound is too large are computed again
-    with the shifted kernel."""
-    scale = Q.dtype.type(1.0 / math.sqrt(Q.shape[-1]))
-    k_max = np.linalg.norm(K, axis=-1).max(axis=-1)[..., None]  # (..., 1) the longest key
-    bound = np.linalg.norm(Q, axis=-1) * (scale * k_max)  # (..., T_q) >= |every score of the row|
-    Q_scaled = Q * scale  # (..., T_q, d_k)
-    V_ones = np.concatenate([V, np.ones((*V.shape[:-1], 1), V.dtype)], axis=-1)  # (..., T_k, d_v + 1)
-    acc = np.zeros((*Q.shape[:-1], V.shape[-1] + 1), dtype=Q.dtype)  # (..., T_q, d_v + 1): outputs, then sums
-    with np.errstate(over="ignore", invalid="ignore"):  # only in unsafe rows, computed again below
-        for start in range(0, K.shape[-2], block_size):
-            s = Q_scaled @ np.swapaxes(K[..., start:start + block_size, :], -1, -2)  # (..., T_q, block)
-            np.exp(s, out=s)
-            acc += s @ V_ones[..., start:start + block_size, :]  # (..., T_q, d_v + 1)
-        out = acc[..., :-1] / acc[..., -1:]  # (..., T_q, d_v)
-    unsafe = bound >= SAFE_BOUND  # (..., T_q)
-    for index in np.ndindex(unsafe.shape[:-1]) if unsafe.any() else ():
-        rows = unsafe[index]  # (T_q,)
-        if rows.any():
-            out[index][rows] = tiled_in_place(Q[index][rows], K[index], V[index], block_size)
+    needs no shift at all, so there is no running maximum and no block rescales what came before. Q is scaled once
+    by log2(e) / sqrt(d_k), so that the exp pass is numpy's exp2, the faster of the two on float32. Each block's
+    row sums are a matrix-vector product with a vector of ones, kept apart (T_k / block_size numbers per query)
+    and added once at the end. Rows whose bound is too large are computed again with the shifted kernel."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    T_q, T_k, d_v = Q.shape[-2], K.shape[-2], V.shape[-1]
+    dtype = np.result_type(Q, K, V)
+    scale = 1.0 / math.sqrt(Q.shape[-1])
+    k_sq = np.einsum("...jd,...jd->...j", K, K).max(axis=-1, keepdims=True)  # (..., 1) the longest key, squared
+    q_sq = np.einsum("...id,...id->...i", Q, Q)  # (..., T_q) each query's length, squared
+    unsafe = np.broadcast_to(q_sq * k_sq * dtype.type(scale * scale) >= SAFE_BOUND ** 2, (*lead, T_q))  # (..., T_q)
+    Q_scaled = Q * dtype.type(scale * LOG2_E)  # (..., T_q, d_k): scores in base 2, exp(score) = exp2(score * log2 e)
+    width = min(block_size, T_k)
+    s = np.empty((*lead, T_q, width), dtype)  # (..., T_q, block) one block of scores, reused
+    ones = np.ones(width, dtype)
+    out, part = np.empty((*lead, T_q, d_v), dtype), np.empty((*lead, T_q, d_v), dtype)  # sum of exp(s) @ V, one term
+    sums = np.empty((-(-T_k // block_size), *lead, T_q), dtype)  # each block's row sums of exp(s)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # only in unsafe rows, computed again below
+        for i, start in enumerate(range(0, T_k, block_size)):
+            block = s[..., :min(block_size, T_k - start)]  # (..., T_q, block)
+            np.matmul(Q_scaled, np.swapaxes(K[..., start:start + block_size, :], -1, -2), out=block)
+            np.exp2(block, out=block)
+            np.matmul(block, V[..., start:start + block_size, :], out=part if i else out)  # (..., T_q, d_v)
+            np.matmul(block, ones[:block.shape[-1]], out=sums[i])  # (..., T_q)
+            if i:
+                out += part
+        out /= sums.sum(axis=0)[..., None]
+    if unsafe.any():
+        Q, K, V = (np.broadcast_to(x, (*lead, *x.shape[-2:])) for x in (Q, K, V))
+        for index in np.ndindex(lead):
+            rows = unsafe[index]  # (T_q,)
+            if rows.any():
+                out[index][rows] = tiled_in_place(Q[index][rows], K[index], V[index], block_size)
+    return out
+
+
+def block_products(Q, K, V, block_size, exp=False):
+    """What tiled_unshifted cannot go below: its two matmuls over each (..., T_q, block) block and nothing else
+    (with ``exp``, its exp2 pass as well), in the same blocks and buffers. Not attention: the sum over the blocks of
+    s @ V, where s is Q K^T / sqrt(d_k), or exp(Q K^T / sqrt(d_k)) with ``exp``; no row sums, no division, no
+    bound. A numpy kernel that forms the scores block by block and multiplies them by V through numpy's matmul
+    runs at least these products, and for softmax an exp pass over every score."""
+    lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
+    T_q, T_k, d_v = Q.shape[-2], K.shape[-2], V.shape[-1]
+    dtype = np.result_type(Q, K, V)
+    Q_scaled = Q * dtype.type((LOG2_E if exp else 1.0) / math.sqrt(Q.shape[-1]))  # (..., T_q, d_k)
+    s = np.empty((*lead, T_q, min(block_size, T_k)), dtype)  # (..., T_q, block) one block of scores, reused
+    out, part = np.empty((*lead, T_q, d_v), dtype), np.empty((*lead, T_q, d_v), dtype)
+    for start in range(0, T_k, block_size):
+        block = s[..., :min(block_size, T_k - start)]  # (..., T_q, block)
+        np.matmul(Q_scaled, np.swapaxes(K[..., start:start + block_size, :], -1, -2), out=block)
+        if exp:
+            np.exp2(block, out=block)
+        np.matmul(block, V[..., start:start + block_size, :], out=out if start == 0 else part)  # (..., T_q, d_v)
+        if start:
+            out += part
     return out
 
 
@@ -256,7 +294,7 @@ def attention_on_threads(Q, K, V, block_size, n_threads, tiled=reference.tiled_a
     """``tiled`` on every (head, block of ``query_rows`` queries) pair (several heads together when T_q is shorter
     than ``query_rows``), spread over ``n_threads`` threads: the work split of FlashAttention-2 (lesson 06,
     section 4 splits only the query axis). numpy releases the GIL inside its array operations, so the tasks run on
-    separate cores, and each works on one head's (query_rows, block_size) scores, small enough to stay in the
+    separate cores, and each works on (query_rows, block_size) scores at a time, small enough to stay in the
     core's cache. Memory: one such block per thread."""
     lead = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2], V.shape[:-2])
     T_q, T_k = Q.shape[-2], K.shape[-2]
@@ -297,48 +335,63 @@ def torch_sdpa():
     return sdpa
 
 
-def library_table(repeat, block_size=512, query_rows=512):
+SCORES_PER_TASK = 2 ** 19  # scores in one task's block: 2 MB of float32, one core's L2 cache on the machine
+#                           measured; T=2048: 1,024 queries x 512 keys; T=128: 32 whole heads of 128 x 128
+
+
+def library_table(repeat, block_size=512):
     """The attention core alone, float32, on the two large shapes: numpy plain, tiled (the course's reference),
-    both tiled versions on threads, and PyTorch's SDPA when it is installed. Run with one BLAS thread (``main``
-    starts it in a child process with ``--threads 1``): BLAS threads inside each Python thread would
-    oversubscribe the cores."""
+    three tiled kernels on threads, and PyTorch's SDPA when it is installed; then the floors of the unshifted
+    kernel (block_products: its matmuls alone, then with its exp pass), timed the same way. Run with one BLAS
+    thread (``main`` starts it in a child process with ``--threads 1``): BLAS threads inside each Python thread
+    would oversubscribe the cores. On threads, each task holds SCORES_PER_TASK scores at a time: a block of
+    queries of one head, or several whole heads when the sequence is short."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     sdpa = torch_sdpa()
     threads = os.environ.get("OPENBLAS_NUM_THREADS", "numpy default")
     torch_threads = f", PyTorch threads: {__import__('torch').get_num_threads()}" if sdpa is not None else ""
-    print(f"\nAttention core (Q, K, V) -> out, float32, {cores} core(s), BLAS threads: {threads}{torch_threads}; "
-          f"key blocks of {block_size}; on threads: (head, {query_rows} queries) pairs over {cores} threads:")
-    print(f"  {'shape':<30} {'variant':<28} {'time':>10} {'/ SDPA':>7}")
+    print(f"\nAttention core (Q, K, V) -> out, float32, {cores} core(s), BLAS threads: {threads}{torch_threads}, "
+          f"load average {os.getloadavg()[0]:.1f} at start; key blocks of {block_size}; on threads: tasks of "
+          f"{SCORES_PER_TASK} scores over {cores} threads:")
+    print(f"  {'shape':<30} {'variant':<36} {'time':>10} {'/ SDPA':>7}")
     rng = np.random.default_rng(3)
     ratios = []
     for label, B, T, d_model, n_heads in LARGE:
         Q, K, V = rng.normal(size=(3, B, n_heads, T, d_model // n_heads)).astype(np.float32)  # (B, n_heads, T, d_head)
+        rows = SCORES_PER_TASK // min(block_size, T)  # queries per task (whole heads when T is shorter)
+        on_threads = {"reference tiled, threads": reference.tiled_attention,
+                      "in-place tiled, threads": tiled_in_place,
+                      "unshifted exp, threads": tiled_unshifted,
+                      "floor: matmuls only, threads": block_products,
+                      "floor: matmuls + exp, threads": lambda *a: block_products(*a, exp=True)}
         runs = {"numpy plain (reference)": (lambda *a: reference.scaled_dot_product_attention(*a)[0], (Q, K, V)),
-                "numpy tiled (reference)": (reference.tiled_attention, (Q, K, V, block_size)),
-                "reference tiled, threads": (attention_on_threads, (Q, K, V, block_size, cores,
-                                                                    reference.tiled_attention, query_rows)),
-                "in-place tiled, threads": (attention_on_threads, (Q, K, V, block_size, cores, tiled_in_place,
-                                                                   query_rows)),
-                "unshifted exp, threads": (attention_on_threads, (Q, K, V, block_size, cores, tiled_unshifted,
-                                                                  query_rows))}
+                "numpy tiled (reference)": (reference.tiled_attention, (Q, K, V, block_size))}
+        runs.update({name: (attention_on_threads, (Q, K, V, block_size, cores, tiled, rows))
+                     for name, tiled in on_threads.items()})
         if sdpa is not None:
             runs["PyTorch SDPA"] = (sdpa, (Q, K, V))
         expected = runs["numpy plain (reference)"][0](Q, K, V)
         for name, (fn, args) in runs.items():
-            err = float(np.max(np.abs(fn(*args) - expected)))
-            assert err < 1e-4, f"{name} disagrees with plain attention by {err:.3g}"
-        times = best_times(runs, rounds=repeat, budget=20)
+            if not name.startswith("floor"):  # the floors are not attention
+                err = float(np.max(np.abs(fn(*args) - expected)))
+                assert err < 1e-4, f"{name} disagrees with plain attention by {err:.3g}"
+        times = best_times(runs, rounds=5 * repeat, budget=20)  # T=128: 35 rounds in 2 s; T=2048: ~18 in 20 s
         for name, t in times.items():
             versus = f"{t / times['PyTorch SDPA']:>6.2f}x" if sdpa is not None else "      -"
-            print(f"  {label:<30} {name:<28} {t * 1e3:>8.1f} ms {versus}")
+            print(f"  {label:<30} {name:<36} {t * 1e3:>8.1f} ms {versus}")
         if sdpa is not None:
-            ratios.append((label, times["unshifted exp, threads"] / times["PyTorch SDPA"]))
+            ratios.append((label, {name: times[name] / times["PyTorch SDPA"] for name in
+                                   ("unshifted exp, threads", "floor: matmuls only, threads",
+                                    "floor: matmuls + exp, threads")}))
     if sdpa is None:
         print("  PyTorch is not installed: pip install -r requirements-bench.txt for the SDPA comparison")
-    for label, ratio in ratios:
-        target = (f" (target {SDPA_TARGET}: {'met' if ratio <= SDPA_TARGET else 'not met'})" if label == SDPA_SHAPE
-                  else "")
-        print(f"  unshifted exp on threads / PyTorch SDPA at {label}: {ratio:.2f}{target}")
+    for label, r in ratios:
+        target = (f" (target {SDPA_TARGET}: {'met' if r['unshifted exp, threads'] <= SDPA_TARGET else 'not met'})"
+                  if label == SDPA_SHAPE else "")
+        print(f"  unshifted exp on threads / PyTorch SDPA at {label}: {r['unshifted exp, threads']:.2f}{target}; "
+              f"its matmuls alone {r['floor: matmuls only, threads']:.2f}, with its exp pass "
+              f"{r['floor: matmuls + exp, threads']:.2f}")
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def main(argv=None):
