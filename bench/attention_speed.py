@@ -335,6 +335,20 @@ def torch_sdpa():
     return sdpa
 
 
+def cpu_seconds_of_others():
+    """CPU seconds the whole machine has spent busy, less this process's own (Linux's /proc/stat; None elsewhere).
+    The difference over a timing is the work of other processes: SDPA's threads wait for each other, so other work
+    slows it more than numpy's tasks and flatters the ratios."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except OSError:
+        return None
+    busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return busy - own.user - own.system
+
+
 SCORES_PER_TASK = 2 ** 19  # scores in one task's block: 2 MB of float32, one core's L2 cache on the machine
 #                           measured; T=2048: 1,024 queries x 512 keys; T=128: 32 whole heads of 128 x 128
 
@@ -375,7 +389,11 @@ def library_table(repeat, block_size=512):
             if not name.startswith("floor"):  # the floors are not attention
                 err = float(np.max(np.abs(fn(*args) - expected)))
                 assert err < 1e-4, f"{name} disagrees with plain attention by {err:.3g}"
+        others, start = cpu_seconds_of_others(), time.perf_counter()
         times = best_times(runs, rounds=5 * repeat, budget=20)  # T=128: 35 rounds in 2 s; T=2048: ~18 in 20 s
+        if others is not None:
+            share = (cpu_seconds_of_others() - others) / ((time.perf_counter() - start) * cores)
+            print(f"  {label:<30} other processes used {max(share, 0.0):.0%} of the CPUs while these were timed")
         for name, t in times.items():
             versus = f"{t / times['PyTorch SDPA']:>6.2f}x" if sdpa is not None else "      -"
             print(f"  {label:<30} {name:<36} {t * 1e3:>8.1f} ms {versus}")

@@ -2,6 +2,8 @@
 in-place and unshifted tiled kernels and the query blocks on threads agree with the reference, for sizes that blocks
 and threads do not divide; the floors it prints compute the products they claim to."""
 
+import io
+import os
 import sys
 
 import numpy as np
@@ -95,3 +97,12 @@ def test_the_floors_compute_the_products_they_time(exp):
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     on_threads = bench.attention_on_threads(Q, K, V, 8, 2, lambda *a: bench.block_products(*a, exp=exp), 10)
     np.testing.assert_allclose(on_threads, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_cpu_time_of_other_processes_is_the_machine_busy_time_less_this_process(monkeypatch):
+    """The bench's disturbance figure: /proc/stat's busy time (idle and iowait left out) less this process's own."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = f"cpu  {3 * tick} {tick} {2 * tick} {50 * tick} {4 * tick} 0 0 {tick} 0 0\ncpu0 ...\n"
+    monkeypatch.setattr(bench, "open", lambda path: io.StringIO(stat), raising=False)
+    monkeypatch.setattr(bench.os, "times", lambda: os.times_result((1.5, 0.5, 0.0, 0.0, 0.0)))
+    assert bench.cpu_seconds_of_others() == pytest.approx(3 + 1 + 2 + 1 - 2.0)
